@@ -1,0 +1,327 @@
+//! Namespaces (`/api/v1/namespaces`, cluster-scoped, short name `ns`): kube's namespace
+//! strategy. A new namespace is `Active` and carries the `kubernetes` finalizer in
+//! `spec.finalizers` (the namespace controller removes it through `finalize` once the
+//! namespace's content is gone); `spec.finalizers` and `status` cannot be changed by a
+//! plain update; every namespace is labelled `kubernetes.io/metadata.name=<name>`.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::{age, base_def, child_object, field_at, items, str_at, Names};
+use crate::machinery::validation::{is_qualified_name, NameRule};
+use crate::resource::{
+    age_column, name_column, ResourceDef, Strategy, SubresourceDef, TableColumn,
+};
+use crate::status::{field_invalid, StatusCause};
+
+/// The finalizer the namespace controller owns (`api.FinalizerKubernetes`).
+pub const FINALIZER_KUBERNETES: &str = "kubernetes";
+
+/// The label kube sets on every namespace to its own name (`v1.LabelMetadataName`).
+pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Finalizer names that need no domain prefix (`helper.IsStandardFinalizerName`).
+const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
+
+/// The Namespace resource.
+pub fn def() -> ResourceDef {
+    let mut def = base_def(
+        Names {
+            group: "",
+            version: "v1",
+            plural: "namespaces",
+            singular: "namespace",
+            kind: "Namespace",
+            namespaced: false,
+            definition: "io.k8s.api.core.v1.Namespace",
+        },
+        Arc::new(NamespaceStrategy),
+    );
+    // kube serves no deletecollection on namespaces.
+    def.verbs = vec![
+        "create", "delete", "get", "list", "patch", "update", "watch",
+    ];
+    def.short_names = vec!["ns".into()];
+    def.subresources = vec![
+        SubresourceDef {
+            name: "finalize",
+            kind: "Namespace".into(),
+            verbs: vec!["update"],
+        },
+        SubresourceDef {
+            name: "status",
+            kind: "Namespace".into(),
+            verbs: vec!["get", "patch", "update"],
+        },
+    ];
+    def.columns = vec![
+        name_column(),
+        TableColumn {
+            name: "Status",
+            type_: "string",
+            format: "",
+            description: "The status of the namespace",
+            priority: 0,
+        },
+        age_column(),
+    ];
+    def.field_selectors = vec![
+        ("status.phase", |o| field_at(o, "/status/phase")),
+        // kube keeps `name` for backward compatibility (a bug it must not fix).
+        ("name", |o| field_at(o, "/metadata/name")),
+    ];
+    def.patch_meta = &[("status.conditions", "merge", "type")];
+    def
+}
+
+/// kube's `namespaceStrategy` (plus its status and finalize variants).
+pub struct NamespaceStrategy;
+
+impl Strategy for NamespaceStrategy {
+    fn prepare_for_create(&self, object: &mut Value) {
+        if let Some(map) = object.as_object_mut() {
+            map.insert("status".into(), json!({"phase": "Active"}));
+        }
+        // The kubernetes finalizer is required at creation only; it is removed over the
+        // namespace's life, so it is not a default applied on every write.
+        if let Some(spec) = child_object(object, "spec") {
+            let list = spec.entry("finalizers").or_insert_with(|| json!([]));
+            if !list.is_array() {
+                *list = json!([]);
+            }
+            if let Some(list) = list.as_array_mut() {
+                if !list
+                    .iter()
+                    .any(|f| f.as_str() == Some(FINALIZER_KUBERNETES))
+                {
+                    list.push(json!(FINALIZER_KUBERNETES));
+                }
+            }
+        }
+        set_name_label(object);
+    }
+
+    fn prepare_for_update(&self, object: &mut Value, old: &Value) {
+        // Only the finalize subresource may change spec.finalizers, only status may change
+        // status.
+        copy_from_old(object, old, "/spec/finalizers");
+        if let Some(map) = object.as_object_mut() {
+            match old.get("status") {
+                Some(s) => map.insert("status".into(), s.clone()),
+                None => map.remove("status"),
+            };
+        }
+        set_name_label(object);
+    }
+
+    fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
+        let status = object.get("status").cloned();
+        let rv = object.pointer("/metadata/resourceVersion").cloned();
+        let mut next = old.clone();
+        if let Some(map) = next.as_object_mut() {
+            match status {
+                Some(s) => map.insert("status".into(), s),
+                None => map.remove("status"),
+            };
+        }
+        if let (Some(meta), Some(rv)) = (child_object(&mut next, "metadata"), rv) {
+            meta.insert("resourceVersion".into(), rv);
+        }
+        // SetDefaults_NamespaceStatus runs on every decode.
+        if let Some(status) = child_object(&mut next, "status") {
+            if status
+                .get("phase")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
+                status.insert("phase".into(), json!("Active"));
+            }
+        }
+        set_name_label(&mut next);
+        *object = next;
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1123Label
+    }
+
+    fn begin_delete(&self, object: &mut Value) -> bool {
+        // kube's namespace REST switches the phase on the first delete request, then waits
+        // for spec.finalizers to empty (the namespace controller's work).
+        if let Some(status) = child_object(object, "status") {
+            status.insert("phase".into(), json!("Terminating"));
+        }
+        !items(object.pointer("/spec/finalizers")).is_empty()
+    }
+
+    fn ready_to_delete(&self, object: &Value) -> bool {
+        items(object.pointer("/spec/finalizers")).is_empty()
+    }
+
+    fn validate(&self, object: &Value) -> Vec<StatusCause> {
+        validate_finalizers(object, false)
+    }
+
+    fn validate_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
+        validate_finalizers(object, false)
+    }
+
+    fn table_cells(&self, object: &Value) -> Vec<Value> {
+        vec![json!(str_at(object, "/status/phase")), json!(age(object))]
+    }
+}
+
+/// `ValidateNamespaceFinalizeUpdate`'s checks, which (unlike create and update) name each
+/// list entry's index in the field path.
+pub fn validate_finalize(object: &Value) -> Vec<StatusCause> {
+    validate_finalizers(object, true)
+}
+
+fn validate_finalizers(object: &Value, indexed: bool) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    for (i, finalizer) in items(object.pointer("/spec/finalizers")).iter().enumerate() {
+        let field = if indexed {
+            format!("spec.finalizers[{i}]")
+        } else {
+            "spec.finalizers".to_string()
+        };
+        let name = finalizer.as_str().unwrap_or("");
+        for message in is_qualified_name(name) {
+            causes.push(field_invalid(&field, name, &message));
+        }
+        if !name.contains('/') && !STANDARD_FINALIZERS.contains(&name) {
+            causes.push(field_invalid(
+                &field,
+                name,
+                "name is neither a standard finalizer name nor is it fully qualified",
+            ));
+        }
+    }
+    causes
+}
+
+/// Sets `kubernetes.io/metadata.name` to the object's name (kube's `SetDefaults_Namespace`
+/// and `Canonicalize`); a nameless object (generateName not yet resolved) is left alone.
+fn set_name_label(object: &mut Value) {
+    let name = str_at(object, "/metadata/name").to_string();
+    if name.is_empty() {
+        return;
+    }
+    if let Some(labels) = child_object(object, "metadata").and_then(|m| {
+        let entry = m.entry("labels").or_insert_with(|| json!({}));
+        if !entry.is_object() {
+            *entry = json!({});
+        }
+        entry.as_object_mut()
+    }) {
+        labels.insert(NAME_LABEL.into(), json!(name));
+    }
+}
+
+/// Replaces the value at `pointer` (under `spec`) with the old object's, or removes it.
+fn copy_from_old(object: &mut Value, old: &Value, pointer: &str) {
+    let key = pointer.rsplit('/').next().unwrap_or("");
+    let previous = old.pointer(pointer).cloned();
+    match previous {
+        Some(v) => {
+            if let Some(spec) = child_object(object, "spec") {
+                spec.insert(key.into(), v);
+            }
+        }
+        None => {
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove(key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_defaults_phase_finalizer_and_label() {
+        let mut ns = json!({"metadata": {"name": "team-a"}, "status": {"phase": "Terminating"}});
+        NamespaceStrategy.prepare_for_create(&mut ns);
+        assert_eq!(ns["status"], json!({"phase": "Active"}));
+        assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(ns["metadata"]["labels"][NAME_LABEL], "team-a");
+
+        let mut ns = json!({"metadata": {"name": "b"}, "spec": {"finalizers": ["example.com/x"]}});
+        NamespaceStrategy.prepare_for_create(&mut ns);
+        assert_eq!(
+            ns["spec"]["finalizers"],
+            json!(["example.com/x", "kubernetes"])
+        );
+    }
+
+    #[test]
+    fn update_keeps_status_and_finalizers() {
+        let old = json!({"metadata": {"name": "a", "labels": {NAME_LABEL: "a"}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        let mut new = json!({"metadata": {"name": "a", "labels": {"team": "x"}},
+            "spec": {}, "status": {"phase": "Terminating"}});
+        NamespaceStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(new["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(new["status"]["phase"], "Active");
+        assert_eq!(
+            new["metadata"]["labels"],
+            json!({"team": "x", NAME_LABEL: "a"})
+        );
+    }
+
+    #[test]
+    fn status_update_takes_only_status() {
+        let old = json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        let mut new =
+            json!({"metadata": {"name": "a", "resourceVersion": "5"}, "spec": {}, "status": {}});
+        NamespaceStrategy.prepare_for_status_update(&mut new, &old);
+        assert_eq!(new["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(new["status"]["phase"], "Active");
+        assert_eq!(new["metadata"]["resourceVersion"], "5");
+        assert_eq!(new["metadata"]["labels"]["x"], "y");
+    }
+
+    #[test]
+    fn delete_waits_for_spec_finalizers() {
+        let mut ns = json!({"metadata": {"name": "a"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        assert!(NamespaceStrategy.begin_delete(&mut ns));
+        assert_eq!(ns["status"]["phase"], "Terminating");
+        assert!(!NamespaceStrategy.ready_to_delete(&ns));
+        let mut empty = json!({"metadata": {"name": "a"}, "spec": {}});
+        assert!(!NamespaceStrategy.begin_delete(&mut empty));
+        assert!(NamespaceStrategy.ready_to_delete(&empty));
+    }
+
+    #[test]
+    fn finalizer_names_are_validated() {
+        let ns =
+            json!({"metadata": {"name": "a"}, "spec": {"finalizers": ["kubernetes", "custom"]}});
+        let causes = NamespaceStrategy.validate(&ns);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.finalizers");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"custom\": name is neither a standard finalizer name nor is it fully qualified"
+        );
+        assert_eq!(validate_finalize(&ns)[0].field, "spec.finalizers[1]");
+    }
+
+    #[test]
+    fn table_and_selectors() {
+        let ns = json!({"metadata": {"name": "a", "creationTimestamp": "2020-01-01T00:00:00Z"}, "status": {"phase": "Active"}});
+        let cells = NamespaceStrategy.table_cells(&ns);
+        assert_eq!(cells[0], "Active");
+        let d = def();
+        assert_eq!(d.columns.len(), 3);
+        assert_eq!(
+            d.field_extractor("status.phase").and_then(|f| f(&ns)),
+            Some("Active".into())
+        );
+        assert!(!d.supports_verb("deletecollection"));
+        assert!(d.has_subresource("finalize"));
+    }
+}

@@ -1,0 +1,188 @@
+//! Turning cached objects into response bodies: single objects, lists assembled from the
+//! cache's pre-serialized bytes (no re-encoding), Table output for `kubectl get`, YAML, watch
+//! frames, and the opaque `continue` tokens of paginated lists.
+
+use base64::Engine;
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{json, Value};
+
+use crate::api::ApiResponse;
+use crate::machinery::negotiation::{MediaType, Negotiated};
+use crate::machinery::table::{self, IncludeObject, TableRow};
+use crate::resource::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+
+/// Content type of JSON responses.
+pub const JSON: &str = "application/json";
+/// Content type of YAML responses.
+pub const YAML: &str = "application/yaml";
+
+/// Answers one object in the negotiated form. `bytes` is the object's JSON.
+pub(crate) fn object_response(
+    status: u16,
+    def: &ResourceDef,
+    bytes: Bytes,
+    output: &Negotiated,
+    include: IncludeObject,
+) -> ApiResult<ApiResponse> {
+    if output.as_table {
+        let object: Value = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+        let rv = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let rows = vec![table_row(def, object)];
+        let body = table::table(&def.columns, rows, &rv, None, None, include);
+        return json_value_response(status, &body, output);
+    }
+    match output.media {
+        MediaType::Yaml => {
+            let object: Value = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+            yaml_response(status, &object)
+        }
+        _ => Ok(ApiResponse::json(status, bytes)),
+    }
+}
+
+/// Answers a list body (JSON bytes) in the negotiated media type.
+pub(crate) fn object_response_list(body: Bytes, output: &Negotiated) -> ApiResult<ApiResponse> {
+    match output.media {
+        MediaType::Yaml => {
+            let value: Value = serde_json::from_slice(&body).map_err(ApiError::internal)?;
+            yaml_response(200, &value)
+        }
+        _ => Ok(ApiResponse::json(200, body)),
+    }
+}
+
+/// Answers a JSON value in the negotiated media type (JSON or YAML).
+pub(crate) fn json_value_response(
+    status: u16,
+    value: &Value,
+    output: &Negotiated,
+) -> ApiResult<ApiResponse> {
+    match output.media {
+        MediaType::Yaml => yaml_response(status, value),
+        _ => {
+            let body = serde_json::to_vec(value).map_err(ApiError::internal)?;
+            Ok(ApiResponse::json(status, body))
+        }
+    }
+}
+
+fn yaml_response(status: u16, value: &Value) -> ApiResult<ApiResponse> {
+    let text = serde_yaml::to_string(value).map_err(ApiError::internal)?;
+    Ok(ApiResponse::with_type(status, YAML, text))
+}
+
+/// One Table row for an object: NAME, then the strategy's cells.
+pub(crate) fn table_row(def: &ResourceDef, object: Value) -> TableRow {
+    let mut cells = vec![Value::String(super::object_name(&object).to_string())];
+    cells.extend(def.strategy.table_cells(&object));
+    TableRow { cells, object }
+}
+
+/// Metadata of a list response.
+pub(crate) struct ListMeta {
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<i64>,
+}
+
+/// Builds a `<Kind>List` from pre-serialized items without re-encoding them.
+pub(crate) fn list_body(def: &ResourceDef, items: &[Bytes], meta: &ListMeta) -> Bytes {
+    let mut list_meta = json!({"resourceVersion": meta.resource_version.to_string()});
+    if let Some(token) = &meta.continue_token {
+        list_meta["continue"] = Value::String(token.clone());
+    }
+    if let Some(remaining) = meta.remaining {
+        list_meta["remainingItemCount"] = json!(remaining);
+    }
+    let head =
+        json!({"kind": def.list_kind, "apiVersion": def.api_version(), "metadata": list_meta});
+    let head = head.to_string();
+    let total: usize = items.iter().map(|b| b.len() + 1).sum();
+    let mut out = BytesMut::with_capacity(head.len() + total + 16);
+    // `head` ends with `}`: reopen it to append `"items":[...]`.
+    out.put_slice(&head.as_bytes()[..head.len() - 1]);
+    out.put_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(item);
+    }
+    out.put_slice(b"]}");
+    out.freeze()
+}
+
+/// What a `continue` token encodes: the revision the first page was read at and the last key
+/// returned (relative to the collection prefix), like kube's `continueToken`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ContinueToken {
+    pub v: String,
+    pub rv: u64,
+    pub start: String,
+}
+
+pub(crate) fn encode_continue(rv: u64, start: &str) -> String {
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        start: start.to_string(),
+    };
+    let json = serde_json::to_vec(&token).unwrap_or_default();
+    base64::engine::general_purpose::URL_SAFE.encode(json)
+}
+
+pub(crate) fn decode_continue(token: &str) -> ApiResult<ContinueToken> {
+    let bad =
+        || ApiError::bad_request("continue key is not valid: invalid continue token".to_string());
+    let raw = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token))
+        .map_err(|_| bad())?;
+    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    if token.v != "meta.k8s.io/v1" || token.start.contains("..") || token.start.starts_with('/') {
+        return Err(bad());
+    }
+    Ok(token)
+}
+
+/// One watch frame: `{"type":"ADDED","object":{...}}` and a newline.
+pub(crate) fn watch_frame(event_type: &str, object: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(object.len() + 32);
+    out.put_slice(b"{\"type\":\"");
+    out.put_slice(event_type.as_bytes());
+    out.put_slice(b"\",\"object\":");
+    out.put_slice(object);
+    out.put_slice(b"}\n");
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_garbage() {
+        let t = encode_continue(42, "team-a/app");
+        let d = decode_continue(&t).unwrap();
+        assert_eq!(d.rv, 42);
+        assert_eq!(d.start, "team-a/app");
+        assert!(decode_continue("not-base64!").is_err());
+        let evil = base64::engine::general_purpose::URL_SAFE
+            .encode(br#"{"v":"meta.k8s.io/v1","rv":1,"start":"../../secrets"}"#);
+        assert!(decode_continue(&evil).is_err());
+    }
+
+    #[test]
+    fn watch_frames_wrap_the_object() {
+        let f = watch_frame("ADDED", br#"{"a":1}"#);
+        let v: Value = serde_json::from_slice(&f).unwrap();
+        assert_eq!(v["type"], "ADDED");
+        assert_eq!(v["object"]["a"], 1);
+        assert!(f.ends_with(b"\n"));
+    }
+}

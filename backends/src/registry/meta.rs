@@ -1,0 +1,184 @@
+//! Reading and writing `metadata` fields of JSON objects, and the checks every write makes on
+//! an incoming object's type and identity (apiVersion, kind, name, namespace).
+
+use serde_json::{Map, Value};
+
+use crate::resource::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+
+/// The current time as kube writes timestamps (`2006-01-02T15:04:05Z`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// `metadata.name`, or "".
+pub fn object_name(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `metadata.namespace`, or "".
+pub fn object_namespace(object: &Value) -> &str {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `metadata` as a mutable map, created if missing or not an object.
+pub(crate) fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.is_object() {
+        *object = Value::Object(Map::new());
+    }
+    let map = object.as_object_mut().expect("object checked above");
+    let meta = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("metadata checked above")
+}
+
+/// A string field of `metadata`.
+pub(crate) fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+}
+
+/// `metadata.finalizers`.
+pub(crate) fn finalizers(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `metadata.resourceVersion` an incoming object asks for (a precondition), if any.
+pub(crate) fn requested_revision(object: &Value, def: &ResourceDef) -> ApiResult<Option<u64>> {
+    match meta_str(object, "resourceVersion") {
+        None | Some("") => Ok(None),
+        Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::invalid(
+                &def.group,
+                &def.kind,
+                object_name(object),
+                vec![crate::status::field_invalid(
+                    "metadata.resourceVersion",
+                    rv,
+                    "must be a decimal resource version",
+                )],
+            )
+        }),
+    }
+}
+
+/// Checks an incoming body's `apiVersion` and `kind` against the resource it was sent to,
+/// filling them in when absent, as kube's decoder does with the endpoint's defaults.
+pub(crate) fn check_type(
+    object: &mut Value,
+    def: &ResourceDef,
+    expected_kind: &str,
+) -> ApiResult<()> {
+    let Some(map) = object.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    };
+    let expected_api_version = def.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), Value::String(expected_api_version.clone()));
+        }
+        Some(v) if v == expected_api_version => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({expected_api_version})"
+            )))
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), Value::String(expected_kind.to_string()));
+        }
+        Some(k) if k == expected_kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({expected_kind}) for the endpoint"
+            )))
+        }
+    }
+    if !matches!(
+        map.get("metadata"),
+        None | Some(Value::Object(_)) | Some(Value::Null)
+    ) {
+        return Err(ApiError::bad_request(
+            "metadata in the body of the request must be an object",
+        ));
+    }
+    Ok(())
+}
+
+/// Makes the object's namespace agree with the request path, as kube's `rest.FillObjectMetaSystemFields`
+/// and namespace checks do.
+pub(crate) fn check_namespace(
+    object: &mut Value,
+    def: &ResourceDef,
+    path_namespace: &str,
+) -> ApiResult<()> {
+    let meta = metadata_mut(object);
+    if !def.namespaced {
+        meta.remove("namespace");
+        return Ok(());
+    }
+    match meta.get("namespace").and_then(Value::as_str) {
+        None | Some("") => {
+            meta.insert(
+                "namespace".into(),
+                Value::String(path_namespace.to_string()),
+            );
+            Ok(())
+        }
+        Some(ns) if ns == path_namespace => Ok(()),
+        Some(_) => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+    }
+}
+
+/// Whether two objects differ outside `metadata` and `status` (a spec change, which bumps
+/// `metadata.generation` for resources that track it).
+pub(crate) fn spec_changed(new: &Value, old: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("metadata");
+            m.remove("status");
+        }
+        v
+    };
+    strip(new) != strip(old)
+}
+
+/// Whether an update changes anything at all (ignoring resourceVersion and managedFields);
+/// kube skips the write for a no-op update.
+pub(crate) fn unchanged(new: &Value, old: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        v
+    };
+    strip(new) == strip(old)
+}

@@ -1,0 +1,508 @@
+//! GET, LIST and WATCH, served from the watch cache with kube's `resourceVersion` rules:
+//! unset = consistent (wait for the cache to hold every acknowledged write), `0` = any cached
+//! state, `N` with `resourceVersionMatch=NotOlderThan` (default) = at least N, `Exact` = at N.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use super::encode::{self, ListMeta};
+use super::{store_error, Registry};
+use crate::api::{ApiRequest, ApiResponse, WatchStream};
+use crate::machinery::negotiation::{negotiate_output, Negotiated};
+use crate::machinery::selectors::{FieldSelector, LabelSelector};
+use crate::machinery::table::{self, IncludeObject};
+use crate::resource::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+use crate::storage::cacher::{CacheEventKind, CachedObject};
+use crate::storage::Revision;
+
+/// How a request asked for its read to relate to a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadAt {
+    /// No resourceVersion: the latest acknowledged state.
+    Consistent,
+    /// `resourceVersion=0`: whatever the cache holds.
+    Any,
+    /// At least this revision.
+    NotOlderThan(Revision),
+    /// Exactly this revision.
+    Exact(Revision),
+}
+
+fn read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
+    let rv = request.param("resourceVersion").unwrap_or("");
+    let matching = request.param("resourceVersionMatch").unwrap_or("");
+    if rv.is_empty() {
+        if !matching.is_empty() {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                vec![crate::status::field_forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                )],
+            ));
+        }
+        return Ok(ReadAt::Consistent);
+    }
+    let revision: Revision = rv
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+    match matching {
+        "" | "NotOlderThan" if revision == 0 => Ok(ReadAt::Any),
+        "" | "NotOlderThan" => Ok(ReadAt::NotOlderThan(revision)),
+        "Exact" if revision == 0 => Err(ApiError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![crate::status::field_forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            )],
+        )),
+        "Exact" => Ok(ReadAt::Exact(revision)),
+        other => Err(ApiError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![crate::status::field_not_supported(
+                "resourceVersionMatch",
+                other,
+                &["Exact", "NotOlderThan", ""],
+            )],
+        )),
+    }
+}
+
+fn include_object(request: &ApiRequest) -> ApiResult<IncludeObject> {
+    match request.param("includeObject").unwrap_or("") {
+        "" | "Metadata" => Ok(IncludeObject::Metadata),
+        "None" => Ok(IncludeObject::None),
+        "Object" => Ok(IncludeObject::Object),
+        other => Err(ApiError::bad_request(format!(
+            "includeObject: unsupported value \"{other}\""
+        ))),
+    }
+}
+
+/// The selectors of a list or watch.
+struct Filter {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn from_request(request: &ApiRequest, def: &ResourceDef) -> ApiResult<Filter> {
+        let labels = LabelSelector::parse(request.param("labelSelector").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = FieldSelector::parse(request.param("fieldSelector").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        for requirement in fields.requirements() {
+            let field = requirement.field.as_str();
+            let known = field == "metadata.name"
+                || (field == "metadata.namespace" && def.namespaced)
+                || def.field_extractor(field).is_some();
+            if !known {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+        }
+        Ok(Filter { labels, fields })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    fn matches(&self, def: &ResourceDef, object: &CachedObject) -> bool {
+        if !self.labels.is_empty() && !self.labels.matches(&object.labels) {
+            return false;
+        }
+        if self.fields.is_empty() {
+            return true;
+        }
+        let (namespace, name) = split_key(def, &object.key);
+        // Only parse the object when a type-specific field is asked for.
+        let needs_body = self
+            .fields
+            .requirements()
+            .iter()
+            .any(|r| r.field != "metadata.name" && r.field != "metadata.namespace");
+        let parsed: Option<Value> = if needs_body {
+            serde_json::from_slice(&object.bytes).ok()
+        } else {
+            None
+        };
+        self.fields.matches(|field| match field {
+            "metadata.name" => Some(name.to_string()),
+            "metadata.namespace" => Some(namespace.to_string()),
+            other => parsed
+                .as_ref()
+                .and_then(|p| def.field_extractor(other).and_then(|f| f(p))),
+        })
+    }
+}
+
+/// `(namespace, name)` from a storage key.
+fn split_key<'a>(def: &ResourceDef, key: &'a str) -> (&'a str, &'a str) {
+    let rest = key
+        .strip_prefix(def.storage_prefix.as_str())
+        .map(|r| r.trim_start_matches('/'))
+        .unwrap_or(key);
+    if def.namespaced {
+        rest.split_once('/').unwrap_or(("", rest))
+    } else {
+        ("", rest)
+    }
+}
+
+impl Registry {
+    /// Brings the cache to the revision the read needs.
+    async fn prepare_read(&self, at: ReadAt) -> ApiResult<()> {
+        match at {
+            ReadAt::Consistent => {
+                self.sync_cache().await?;
+            }
+            ReadAt::Any => {}
+            ReadAt::NotOlderThan(rev) | ReadAt::Exact(rev) => {
+                self.cacher
+                    .wait_for_revision(rev, self.options.cache_wait)
+                    .await
+                    .map_err(|_| {
+                        ApiError::timeout(format!(
+                            "Too large resource version: {rev}, current: {}",
+                            self.cacher.revision()
+                        ))
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn get(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let at = read_at(request)?;
+        self.prepare_read(at).await?;
+        let info = &request.info;
+        let key = def.key(&info.namespace, &info.name);
+        let cached = match at {
+            ReadAt::Exact(rev) => {
+                let (items, _) = self
+                    .cacher
+                    .list(&key, None, Some(rev))
+                    .map_err(store_error)?;
+                items.into_iter().find(|o| o.key == key)
+            }
+            _ => self.cacher.get(&key),
+        }
+        .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
+        let bytes = if info.subresource.is_empty() || info.subresource == "status" {
+            cached.bytes.clone()
+        } else {
+            return Err(ApiError::method_not_supported(&def.group_resource(), "get"));
+        };
+        encode::object_response(200, def, bytes, &output, include_object(request)?)
+    }
+
+    pub(super) async fn list(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let filter = Filter::from_request(request, def)?;
+        let limit: usize = match request.param("limit") {
+            None | Some("") => 0,
+            Some(l) => l
+                .parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?
+                .max(0) as usize,
+        };
+        let prefix = def.collection_prefix(&request.info.namespace);
+        let (at, start_after) = match request.param("continue").filter(|c| !c.is_empty()) {
+            Some(token) => {
+                if request
+                    .param("resourceVersion")
+                    .is_some_and(|rv| !rv.is_empty())
+                {
+                    return Err(ApiError::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    ));
+                }
+                let token = encode::decode_continue(token)?;
+                (
+                    ReadAt::Exact(token.rv),
+                    Some(format!("{prefix}{}", token.start)),
+                )
+            }
+            None => (read_at(request)?, None),
+        };
+        self.prepare_read(at).await?;
+        let at_revision = match at {
+            ReadAt::Exact(rev) => Some(rev),
+            _ => None,
+        };
+        let (items, revision) = self
+            .cacher
+            .list(&prefix, start_after.as_deref(), at_revision)
+            .map_err(|e| match e {
+                crate::storage::StoreError::Compacted { .. } if start_after.is_some() => {
+                    ApiError::resource_expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+                }
+                other => store_error(other),
+            })?;
+        // kube serves `resourceVersion=0` lists from the cache in full, ignoring `limit`.
+        let limit = if at == ReadAt::Any { 0 } else { limit };
+        let mut selected: Vec<Arc<CachedObject>> = Vec::new();
+        let mut continue_token = None;
+        let mut remaining = None;
+        for (index, object) in items.iter().enumerate() {
+            if !filter.matches(def, object) {
+                continue;
+            }
+            if limit > 0 && selected.len() == limit {
+                let last = selected.last().map(|o| o.key.clone()).unwrap_or_default();
+                let start = last.strip_prefix(prefix.as_str()).unwrap_or(&last);
+                continue_token = Some(encode::encode_continue(revision, start));
+                if filter.is_empty() {
+                    remaining = Some((items.len() - index) as i64);
+                }
+                break;
+            }
+            selected.push(object.clone());
+        }
+        let meta = ListMeta {
+            resource_version: revision,
+            continue_token,
+            remaining,
+        };
+        if output.as_table {
+            let rows = selected
+                .iter()
+                .map(|o| {
+                    let object: Value =
+                        serde_json::from_slice(&o.bytes).map_err(ApiError::internal)?;
+                    Ok(encode::table_row(def, object))
+                })
+                .collect::<ApiResult<Vec<_>>>()?;
+            let body = table::table(
+                &def.columns,
+                rows,
+                &revision.to_string(),
+                meta.continue_token.as_deref(),
+                meta.remaining,
+                include_object(request)?,
+            );
+            return encode::json_value_response(200, &body, &output);
+        }
+        let item_bytes: Vec<Bytes> = selected.iter().map(|o| o.bytes.clone()).collect();
+        let body = encode::list_body(def, &item_bytes, &meta);
+        encode::object_response_list(body, &output)
+    }
+
+    pub(super) async fn watch(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let filter = Filter::from_request(request, def)?;
+        let mut filter = filter;
+        // A watch on one object (`/namespaces/x/configmaps/app?watch=1` or
+        // `fieldSelector=metadata.name=app`) is a watch on the collection filtered by name.
+        if !request.info.name.is_empty() && filter.fields.single_name().is_none() {
+            filter.fields = FieldSelector::parse(&format!("metadata.name={}", request.info.name))
+                .map_err(ApiError::bad_request)?;
+        }
+        let include = include_object(request)?;
+        let bookmarks = request.flag("allowWatchBookmarks");
+        let send_initial = match request.param("sendInitialEvents") {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
+        };
+        let at = read_at(request)?;
+        let timeout = match request.param("timeoutSeconds") {
+            Some(t) if !t.is_empty() => Duration::from_secs(
+                t.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
+            ),
+            _ => {
+                // kube spreads watch lifetimes between the minimum and twice it.
+                let jitter = rand_fraction();
+                self.options.min_watch_timeout.mul_f64(1.0 + jitter)
+            }
+        };
+        let prefix = def.collection_prefix(&request.info.namespace);
+        // Initial state: synthetic ADDED events for every matching object when the client
+        // asked for "get state and start at most recent" (no resourceVersion), "start at
+        // any" (`0`), or `sendInitialEvents=true`.
+        let initial = match (send_initial, at) {
+            (Some(flag), _) => flag,
+            (None, ReadAt::Consistent) | (None, ReadAt::Any) => true,
+            (None, _) => false,
+        };
+        let (snapshot, from, mut watcher) = if initial {
+            if at == ReadAt::Consistent {
+                self.sync_cache().await?;
+            }
+            let (items, revision, watcher) = self.cacher.list_and_watch(&prefix);
+            (items, revision, watcher)
+        } else {
+            let from = match at {
+                ReadAt::NotOlderThan(r) | ReadAt::Exact(r) => r,
+                _ => self.cacher.revision(),
+            };
+            match self.cacher.watch(&prefix, from) {
+                Ok(w) => (Vec::new(), from, w),
+                Err(crate::storage::StoreError::Compacted { requested, oldest }) => {
+                    // kube answers 200 and sends one ERROR event with a 410 Status.
+                    let error = ApiError::resource_expired(format!(
+                        "too old resource version: {requested} ({oldest})"
+                    ));
+                    let (tx, rx) = tokio::sync::mpsc::channel(1);
+                    let _ = tx.try_send(encode::watch_frame("ERROR", &error.to_body()));
+                    return Ok(ApiResponse::Watch(WatchStream {
+                        content_type: encode::JSON.into(),
+                        headers: Vec::new(),
+                        frames: rx,
+                    }));
+                }
+                Err(e) => return Err(store_error(e)),
+            }
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+        let def = def.clone();
+        let bookmark_interval = self.options.bookmark_interval;
+        let encoder = FrameEncoder {
+            def: def.clone(),
+            output: output.clone(),
+            include,
+        };
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            for object in snapshot.iter().filter(|o| filter.matches(&def, o)) {
+                if tx
+                    .send(encoder.frame("ADDED", &object.bytes))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            if initial && bookmarks && send_initial == Some(true) {
+                let frame = encoder.bookmark(from, true);
+                if tx.send(frame).await.is_err() {
+                    return;
+                }
+            }
+            let mut ticker = tokio::time::interval(bookmark_interval);
+            ticker.tick().await;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => return,
+                    _ = tx.closed() => return,
+                    _ = ticker.tick(), if bookmarks => {
+                        let frame = encoder.bookmark(watcher.bookmark_revision(), false);
+                        if tx.send(frame).await.is_err() { return; }
+                    }
+                    event = watcher.next() => {
+                        let Some(event) = event else { return };
+                        let event = match event {
+                            Ok(e) => e,
+                            // A watcher that fell behind is closed, as kube closes it; the
+                            // client re-watches from its last resourceVersion.
+                            Err(crate::storage::StoreError::Unavailable(_)) => return,
+                            Err(e) => {
+                                let error = store_error(e);
+                                let _ = tx.send(encode::watch_frame("ERROR", &error.to_body())).await;
+                                return;
+                            }
+                        };
+                        let now = filter.matches(&def, &event.object);
+                        let before = event.prev.as_ref().is_some_and(|p| filter.matches(&def, p));
+                        let kind = match event.kind {
+                            CacheEventKind::Added if now => "ADDED",
+                            CacheEventKind::Modified if now && before => "MODIFIED",
+                            CacheEventKind::Modified if now => "ADDED",
+                            // An object that stops matching leaves the client's view.
+                            CacheEventKind::Modified if before => "DELETED",
+                            CacheEventKind::Deleted if now => "DELETED",
+                            _ => continue,
+                        };
+                        if tx.send(encoder.frame(kind, &event.object.bytes)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        let content_type = if output.as_table {
+            "application/json;as=Table;v=v1;g=meta.k8s.io".to_string()
+        } else {
+            encode::JSON.to_string()
+        };
+        Ok(ApiResponse::Watch(WatchStream {
+            content_type,
+            headers: Vec::new(),
+            frames: rx,
+        }))
+    }
+}
+
+/// Encodes watch events for one watch (plain objects or one-row Tables).
+struct FrameEncoder {
+    def: Arc<ResourceDef>,
+    output: Negotiated,
+    include: IncludeObject,
+}
+
+impl FrameEncoder {
+    fn frame(&self, kind: &str, bytes: &Bytes) -> Bytes {
+        if !self.output.as_table {
+            return encode::watch_frame(kind, bytes);
+        }
+        let Ok(object) = serde_json::from_slice::<Value>(bytes) else {
+            return encode::watch_frame(kind, bytes);
+        };
+        let rv = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let row = encode::table_row(&self.def, object);
+        let table = table::table(&self.def.columns, vec![row], &rv, None, None, self.include);
+        encode::watch_frame(kind, table.to_string().as_bytes())
+    }
+
+    fn bookmark(&self, revision: Revision, initial_events_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = if self.output.as_table {
+            json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": null, "rows": null})
+        } else {
+            json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": metadata})
+        };
+        encode::watch_frame("BOOKMARK", object.to_string().as_bytes())
+    }
+}
+
+/// A pseudo-random fraction in [0, 1) for spreading watch timeouts; not security relevant.
+fn rand_fraction() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1000) / 1000.0
+}

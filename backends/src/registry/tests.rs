@@ -1,0 +1,577 @@
+//! Registry behaviour over a real embedded store: resourceVersion rules, pagination,
+//! selectors, conflicts, dry runs, field validation, finalizers and namespace lifecycle.
+
+use bytes::Bytes;
+use kubegate_policy::{RequestInfo, UserInfo};
+use serde_json::{json, Value};
+
+use super::{Registry, RegistryOptions};
+use crate::api::{ApiRequest, ApiResponse};
+use crate::storage::cacher::Cacher;
+use crate::storage::embedded::{EmbeddedOptions, EmbeddedStore};
+
+struct Fixture {
+    registry: Registry,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        EmbeddedStore::open(&dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
+    let cacher = Cacher::start(store, 1000).await.unwrap();
+    let registry = Registry::new(
+        crate::core::builtin_resources(),
+        cacher,
+        RegistryOptions::default(),
+    );
+    registry.ensure_default_namespaces().await.unwrap();
+    Fixture {
+        registry,
+        _dir: dir,
+    }
+}
+
+/// Builds a request the way the gateway would for `method path?query`.
+fn request(
+    method: &str,
+    path_and_query: &str,
+    body: Option<Value>,
+    content_type: &str,
+) -> ApiRequest {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let info: RequestInfo = kubegate_policy::request_info::resolve(method, path, query).unwrap();
+    ApiRequest {
+        method: method.into(),
+        info,
+        query: kubegate_policy::request_info::parse_query(query),
+        content_type: Some(content_type.into()),
+        accept: Some("application/json".into()),
+        if_none_match: None,
+        body: body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
+        user: UserInfo::new("admin", vec!["system:masters".into()]),
+    }
+}
+
+async fn call(f: &Fixture, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    call_typed(f, method, path, body, "application/json").await
+}
+
+async fn call_typed(
+    f: &Fixture,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    ct: &str,
+) -> (u16, Value) {
+    match f.registry.handle(request(method, path, body, ct)).await {
+        ApiResponse::Body(b) => (
+            b.status,
+            serde_json::from_slice(&b.body).unwrap_or(Value::Null),
+        ),
+        ApiResponse::Watch(_) => panic!("unexpected watch"),
+    }
+}
+
+fn cm(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"k": name}})
+}
+
+fn rv(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn resource_version_rules_for_get_and_list() {
+    let f = fixture().await;
+    let (code, a) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    assert_eq!(code, 201);
+    // A PATCH must name its patch type: plain JSON is 415.
+    let (code, _) = call(
+        &f,
+        "PATCH",
+        &format!("{CMS}/a"),
+        Some(json!({"data": {"k": "2"}})),
+    )
+    .await;
+    assert_eq!(code, 415);
+    let (code, patched) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/a"),
+        Some(json!({"data": {"k": "2"}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert!(rv(&patched) > rv(&a));
+
+    // Exact: the old state; NotOlderThan / unset / 0: the latest.
+    let (code, old) = call(
+        &f,
+        "GET",
+        &format!(
+            "{CMS}/a?resourceVersion={}&resourceVersionMatch=Exact",
+            rv(&a)
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{old}");
+    assert_eq!(old["data"]["k"], "a");
+    for q in [
+        "",
+        "?resourceVersion=0",
+        &format!("?resourceVersion={}", rv(&a)),
+    ] {
+        let (code, now) = call(&f, "GET", &format!("{CMS}/a{q}"), None).await;
+        assert_eq!(code, 200);
+        assert_eq!(now["data"]["k"], "2", "query {q}");
+    }
+    // resourceVersionMatch without resourceVersion is invalid.
+    let (code, s) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?resourceVersionMatch=Exact"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 422, "{s}");
+    // A list at an exact older revision does not contain later objects.
+    call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
+    let (code, list) = call(
+        &f,
+        "GET",
+        &format!(
+            "{CMS}?resourceVersion={}&resourceVersionMatch=Exact",
+            rv(&a)
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a"]);
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["metadata"]["resourceVersion"], rv(&a).to_string());
+    // A garbage resourceVersion is a 400.
+    let (code, _) = call(&f, "GET", &format!("{CMS}?resourceVersion=abc"), None).await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn pagination_is_consistent_at_the_first_page_revision() {
+    let f = fixture().await;
+    for i in 0..5 {
+        call(&f, "POST", CMS, Some(cm(&format!("cm{i}"), json!({})))).await;
+    }
+    let (_, page1) = call(&f, "GET", &format!("{CMS}?limit=2"), None).await;
+    assert_eq!(page1["items"].as_array().unwrap().len(), 2);
+    assert_eq!(page1["metadata"]["remainingItemCount"], 3);
+    let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
+    // A write between pages is not visible in later pages.
+    call(&f, "POST", CMS, Some(cm("cm9", json!({})))).await;
+    call(&f, "DELETE", &format!("{CMS}/cm3"), None).await;
+    let mut names = Vec::new();
+    let mut token = Some(token);
+    while let Some(t) = token {
+        let (code, page) = call(&f, "GET", &format!("{CMS}?limit=2&continue={t}"), None).await;
+        assert_eq!(code, 200, "{page}");
+        assert_eq!(
+            page["metadata"]["resourceVersion"],
+            page1["metadata"]["resourceVersion"]
+        );
+        names.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap().to_string()),
+        );
+        token = page["metadata"]["continue"].as_str().map(str::to_string);
+    }
+    assert_eq!(names, ["cm2", "cm3", "cm4"]);
+    // continue with resourceVersion is refused; a forged token is a 400.
+    let (code, _) = call(&f, "GET", &format!("{CMS}?limit=2&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiJhIn0=&resourceVersion=1"), None).await;
+    assert_eq!(code, 400);
+    let (code, _) = call(&f, "GET", &format!("{CMS}?continue=!!"), None).await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn selectors_filter_lists() {
+    let f = fixture().await;
+    call(
+        &f,
+        "POST",
+        CMS,
+        Some(cm("web", json!({"tier": "web", "env": "prod"}))),
+    )
+    .await;
+    call(
+        &f,
+        "POST",
+        CMS,
+        Some(cm("db", json!({"tier": "db", "env": "prod"}))),
+    )
+    .await;
+    call(&f, "POST", CMS, Some(cm("bare", json!({})))).await;
+    let names = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, l) = call(&f, "GET", &format!("{CMS}?labelSelector=tier%3Dweb"), None).await;
+    assert_eq!(names(&l), ["web"]);
+    let (_, l) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?labelSelector=tier%20in%20(web,db)"),
+        None,
+    )
+    .await;
+    assert_eq!(names(&l), ["db", "web"]);
+    let (_, l) = call(&f, "GET", &format!("{CMS}?labelSelector=!tier"), None).await;
+    assert_eq!(names(&l), ["bare"]);
+    let (_, l) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?fieldSelector=metadata.name%3Ddb"),
+        None,
+    )
+    .await;
+    assert_eq!(names(&l), ["db"]);
+    let (_, l) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?fieldSelector=metadata.name!%3Ddb,metadata.namespace%3Ddefault"),
+        None,
+    )
+    .await;
+    assert_eq!(names(&l), ["bare", "web"]);
+    let (code, s) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?fieldSelector=spec.nope%3Dx"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .contains("field label not supported: spec.nope"),
+        "{s}"
+    );
+    let (code, _) = call(&f, "GET", &format!("{CMS}?labelSelector=a%3D%3D%3Db"), None).await;
+    assert_eq!(code, 400);
+    // Secrets support the `type` field selector.
+    call(&f, "POST", "/api/v1/namespaces/default/secrets", Some(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"}, "type": "kubernetes.io/basic-auth", "stringData": {"username": "u"}}))).await;
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        Some(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s2"}})),
+    )
+    .await;
+    let (_, l) = call(
+        &f,
+        "GET",
+        "/api/v1/namespaces/default/secrets?fieldSelector=type%3DOpaque",
+        None,
+    )
+    .await;
+    assert_eq!(names(&l), ["s2"]);
+}
+
+#[tokio::test]
+async fn updates_conflict_on_stale_versions_and_noops_keep_the_version() {
+    let f = fixture().await;
+    let (_, a) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let mut stale = a.clone();
+    stale["data"]["k"] = json!("x");
+    let (code, b) = call(&f, "PUT", &format!("{CMS}/a"), Some(stale.clone())).await;
+    assert_eq!(code, 200);
+    assert!(rv(&b) > rv(&a));
+    let (code, s) = call(&f, "PUT", &format!("{CMS}/a"), Some(stale)).await;
+    assert_eq!(code, 409);
+    assert_eq!(s["reason"], "Conflict");
+    // An update that changes nothing does not write.
+    let (_, same) = call(&f, "PUT", &format!("{CMS}/a"), Some(b.clone())).await;
+    assert_eq!(rv(&same), rv(&b));
+    // Without a resourceVersion an update is unconditional.
+    let mut unconditional = b.clone();
+    unconditional["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    unconditional["data"]["k"] = json!("y");
+    let (code, c) = call(&f, "PUT", &format!("{CMS}/a"), Some(unconditional)).await;
+    assert_eq!(code, 200);
+    // uid and creationTimestamp cannot be changed by an update.
+    assert_eq!(c["metadata"]["uid"], a["metadata"]["uid"]);
+    assert_eq!(
+        c["metadata"]["creationTimestamp"],
+        a["metadata"]["creationTimestamp"]
+    );
+    // Name mismatch between body and URL.
+    let (code, _) = call(&f, "PUT", &format!("{CMS}/other"), Some(c)).await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn patch_types_and_strategic_merge() {
+    let f = fixture().await;
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        Some(json!({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+            "spec": {"ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}
+        })),
+    )
+    .await;
+    let path = "/api/v1/namespaces/default/services/s";
+    // Strategic merge: ports merge by their `port` key.
+    let (code, svc) = call_typed(
+        &f,
+        "PATCH",
+        path,
+        Some(json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}]}})),
+        "application/strategic-merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200, "{svc}");
+    let ports = svc["spec"]["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2, "{svc}");
+    assert_eq!(
+        ports.iter().find(|p| p["port"] == 80).unwrap()["targetPort"],
+        8080
+    );
+    // Merge patch replaces lists.
+    let (_, svc) = call_typed(
+        &f,
+        "PATCH",
+        path,
+        Some(json!({"spec": {"ports": [{"name": "only", "port": 9000}]}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(svc["spec"]["ports"].as_array().unwrap().len(), 1);
+    // JSON patch, including a failing test op (422, nothing written).
+    let (code, svc) = call_typed(
+        &f,
+        "PATCH",
+        path,
+        Some(json!([{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}])),
+        "application/json-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(svc["metadata"]["labels"]["a"], "b");
+    let before = rv(&svc);
+    let (code, _) = call_typed(
+        &f,
+        "PATCH",
+        path,
+        Some(json!([{"op": "test", "path": "/metadata/labels/a", "value": "zzz"}])),
+        "application/json-patch+json",
+    )
+    .await;
+    assert_eq!(code, 422);
+    let (_, now) = call(&f, "GET", path, None).await;
+    assert_eq!(rv(&now), before);
+    // Unknown patch content type.
+    let (code, _) = call_typed(&f, "PATCH", path, Some(json!({})), "text/plain").await;
+    assert_eq!(code, 415);
+    // A patch naming a stale resourceVersion is a conflict.
+    let (code, _) = call_typed(
+        &f,
+        "PATCH",
+        path,
+        Some(json!({"metadata": {"resourceVersion": "1"}, "spec": {}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 409);
+}
+
+#[tokio::test]
+async fn dry_run_and_field_validation() {
+    let f = fixture().await;
+    let (code, dry) = call(
+        &f,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        Some(cm("dry", json!({}))),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(dry["metadata"]["uid"].is_string());
+    let (code, _) = call(&f, "GET", &format!("{CMS}/dry"), None).await;
+    assert_eq!(code, 404, "dry run must not persist");
+    let (code, _) = call(
+        &f,
+        "POST",
+        &format!("{CMS}?dryRun=Some"),
+        Some(cm("dry", json!({}))),
+    )
+    .await;
+    assert_eq!(code, 400);
+
+    let mut bad = cm("fv", json!({}));
+    bad["dta"] = json!({"x": "y"});
+    let (code, s) = call(
+        &f,
+        "POST",
+        &format!("{CMS}?fieldValidation=Strict"),
+        Some(bad.clone()),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field \"dta\""),
+        "{s}"
+    );
+    match f
+        .registry
+        .handle(request(
+            "POST",
+            &format!("{CMS}?fieldValidation=Warn"),
+            Some(bad.clone()),
+            "application/json",
+        ))
+        .await
+    {
+        ApiResponse::Body(b) => {
+            assert_eq!(b.status, 201);
+            let warning = b
+                .headers
+                .iter()
+                .find(|(n, _)| n == "Warning")
+                .map(|(_, v)| v.clone());
+            assert_eq!(
+                warning.as_deref(),
+                Some("299 - \"unknown field \\\"dta\\\"\"")
+            );
+        }
+        ApiResponse::Watch(_) => panic!(),
+    }
+    let (code, _) = call(
+        &f,
+        "POST",
+        &format!("{CMS}?fieldValidation=Bogus"),
+        Some(bad),
+    )
+    .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let f = fixture().await;
+    let mut obj = cm("held", json!({}));
+    obj["metadata"]["finalizers"] = json!(["example.com/x"]);
+    call(&f, "POST", CMS, Some(obj)).await;
+    let (code, pending) = call(&f, "DELETE", &format!("{CMS}/held"), None).await;
+    assert_eq!(code, 202, "{pending}");
+    assert!(pending["metadata"]["deletionTimestamp"].is_string());
+    let (code, _) = call(&f, "GET", &format!("{CMS}/held"), None).await;
+    assert_eq!(code, 200);
+    let (code, _) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/held"),
+        Some(json!({"metadata": {"finalizers": null}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = call(&f, "GET", &format!("{CMS}/held"), None).await;
+    assert_eq!(code, 404);
+    // Delete preconditions.
+    let (_, c) = call(&f, "POST", CMS, Some(cm("pre", json!({})))).await;
+    let (code, s) = call(
+        &f,
+        "DELETE",
+        &format!("{CMS}/pre"),
+        Some(
+            json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "wrong"}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 409, "{s}");
+    let (code, s) = call(&f, "DELETE", &format!("{CMS}/pre"), Some(json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": c["metadata"]["uid"]}}))).await;
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(s["status"], "Success");
+}
+
+#[tokio::test]
+async fn namespace_lifecycle() {
+    let f = fixture().await;
+    let (code, s) = call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/missing/configmaps",
+        Some(cm("x", json!({}))),
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert_eq!(s["message"], "namespaces \"missing\" not found");
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gone"}})),
+    )
+    .await;
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/gone/configmaps",
+        Some(cm("x", json!({}))),
+    )
+    .await;
+    let (code, ns) = call(&f, "DELETE", "/api/v1/namespaces/gone", None).await;
+    assert!(code == 200 || code == 202, "{code} {ns}");
+    let (_, ns) = call(&f, "GET", "/api/v1/namespaces/gone", None).await;
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let (code, s) = call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/gone/configmaps",
+        Some(cm("y", json!({}))),
+    )
+    .await;
+    assert_eq!(code, 403, "{s}");
+    let outcome = f.registry.finalize_namespace("gone").await.unwrap();
+    assert_eq!(outcome, super::namespaces::FinalizeOutcome::Gone);
+    let (code, _) = call(&f, "GET", "/api/v1/namespaces/gone", None).await;
+    assert_eq!(code, 404);
+    let (_, l) = call(&f, "GET", "/api/v1/namespaces/gone/configmaps", None).await;
+    assert_eq!(l["items"].as_array().unwrap().len(), 0);
+    // Default namespaces exist and cluster-scoped objects have no namespace.
+    let (_, d) = call(&f, "GET", "/api/v1/namespaces/kube-system", None).await;
+    assert!(d["metadata"].get("namespace").is_none());
+}

@@ -1,0 +1,767 @@
+//! CREATE, UPDATE, PATCH, DELETE and DELETECOLLECTION: system metadata (uid, timestamps,
+//! generation, resourceVersion), the resource's strategy, validation, namespace lifecycle,
+//! `dryRun`, `fieldValidation`, finalizers and graceful deletion, and compare-and-swap writes
+//! retried on conflict unless the client gave a resourceVersion precondition.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use super::encode;
+use super::meta::{
+    check_namespace, check_type, finalizers, meta_str, metadata_mut, now_rfc3339, object_name,
+    requested_revision, spec_changed, unchanged,
+};
+use super::{store_error, Registry};
+use crate::api::{ApiRequest, ApiResponse};
+use crate::machinery::negotiation::{self, negotiate_output, PatchType};
+use crate::machinery::patch::{self, PatchMeta, PatchMetaLookup, StaticPatchMeta};
+use crate::machinery::validation;
+use crate::resource::ResourceDef;
+use crate::status::{self, ApiError, ApiResult, StatusCause};
+use crate::storage::{Revision, StoreError};
+
+/// How many times a write without a client precondition is retried on a CAS conflict.
+const MAX_CONFLICT_RETRIES: usize = 8;
+
+/// `fieldValidation` as the request gives it (kube defaults to Warn server-side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// What a write returns: the object and any `Warning` headers.
+pub(crate) struct Written {
+    pub object: Value,
+    pub warnings: Vec<String>,
+}
+
+fn field_validation(request: &ApiRequest) -> ApiResult<FieldValidation> {
+    match request.param("fieldValidation").unwrap_or("") {
+        "" | "Warn" => Ok(FieldValidation::Warn),
+        "Ignore" => Ok(FieldValidation::Ignore),
+        "Strict" => Ok(FieldValidation::Strict),
+        other => Err(ApiError::bad_request(format!(
+            "fieldValidation parameter unsupported: {other}"
+        ))),
+    }
+}
+
+fn dry_run(request: &ApiRequest) -> ApiResult<bool> {
+    let mut all = false;
+    for (k, v) in &request.query {
+        if k == "dryRun" {
+            if v == "All" {
+                all = true;
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid dry run value: {v}: supported values: \"All\""
+                )));
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// Decodes a request body in its content type (JSON, YAML or protobuf).
+fn decode_request_body(request: &ApiRequest) -> ApiResult<Value> {
+    if request.body.is_empty() {
+        return Err(ApiError::bad_request("the body of the request was empty"));
+    }
+    let media = negotiation::request_body_type(request.content_type.as_deref())?;
+    negotiation::decode_body(media, &request.body)
+}
+
+/// The strategic-merge-patch directives of a resource: its own plus ObjectMeta's.
+struct ResourcePatchMeta<'a>(&'a ResourceDef);
+
+impl PatchMetaLookup for ResourcePatchMeta<'_> {
+    fn lookup(&self, path: &[&str]) -> Option<PatchMeta> {
+        StaticPatchMeta(self.0.patch_meta)
+            .lookup(path)
+            .or_else(|| StaticPatchMeta(patch::OBJECT_META_PATCH_META).lookup(path))
+    }
+}
+
+fn warning_header(message: &str) -> String {
+    format!("299 - {}", serde_json::Value::String(message.to_string()))
+}
+
+fn respond(
+    status: u16,
+    def: &ResourceDef,
+    request: &ApiRequest,
+    written: Written,
+) -> ApiResult<ApiResponse> {
+    let output = negotiate_output(request.accept.as_deref(), true)?;
+    let bytes = Bytes::from(serde_json::to_vec(&written.object).map_err(ApiError::internal)?);
+    let mut response = encode::object_response(
+        status,
+        def,
+        bytes,
+        &output,
+        crate::machinery::table::IncludeObject::Metadata,
+    )?;
+    for w in written.warnings {
+        response = response.with_header("Warning", warning_header(&w));
+    }
+    Ok(response)
+}
+
+/// Sets `metadata.resourceVersion` on an object returned to a client.
+fn with_revision(mut object: Value, revision: Revision) -> Value {
+    metadata_mut(&mut object).insert("resourceVersion".into(), json!(revision.to_string()));
+    object
+}
+
+/// What the store keeps: the object without its resourceVersion (the revision is the truth).
+fn storage_bytes(object: &Value) -> ApiResult<Bytes> {
+    let mut object = object.clone();
+    metadata_mut(&mut object).remove("resourceVersion");
+    Ok(Bytes::from(
+        serde_json::to_vec(&object).map_err(ApiError::internal)?,
+    ))
+}
+
+fn invalid(def: &ResourceDef, object: &Value, causes: Vec<StatusCause>) -> ApiError {
+    ApiError::invalid(&def.group, &def.kind, object_name(object), causes)
+}
+
+impl Registry {
+    fn validate_meta(&self, def: &ResourceDef, object: &Value) -> Vec<StatusCause> {
+        let meta = object.get("metadata").cloned().unwrap_or(Value::Null);
+        validation::validate_object_meta(&meta, def.namespaced, def.strategy.name_rule())
+    }
+
+    /// Unknown-field handling per `fieldValidation`: errors under Strict, warnings under Warn.
+    fn check_unknown_fields(
+        &self,
+        def: &ResourceDef,
+        object: &Value,
+        mode: FieldValidation,
+    ) -> ApiResult<Vec<String>> {
+        if mode == FieldValidation::Ignore {
+            return Ok(Vec::new());
+        }
+        let unknown = super::fields::unknown_fields(&def.definition, object);
+        if unknown.is_empty() {
+            return Ok(Vec::new());
+        }
+        let messages: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        match mode {
+            FieldValidation::Strict => Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                messages.join(", ")
+            ))),
+            _ => Ok(messages),
+        }
+    }
+
+    /// Refuses writes into a missing or terminating namespace, with kube's messages.
+    async fn check_namespace_lifecycle(&self, def: &ResourceDef, namespace: &str) -> ApiResult<()> {
+        if !def.namespaced {
+            return Ok(());
+        }
+        let Some(ns_def) = self.find("", "namespaces") else {
+            return Ok(());
+        };
+        let key = ns_def.key("", namespace);
+        let Some(cached) = self.cacher.get(&key) else {
+            return Err(ApiError::not_found(&ns_def.group_resource(), namespace));
+        };
+        let ns: Value = serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
+        let terminating = ns.pointer("/metadata/deletionTimestamp").is_some()
+            || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+        if terminating {
+            let mut error = ApiError::forbidden_resource(
+                &def.group_resource(),
+                "",
+                &format!("unable to create new content in namespace {namespace} because it is being terminated"),
+            );
+            if let Some(d) = error.details.as_mut() {
+                d.causes.push(StatusCause {
+                    reason: "NamespaceTerminating".into(),
+                    message: format!("namespace {namespace} is being terminated"),
+                    field: "metadata.namespace".into(),
+                });
+            }
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn create(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        if !request.info.name.is_empty() && request.info.subresource.is_empty() {
+            return Err(ApiError::method_not_supported(
+                &def.group_resource(),
+                "create",
+            ));
+        }
+        if !request.info.subresource.is_empty() {
+            return Err(ApiError::method_not_supported(
+                &def.group_resource(),
+                "create",
+            ));
+        }
+        let mut object = decode_request_body(request)?;
+        check_type(&mut object, def, &def.kind)?;
+        check_namespace(&mut object, def, &request.info.namespace)?;
+        let warnings = self.check_unknown_fields(def, &object, field_validation(request)?)?;
+        let mut written = self.create_object(def, object, dry_run(request)?).await?;
+        written.warnings.extend(warnings);
+        respond(201, def, request, written)
+    }
+
+    /// Creates an object (already typed and namespaced): fills system metadata, applies the
+    /// strategy, validates and writes it.
+    pub(crate) async fn create_object(
+        &self,
+        def: &ResourceDef,
+        mut object: Value,
+        dry_run: bool,
+    ) -> ApiResult<Written> {
+        if meta_str(&object, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        {
+            let meta = metadata_mut(&mut object);
+            let name_missing = meta
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty();
+            if name_missing {
+                if let Some(prefix) = meta
+                    .get("generateName")
+                    .and_then(Value::as_str)
+                    .filter(|p| !p.is_empty())
+                {
+                    let name = validation::generate_name(prefix);
+                    meta.insert("name".into(), Value::String(name));
+                }
+            }
+            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            meta.remove("deletionTimestamp");
+            meta.remove("deletionGracePeriodSeconds");
+            meta.remove("selfLink");
+            if def.strategy.tracks_generation() {
+                meta.insert("generation".into(), json!(1));
+            } else {
+                meta.remove("generation");
+            }
+        }
+        def.strategy.prepare_for_create(&mut object);
+        let mut causes = self.validate_meta(def, &object);
+        causes.extend(def.strategy.validate(&object));
+        if !causes.is_empty() {
+            return Err(invalid(def, &object, causes));
+        }
+        let namespace = super::object_namespace(&object).to_string();
+        let name = object_name(&object).to_string();
+        self.sync_cache().await?;
+        self.check_namespace_lifecycle(def, &namespace).await?;
+        if dry_run {
+            if self.cacher.get(&def.key(&namespace, &name)).is_some() {
+                return Err(ApiError::already_exists(&def.group_resource(), &name));
+            }
+            return Ok(Written {
+                object,
+                warnings: Vec::new(),
+            });
+        }
+        let key = def.key(&namespace, &name);
+        let revision = self
+            .store()
+            .create(&key, storage_bytes(&object)?)
+            .await
+            .map_err(|e| match e {
+                StoreError::AlreadyExists(_) => {
+                    ApiError::already_exists(&def.group_resource(), &name)
+                }
+                other => store_error(other),
+            })?;
+        Ok(Written {
+            object: with_revision(object, revision),
+            warnings: Vec::new(),
+        })
+    }
+
+    pub(super) async fn update(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let mut body = decode_request_body(request)?;
+        let info = &request.info;
+        let expected_kind = def.kind.clone();
+        check_type(&mut body, def, &expected_kind)?;
+        check_namespace(&mut body, def, &info.namespace)?;
+        let body_name = object_name(&body).to_string();
+        if body_name.is_empty() {
+            metadata_mut(&mut body).insert("name".into(), json!(info.name));
+        } else if body_name != info.name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({})",
+                info.name
+            )));
+        }
+        let warnings = self.check_unknown_fields(def, &body, field_validation(request)?)?;
+        let subresource = info.subresource.clone();
+        let mut written = self
+            .update_object(
+                def,
+                &info.namespace,
+                &info.name,
+                &subresource,
+                dry_run(request)?,
+                |_| Ok(body.clone()),
+            )
+            .await?;
+        written.warnings.extend(warnings);
+        respond(200, def, request, written)
+    }
+
+    pub(super) async fn patch(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
+        if patch_type == PatchType::Apply {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "server-side apply (application/apply-patch+yaml) is not supported by this server yet; use client-side apply (kubectl apply without --server-side)",
+            ));
+        }
+        let info = &request.info;
+        let patch_bytes = request.body.clone();
+        let patch_sets_resource_version = patch_bytes
+            .windows(b"resourceVersion".len())
+            .any(|w| w == b"resourceVersion");
+        let lookup = ResourcePatchMeta(def);
+        let mode = field_validation(request)?;
+        let mut warnings = Vec::new();
+        let written = self
+            .update_object(
+                def,
+                &info.namespace,
+                &info.name,
+                &info.subresource.clone(),
+                dry_run(request)?,
+                |current| {
+                    let mut patched = match patch_type {
+                        PatchType::Json => patch::json_patch(current, &patch_bytes)?,
+                        PatchType::Merge => patch::merge_patch(current, &patch_bytes)?,
+                        PatchType::StrategicMerge => {
+                            patch::strategic_merge_patch(current, &patch_bytes, &lookup)?
+                        }
+                        PatchType::Apply => {
+                            return Err(ApiError::internal("apply patches are refused above"))
+                        }
+                    };
+                    // The current resourceVersion rides along in the patched object; it is a
+                    // precondition only when the patch itself names one (as kube's patcher
+                    // does); otherwise conflicts are retried against the fresh object.
+                    if !patch_sets_resource_version {
+                        metadata_mut(&mut patched).remove("resourceVersion");
+                    }
+                    Ok(patched)
+                },
+            )
+            .await?;
+        if mode != FieldValidation::Ignore {
+            warnings.extend(self.check_unknown_fields(def, &written.object, mode)?);
+        }
+        let mut written = written;
+        written.warnings.extend(warnings);
+        respond(200, def, request, written)
+    }
+
+    /// The guaranteed-update loop: reads the current object, computes the new one with
+    /// `mutate`, applies metadata rules, the strategy and validation, and writes it with CAS.
+    /// A resourceVersion in the new object is a precondition (409 when stale); without one,
+    /// conflicts are retried against the fresh object.
+    pub(crate) async fn update_object<F>(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        subresource: &str,
+        dry_run: bool,
+        mutate: F,
+    ) -> ApiResult<Written>
+    where
+        F: Fn(&Value) -> ApiResult<Value>,
+    {
+        let key = def.key(namespace, name);
+        let gr = def.group_resource();
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            self.sync_cache().await?;
+            let cached = self
+                .cacher
+                .get(&key)
+                .ok_or_else(|| ApiError::not_found(&gr, name))?;
+            let current: Value =
+                serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
+            let mut object = mutate(&current)?;
+            if !object.is_object() {
+                return Err(ApiError::bad_request(
+                    "the patched or updated object must be a JSON object",
+                ));
+            }
+            if let Some(map) = object.as_object_mut() {
+                map.insert("apiVersion".into(), json!(def.api_version()));
+                map.insert("kind".into(), json!(def.kind));
+            }
+            let precondition = requested_revision(&object, def)?;
+            if let Some(rv) = precondition {
+                if rv != cached.revision {
+                    return Err(ApiError::stale_resource_version(&gr, name));
+                }
+            }
+            if object_name(&object) != name {
+                return Err(invalid(
+                    def,
+                    &object,
+                    vec![status::field_invalid(
+                        "metadata.name",
+                        object_name(&object),
+                        "field is immutable",
+                    )],
+                ));
+            }
+            // System-owned metadata always comes from the stored object.
+            {
+                let old_meta = current.get("metadata").cloned().unwrap_or(json!({}));
+                let meta = metadata_mut(&mut object);
+                for field in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                    "namespace",
+                    "generateName",
+                ] {
+                    match old_meta.get(field) {
+                        Some(v) => {
+                            meta.insert(field.into(), v.clone());
+                        }
+                        None => {
+                            meta.remove(field);
+                        }
+                    }
+                }
+                meta.remove("selfLink");
+            }
+            match subresource {
+                "status" => def
+                    .strategy
+                    .prepare_for_status_update(&mut object, &current),
+                "finalize" => def.strategy.prepare_for_finalize(&mut object, &current),
+                _ => def.strategy.prepare_for_update(&mut object, &current),
+            }
+            if def.strategy.tracks_generation() && spec_changed(&object, &current) {
+                let generation = current
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    + 1;
+                metadata_mut(&mut object).insert("generation".into(), json!(generation));
+            }
+            let mut causes = self.validate_meta(def, &object);
+            causes.extend(def.strategy.validate_update(&object, &current));
+            if !causes.is_empty() {
+                return Err(invalid(def, &object, causes));
+            }
+            // An object being deleted goes once its last finalizer is removed.
+            let deleting = current.pointer("/metadata/deletionTimestamp").is_some();
+            if deleting && finalizers(&object).is_empty() && def.strategy.ready_to_delete(&object) {
+                if dry_run {
+                    return Ok(Written {
+                        object,
+                        warnings: Vec::new(),
+                    });
+                }
+                return match self.store().delete(&key, Some(cached.revision)).await {
+                    Ok((revision, _)) => Ok(Written {
+                        object: with_revision(object, revision),
+                        warnings: Vec::new(),
+                    }),
+                    Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
+                    Err(StoreError::Conflict { .. }) => {
+                        Err(ApiError::stale_resource_version(&gr, name))
+                    }
+                    Err(StoreError::NotFound(_)) => Err(ApiError::not_found(&gr, name)),
+                    Err(e) => Err(store_error(e)),
+                };
+            }
+            if unchanged(&object, &current) {
+                return Ok(Written {
+                    object: with_revision(current, cached.revision),
+                    warnings: Vec::new(),
+                });
+            }
+            if dry_run {
+                return Ok(Written {
+                    object: with_revision(object, cached.revision),
+                    warnings: Vec::new(),
+                });
+            }
+            match self
+                .store()
+                .update(&key, storage_bytes(&object)?, cached.revision)
+                .await
+            {
+                Ok(revision) => {
+                    return Ok(Written {
+                        object: with_revision(object, revision),
+                        warnings: Vec::new(),
+                    })
+                }
+                Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(ApiError::stale_resource_version(&gr, name))
+                }
+                Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(&gr, name)),
+                Err(e) => return Err(store_error(e)),
+            }
+        }
+        Err(ApiError::conflict(
+            &gr,
+            name,
+            "too many concurrent modifications; please retry",
+        ))
+    }
+
+    pub(super) async fn delete(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        if !request.info.subresource.is_empty() {
+            return Err(ApiError::method_not_supported(
+                &def.group_resource(),
+                "delete",
+            ));
+        }
+        let options = DeleteOptions::from_request(request)?;
+        let info = &request.info;
+        let (status, object, deleted) = self
+            .delete_object(def, &info.namespace, &info.name, &options)
+            .await?;
+        let output = negotiate_output(request.accept.as_deref(), true)?;
+        if deleted && !def.strategy.return_deleted_object() {
+            let uid = meta_str(&object, "uid").unwrap_or("").to_string();
+            let body = status::success_status(Some((&def.group_resource(), &info.name, &uid)));
+            return encode::json_value_response(200, &body, &output);
+        }
+        encode::json_value_response(status, &object, &output)
+    }
+
+    /// Deletes one object: immediately when it has no finalizers, otherwise by setting
+    /// `deletionTimestamp` and leaving it to the finalizers' owners. Returns the HTTP status
+    /// (200 deleted, 202 pending), the object, and whether it is gone.
+    pub(crate) async fn delete_object(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> ApiResult<(u16, Value, bool)> {
+        let key = def.key(namespace, name);
+        let gr = def.group_resource();
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            self.sync_cache().await?;
+            let cached = self
+                .cacher
+                .get(&key)
+                .ok_or_else(|| ApiError::not_found(&gr, name))?;
+            let current: Value =
+                serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
+            if let Some(uid) = &options.precondition_uid {
+                if meta_str(&current, "uid") != Some(uid.as_str()) {
+                    return Err(ApiError::conflict(
+                        &gr,
+                        name,
+                        &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta_str(&current, "uid").unwrap_or("")
+                    ),
+                    ));
+                }
+            }
+            if let Some(rv) = &options.precondition_resource_version {
+                if *rv != cached.revision.to_string() {
+                    return Err(ApiError::conflict(&gr, name, &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        cached.revision
+                    )));
+                }
+            }
+            let mut marked = current.clone();
+            let must_wait =
+                def.strategy.begin_delete(&mut marked) || !finalizers(&current).is_empty();
+            if must_wait {
+                if current.pointer("/metadata/deletionTimestamp").is_some() && marked == current {
+                    // Already being deleted: nothing more to do.
+                    return Ok((202, current, false));
+                }
+                {
+                    let meta = metadata_mut(&mut marked);
+                    if !meta.contains_key("deletionTimestamp") {
+                        meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                        meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    }
+                }
+                if options.dry_run {
+                    return Ok((202, marked, false));
+                }
+                match self
+                    .store()
+                    .update(&key, storage_bytes(&marked)?, cached.revision)
+                    .await
+                {
+                    Ok(revision) => return Ok((202, with_revision(marked, revision), false)),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(&gr, name)),
+                    Err(e) => return Err(store_error(e)),
+                }
+            }
+            if options.dry_run {
+                return Ok((200, current, true));
+            }
+            match self.store().delete(&key, Some(cached.revision)).await {
+                Ok((revision, _)) => return Ok((200, with_revision(current, revision), true)),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(&gr, name)),
+                Err(e) => return Err(store_error(e)),
+            }
+        }
+        Err(ApiError::conflict(
+            &gr,
+            name,
+            "too many concurrent modifications; please retry",
+        ))
+    }
+
+    pub(super) async fn delete_collection(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let options = DeleteOptions::from_request(request)?;
+        // Reuse LIST's selection rules by listing first.
+        let mut list_request = request.clone();
+        list_request.info.verb = "list".into();
+        list_request.accept = Some("application/json".into());
+        list_request
+            .query
+            .retain(|(k, _)| k == "labelSelector" || k == "fieldSelector");
+        let listed = match self.list(def, &list_request).await? {
+            ApiResponse::Body(b) => b.body,
+            ApiResponse::Watch(_) => return Err(ApiError::internal("unexpected watch")),
+        };
+        let list: Value = serde_json::from_slice(&listed).map_err(ApiError::internal)?;
+        let mut deleted = Vec::new();
+        for item in list
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+        {
+            let namespace = super::object_namespace(&item).to_string();
+            let name = object_name(&item).to_string();
+            match self.delete_object(def, &namespace, &name, &options).await {
+                Ok((_, object, _)) => deleted.push(object),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let body = json!({
+            "kind": def.list_kind,
+            "apiVersion": def.api_version(),
+            "metadata": {"resourceVersion": self.cacher.revision().to_string()},
+            "items": deleted,
+        });
+        let output = negotiate_output(request.accept.as_deref(), true)?;
+        encode::json_value_response(200, &body, &output)
+    }
+}
+
+/// `metav1.DeleteOptions`, from the body and/or query.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    pub dry_run: bool,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+impl DeleteOptions {
+    fn from_request(request: &ApiRequest) -> ApiResult<DeleteOptions> {
+        let mut options = DeleteOptions {
+            dry_run: dry_run(request)?,
+            ..Default::default()
+        };
+        if request.body.is_empty() {
+            return Ok(options);
+        }
+        let body = decode_request_body(request)?;
+        if let Some(kind) = body.get("kind").and_then(Value::as_str) {
+            if kind != "DeleteOptions" {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the body ({kind}) is not DeleteOptions"
+                )));
+            }
+        }
+        if let Some(dry) = body.get("dryRun").and_then(Value::as_array) {
+            for v in dry {
+                match v.as_str() {
+                    Some("All") => options.dry_run = true,
+                    other => {
+                        return Err(ApiError::bad_request(format!(
+                            "Invalid dry run value: {}: supported values: \"All\"",
+                            other.unwrap_or("")
+                        )))
+                    }
+                }
+            }
+        }
+        if let Some(pre) = body.get("preconditions") {
+            options.precondition_uid = pre.get("uid").and_then(Value::as_str).map(str::to_string);
+            options.precondition_resource_version = pre
+                .get("resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        if let Some(policy) = body.get("propagationPolicy").and_then(Value::as_str) {
+            if !["Orphan", "Background", "Foreground"].contains(&policy) {
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "DeleteOptions",
+                    "",
+                    vec![status::field_not_supported(
+                        "propagationPolicy",
+                        policy,
+                        &["Foreground", "Background", "Orphan", "nil"],
+                    )],
+                ));
+            }
+        }
+        Ok(options)
+    }
+}

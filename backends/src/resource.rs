@@ -1,0 +1,273 @@
+//! The resource data model: everything the generic registry, discovery and OpenAPI need to
+//! know about one served resource (group, version, names, scope, verbs, subresources, schema,
+//! table columns, field selectors) and its [`Strategy`] (defaulting, validation, what a
+//! create or update may set). The built-in core server and (later) the CRD server both
+//! produce [`ResourceDef`]s and hand them to one registry.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::machinery::validation::NameRule;
+use crate::status::{GroupResource, StatusCause};
+
+/// The verbs most resources support.
+pub const STANDARD_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// A Table column definition (`meta.k8s.io/v1 TableColumnDefinition`).
+#[derive(Debug, Clone)]
+pub struct TableColumn {
+    pub name: &'static str,
+    /// `string`, `integer`, `date`, ...
+    pub type_: &'static str,
+    pub format: &'static str,
+    pub description: &'static str,
+    /// 0 shows by default; 1 only with `-o wide`.
+    pub priority: u32,
+}
+
+/// A subresource a resource serves (`status`, `finalize`, `scale`, `token`, ...).
+#[derive(Debug, Clone)]
+pub struct SubresourceDef {
+    pub name: &'static str,
+    /// The kind the subresource reads and writes (the parent kind for `status`).
+    pub kind: String,
+    pub verbs: Vec<&'static str>,
+}
+
+/// Extracts the value of a field selector label (`type`, `involvedObject.name`) from an object.
+pub type FieldExtractor = fn(&Value) -> Option<String>;
+
+/// The behaviour of one resource type under create and update (kube's `RESTCreateStrategy`
+/// and `RESTUpdateStrategy`), plus its Table rows.
+pub trait Strategy: Send + Sync {
+    /// Clears or defaults fields before a create (e.g. resets `status`, merges `stringData`).
+    fn prepare_for_create(&self, _object: &mut Value) {}
+
+    /// Carries fields over from the old object on update (e.g. keeps `status` on a main
+    /// resource update).
+    fn prepare_for_update(&self, _object: &mut Value, _old: &Value) {}
+
+    /// Carries fields over from the old object on an update of the `status` subresource
+    /// (everything but `status` comes from the old object by default).
+    fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
+        let status = object.get("status").cloned();
+        let mut next = old.clone();
+        if let Some(map) = next.as_object_mut() {
+            match status {
+                Some(s) => {
+                    map.insert("status".into(), s);
+                }
+                None => {
+                    map.remove("status");
+                }
+            }
+            if let (Some(meta), Some(new_meta)) = (
+                map.get_mut("metadata").and_then(Value::as_object_mut),
+                object.get("metadata").and_then(Value::as_object),
+            ) {
+                if let Some(rv) = new_meta.get("resourceVersion") {
+                    meta.insert("resourceVersion".into(), rv.clone());
+                }
+            }
+        }
+        *object = next;
+    }
+
+    /// Carries fields over on an update of the `finalize` subresource (namespaces): only
+    /// `spec.finalizers` comes from the request.
+    fn prepare_for_finalize(&self, object: &mut Value, old: &Value) {
+        let finalizers = object.pointer("/spec/finalizers").cloned();
+        let rv = object.pointer("/metadata/resourceVersion").cloned();
+        let mut next = old.clone();
+        if let Some(map) = next.as_object_mut() {
+            let spec = map
+                .entry("spec")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(spec) = spec.as_object_mut() {
+                match finalizers {
+                    Some(f) => {
+                        spec.insert("finalizers".into(), f);
+                    }
+                    None => {
+                        spec.remove("finalizers");
+                    }
+                }
+            }
+            if let (Some(meta), Some(rv)) =
+                (map.get_mut("metadata").and_then(Value::as_object_mut), rv)
+            {
+                meta.insert("resourceVersion".into(), rv);
+            }
+        }
+        *object = next;
+    }
+
+    /// How `metadata.name` is validated (most types: DNS-1123 subdomain).
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1123Subdomain
+    }
+
+    /// Called when a delete is requested. Returns true when the object must stay until
+    /// something finishes (e.g. a namespace's `spec.finalizers`), after marking it (e.g. phase
+    /// `Terminating`). `metadata.finalizers` are handled by the registry for every type.
+    fn begin_delete(&self, _object: &mut Value) -> bool {
+        false
+    }
+
+    /// Whether an object being deleted, whose `metadata.finalizers` are empty, may now go.
+    fn ready_to_delete(&self, _object: &Value) -> bool {
+        true
+    }
+
+    /// Whether DELETE answers with the deleted object rather than a success `Status`.
+    fn return_deleted_object(&self) -> bool {
+        false
+    }
+
+    /// Type-specific validation on create; names and metadata are validated by the registry.
+    fn validate(&self, _object: &Value) -> Vec<StatusCause> {
+        Vec::new()
+    }
+
+    /// Type-specific validation on update (immutability and the like).
+    fn validate_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
+        self.validate(object)
+    }
+
+    /// Whether `metadata.generation` is bumped when anything outside metadata and status changes.
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
+    /// The cells after the NAME column, one per [`ResourceDef::columns`] entry after the first.
+    fn table_cells(&self, _object: &Value) -> Vec<Value> {
+        Vec::new()
+    }
+}
+
+/// A strategy with no type-specific behaviour.
+pub struct DefaultStrategy;
+impl Strategy for DefaultStrategy {}
+
+/// One served resource.
+#[derive(Clone)]
+pub struct ResourceDef {
+    /// API group (`""` for the legacy core group).
+    pub group: String,
+    pub version: String,
+    /// Plural resource name, lower case (`configmaps`).
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub namespaced: bool,
+    pub verbs: Vec<&'static str>,
+    pub subresources: Vec<SubresourceDef>,
+    /// The OpenAPI definition name of the kind (`io.k8s.api.core.v1.ConfigMap`).
+    pub definition: String,
+    /// Table columns; the first is always NAME.
+    pub columns: Vec<TableColumn>,
+    /// Type-specific field selectors besides `metadata.name` and `metadata.namespace`.
+    pub field_selectors: Vec<(&'static str, FieldExtractor)>,
+    /// Strategic-merge-patch directives for list fields: (dotted field path from the object
+    /// root, strategy such as `merge` or `merge,retainKeys`, merge key or `""`). ObjectMeta's
+    /// entries are added by the registry.
+    pub patch_meta: &'static [(&'static str, &'static str, &'static str)],
+    /// The storage key prefix (`/<group or "core">/<resource>`), shared by every version.
+    pub storage_prefix: String,
+    pub strategy: Arc<dyn Strategy>,
+}
+
+impl std::fmt::Debug for ResourceDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceDef")
+            .field("group", &self.group)
+            .field("version", &self.version)
+            .field("plural", &self.plural)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResourceDef {
+    /// `v1` or `coordination.k8s.io/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(self.group.clone(), self.plural.clone())
+    }
+
+    pub fn has_subresource(&self, name: &str) -> bool {
+        self.subresources.iter().any(|s| s.name == name)
+    }
+
+    pub fn supports_verb(&self, verb: &str) -> bool {
+        self.verbs.contains(&verb)
+    }
+
+    /// The storage key of one object.
+    pub fn key(&self, namespace: &str, name: &str) -> String {
+        if self.namespaced {
+            format!("{}/{}/{}", self.storage_prefix, namespace, name)
+        } else {
+            format!("{}/{}", self.storage_prefix, name)
+        }
+    }
+
+    /// The storage prefix of a collection (all namespaces when `namespace` is empty), always
+    /// ending in `/` so `configmaps` never matches `configmapsfoo`.
+    pub fn collection_prefix(&self, namespace: &str) -> String {
+        if self.namespaced && !namespace.is_empty() {
+            format!("{}/{}/", self.storage_prefix, namespace)
+        } else {
+            format!("{}/", self.storage_prefix)
+        }
+    }
+
+    pub fn field_extractor(&self, label: &str) -> Option<FieldExtractor> {
+        self.field_selectors
+            .iter()
+            .find(|(l, _)| *l == label)
+            .map(|(_, f)| *f)
+    }
+}
+
+/// The NAME column every Table starts with.
+pub fn name_column() -> TableColumn {
+    TableColumn {
+        name: "Name",
+        type_: "string",
+        format: "name",
+        description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+        priority: 0,
+    }
+}
+
+/// The AGE column (`metadata.creationTimestamp`).
+pub fn age_column() -> TableColumn {
+    TableColumn {
+        name: "Age",
+        type_: "string",
+        format: "",
+        description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+        priority: 0,
+    }
+}

@@ -1,0 +1,337 @@
+//! # kubegate-config
+//!
+//! kubegate's typed configuration: the YAML file given with `--config` (camelCase keys,
+//! unknown keys rejected), its defaults, and validation that names the field path of every
+//! problem. The CLI overlays kube-apiserver-named flags on top of the loaded file.
+//!
+//! Use: [`Config::load`] a file (or [`Config::default`]), apply overrides, then
+//! [`Config::validate`] before starting anything.
+
+mod duration;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use duration::{format_duration, parse_duration};
+
+/// Errors loading or validating the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// One or more invalid values, each `field.path: reason`.
+    #[error("invalid configuration:\n  {}", .0.join("\n  "))]
+    Invalid(Vec<String>),
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Config {
+    /// Port of the HTTPS listener (`--secure-port`, default 6443).
+    pub secure_port: u16,
+    /// Address of the HTTPS listener (`--bind-address`, default 0.0.0.0).
+    pub bind_address: String,
+    /// Plain-HTTP listener, off unless configured; loopback addresses only.
+    pub insecure_port: Option<u16>,
+    /// Address of the plain-HTTP listener (must be a loopback address).
+    pub insecure_bind_address: String,
+    /// Where the embedded store, certificates and admin kubeconfig live (`--data-dir`).
+    pub data_dir: PathBuf,
+    pub tls: TlsConfig,
+    /// Largest accepted request body in bytes (`--max-request-bytes`, default 3 MiB).
+    pub max_request_bytes: usize,
+    /// Timeout for non-long-running requests (`--request-timeout`, default 60s).
+    #[serde(with = "duration::serde_duration")]
+    pub request_timeout: Duration,
+    /// How long shutdown waits for in-flight requests before closing (`--shutdown-timeout`).
+    #[serde(with = "duration::serde_duration")]
+    pub shutdown_timeout: Duration,
+    pub storage: StorageConfig,
+    pub authorization: AuthorizationConfig,
+    pub logging: LoggingConfig,
+}
+
+/// TLS serving and client-certificate settings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// Serving certificate (`--tls-cert-file`); generated in the data dir when unset.
+    pub cert_file: Option<PathBuf>,
+    /// Serving key (`--tls-private-key-file`).
+    pub private_key_file: Option<PathBuf>,
+    /// CA bundle for client certificates (`--client-ca-file`); the generated CA when unset.
+    #[serde(rename = "clientCAFile")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Extra names and addresses for the generated serving certificate (`--tls-san`).
+    pub sans: Vec<String>,
+}
+
+/// Storage engine settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// Events the store keeps for watch resumption (`--event-history`).
+    pub event_history: usize,
+    /// Events the watch cache keeps in memory for watches and paginated lists.
+    pub watch_cache_history: usize,
+}
+
+/// Authorization settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AuthorizationConfig {
+    /// Ordered authorizer modes (`--authorization-mode`).
+    pub modes: Vec<String>,
+}
+
+/// Log settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LoggingConfig {
+    /// `text` or `json` (`--log-format`).
+    pub format: String,
+    /// A tracing filter such as `info` or `kubegate=debug` (`--log-level`).
+    pub level: String,
+}
+
+/// Authorization modes this build implements.
+pub const SUPPORTED_AUTHORIZATION_MODES: &[&str] = &["AlwaysAllow", "AlwaysDeny"];
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            secure_port: 6443,
+            bind_address: "0.0.0.0".into(),
+            insecure_port: None,
+            insecure_bind_address: "127.0.0.1".into(),
+            data_dir: PathBuf::from("kubegate-data"),
+            tls: TlsConfig::default(),
+            max_request_bytes: 3 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(30),
+            storage: StorageConfig::default(),
+            authorization: AuthorizationConfig::default(),
+            logging: LoggingConfig::default(),
+        }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            event_history: 10_000,
+            watch_cache_history: 10_000,
+        }
+    }
+}
+
+impl Default for AuthorizationConfig {
+    fn default() -> Self {
+        AuthorizationConfig {
+            modes: vec!["AlwaysAllow".into()],
+        }
+    }
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        LoggingConfig {
+            format: "text".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads a YAML configuration file; missing keys take their defaults, unknown keys fail.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses YAML text; the error names the field path serde_yaml reports.
+    pub fn from_yaml(text: &str) -> Result<Config, String> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let deserializer = serde_yaml::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            if path == "." || inner.starts_with(&path) {
+                inner
+            } else {
+                format!("{path}: {inner}")
+            }
+        })
+    }
+
+    /// Checks every value; all problems are reported at once with their field paths.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut errors = Vec::new();
+        if self.secure_port == 0 {
+            errors.push("securePort: Invalid value: 0: must be between 1 and 65535".to_string());
+        }
+        if self.bind_address.parse::<IpAddr>().is_err() {
+            errors.push(format!(
+                "bindAddress: Invalid value: {:?}: must be an IP address",
+                self.bind_address
+            ));
+        }
+        match self.insecure_bind_address.parse::<IpAddr>() {
+            Ok(ip) if ip.is_loopback() => {}
+            Ok(_) => errors.push(format!(
+                "insecureBindAddress: Invalid value: {:?}: the plain-HTTP listener may only bind a loopback address",
+                self.insecure_bind_address
+            )),
+            Err(_) => errors.push(format!(
+                "insecureBindAddress: Invalid value: {:?}: must be an IP address",
+                self.insecure_bind_address
+            )),
+        }
+        if self.insecure_port == Some(0) {
+            errors.push("insecurePort: Invalid value: 0: must be between 1 and 65535".into());
+        }
+        if self.insecure_port.is_some() && self.insecure_port == Some(self.secure_port) {
+            errors.push("insecurePort: Invalid value: must differ from securePort".into());
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            errors.push("dataDir: Required value".into());
+        }
+        match (&self.tls.cert_file, &self.tls.private_key_file) {
+            (Some(_), None) => errors.push(
+                "tls.privateKeyFile: Required value: required when tls.certFile is set".into(),
+            ),
+            (None, Some(_)) => errors.push(
+                "tls.certFile: Required value: required when tls.privateKeyFile is set".into(),
+            ),
+            _ => {}
+        }
+        for (i, san) in self.tls.sans.iter().enumerate() {
+            if san.trim().is_empty() {
+                errors.push(format!(
+                    "tls.sans[{i}]: Invalid value: \"\": must not be empty"
+                ));
+            }
+        }
+        if self.max_request_bytes < 1024 {
+            errors.push(format!(
+                "maxRequestBytes: Invalid value: {}: must be at least 1024",
+                self.max_request_bytes
+            ));
+        }
+        if self.request_timeout.is_zero() {
+            errors.push("requestTimeout: Invalid value: \"0s\": must be greater than 0".into());
+        }
+        if self.storage.event_history < 100 {
+            errors.push(format!(
+                "storage.eventHistory: Invalid value: {}: must be at least 100",
+                self.storage.event_history
+            ));
+        }
+        if self.storage.watch_cache_history < 100 {
+            errors.push(format!(
+                "storage.watchCacheHistory: Invalid value: {}: must be at least 100",
+                self.storage.watch_cache_history
+            ));
+        }
+        if self.authorization.modes.is_empty() {
+            errors.push("authorization.modes: Required value: at least one mode".into());
+        }
+        for (i, mode) in self.authorization.modes.iter().enumerate() {
+            if !SUPPORTED_AUTHORIZATION_MODES.contains(&mode.as_str()) {
+                errors.push(format!(
+                    "authorization.modes[{i}]: Unsupported value: {mode:?}: supported values: {}",
+                    SUPPORTED_AUTHORIZATION_MODES.join(", ")
+                ));
+            }
+        }
+        if !["text", "json"].contains(&self.logging.format.as_str()) {
+            errors.push(format!(
+                "logging.format: Unsupported value: {:?}: supported values: text, json",
+                self.logging.format
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_defaults() {
+        let c = Config::from_yaml("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.secure_port, 6443);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn reads_camel_case_keys_and_durations() {
+        let c = Config::from_yaml(
+            "securePort: 7443\nrequestTimeout: 1m30s\ntls:\n  sans: [kube.example]\n  clientCAFile: /x/ca.crt\n",
+        )
+        .unwrap();
+        assert_eq!(c.secure_port, 7443);
+        assert_eq!(c.request_timeout, Duration::from_secs(90));
+        assert_eq!(c.tls.sans, vec!["kube.example"]);
+        assert_eq!(c.tls.client_ca_file, Some(PathBuf::from("/x/ca.crt")));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_path() {
+        let err = Config::from_yaml("tls:\n  certFil: x\n").unwrap_err();
+        assert!(err.contains("tls"), "{err}");
+        assert!(err.contains("unknown field `certFil`"), "{err}");
+        let err = Config::from_yaml("securePrt: 1\n").unwrap_err();
+        assert!(err.contains("unknown field `securePrt`"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_all_reported_with_field_paths() {
+        let c = Config::from_yaml(
+            "securePort: 0\ninsecurePort: 8080\ninsecureBindAddress: 0.0.0.0\nauthorization:\n  modes: [Bogus]\nlogging:\n  format: xml\n",
+        )
+        .unwrap();
+        let ConfigError::Invalid(errors) = c.validate().unwrap_err() else {
+            panic!("expected Invalid")
+        };
+        let all = errors.join("\n");
+        assert!(all.contains("securePort: Invalid value: 0"), "{all}");
+        assert!(all.contains("insecureBindAddress"), "{all}");
+        assert!(
+            all.contains("authorization.modes[0]: Unsupported value: \"Bogus\""),
+            "{all}"
+        );
+        assert!(all.contains("logging.format"), "{all}");
+    }
+
+    #[test]
+    fn wrong_types_are_parse_errors() {
+        let err = Config::from_yaml("securePort: seventy\n").unwrap_err();
+        assert!(err.contains("securePort"), "{err}");
+        let err = Config::from_yaml("requestTimeout: soon\n").unwrap_err();
+        assert!(err.contains("requestTimeout"), "{err}");
+    }
+}

@@ -1,0 +1,203 @@
+//! The command line: `kubegate serve` with kube-apiserver's flag names overlaid on the
+//! `--config` file, and `kubegate version`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use kubegate_config::{parse_duration, Config, ConfigError, LoggingConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubegate",
+    version,
+    about = "A Kubernetes API gateway on pingora"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the Kubernetes API.
+    Serve(Box<ServeFlags>),
+    /// Print the version.
+    Version,
+}
+
+/// Flags of `serve`; each overrides the same setting of the `--config` file.
+#[derive(Args, Debug, Default)]
+pub struct ServeFlags {
+    /// YAML configuration file (camelCase keys; unknown keys are errors).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Data directory: embedded store, generated certificates, admin.kubeconfig.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// HTTPS port.
+    #[arg(long)]
+    pub secure_port: Option<u16>,
+    /// Address of the HTTPS listener.
+    #[arg(long)]
+    pub bind_address: Option<String>,
+    /// Plain-HTTP port (loopback only; off unless set).
+    #[arg(long)]
+    pub insecure_port: Option<u16>,
+    /// Address of the plain-HTTP listener (must be loopback).
+    #[arg(long)]
+    pub insecure_bind_address: Option<String>,
+    /// Serving certificate (PEM); generated when unset.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Serving key (PEM).
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA bundle for client certificates; the generated CA when unset.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Extra names or IPs for the generated serving certificate (repeatable).
+    #[arg(long = "tls-san")]
+    pub tls_sans: Vec<String>,
+    /// Largest accepted request body in bytes.
+    #[arg(long)]
+    pub max_request_bytes: Option<usize>,
+    /// Timeout of non-long-running requests (Go duration, e.g. 60s).
+    #[arg(long)]
+    pub request_timeout: Option<String>,
+    /// How long SIGTERM waits for in-flight requests.
+    #[arg(long)]
+    pub shutdown_timeout: Option<String>,
+    /// Ordered authorization modes, comma-separated (AlwaysAllow, AlwaysDeny).
+    #[arg(long)]
+    pub authorization_mode: Option<String>,
+    /// text or json.
+    #[arg(long)]
+    pub log_format: Option<String>,
+    /// A tracing filter, e.g. info or kubegate=debug.
+    #[arg(long)]
+    pub log_level: Option<String>,
+}
+
+impl ServeFlags {
+    /// The configuration file (or defaults) with these flags applied on top.
+    pub fn into_config(self) -> Result<Config, ConfigError> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        let mut errors = Vec::new();
+        if let Some(v) = self.data_dir {
+            config.data_dir = v;
+        }
+        if let Some(v) = self.secure_port {
+            config.secure_port = v;
+        }
+        if let Some(v) = self.bind_address {
+            config.bind_address = v;
+        }
+        if let Some(v) = self.insecure_port {
+            config.insecure_port = Some(v);
+        }
+        if let Some(v) = self.insecure_bind_address {
+            config.insecure_bind_address = v;
+        }
+        if let Some(v) = self.tls_cert_file {
+            config.tls.cert_file = Some(v);
+        }
+        if let Some(v) = self.tls_private_key_file {
+            config.tls.private_key_file = Some(v);
+        }
+        if let Some(v) = self.client_ca_file {
+            config.tls.client_ca_file = Some(v);
+        }
+        if !self.tls_sans.is_empty() {
+            config.tls.sans = self.tls_sans;
+        }
+        if let Some(v) = self.max_request_bytes {
+            config.max_request_bytes = v;
+        }
+        for (flag, value, target) in [
+            (
+                "--request-timeout",
+                self.request_timeout,
+                &mut config.request_timeout,
+            ),
+            (
+                "--shutdown-timeout",
+                self.shutdown_timeout,
+                &mut config.shutdown_timeout,
+            ),
+        ] {
+            if let Some(v) = value {
+                match parse_duration(&v) {
+                    Ok(d) => *target = d,
+                    Err(e) => errors.push(format!("{flag}: {e}")),
+                }
+            }
+        }
+        if let Some(v) = self.authorization_mode {
+            config.authorization.modes = v.split(',').map(|m| m.trim().to_string()).collect();
+        }
+        if let Some(v) = self.log_format {
+            config.logging.format = v;
+        }
+        if let Some(v) = self.log_level {
+            config.logging.level = v;
+        }
+        if !errors.is_empty() {
+            return Err(ConfigError::Invalid(errors));
+        }
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Installs the tracing subscriber (text or JSON lines on stderr).
+pub fn init_logging(logging: &LoggingConfig) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&logging.level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if logging.format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(&file, "securePort: 7000\nrequestTimeout: 30s\n").unwrap();
+        let flags = ServeFlags {
+            config: Some(file),
+            secure_port: Some(7001),
+            ..Default::default()
+        };
+        let c = flags.into_config().unwrap();
+        assert_eq!(c.secure_port, 7001);
+        assert_eq!(c.request_timeout, std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn bad_flag_values_are_reported() {
+        let flags = ServeFlags {
+            request_timeout: Some("soon".into()),
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(err.contains("--request-timeout"), "{err}");
+        let flags = ServeFlags {
+            authorization_mode: Some("RBAC,Bogus".into()),
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(err.contains("authorization.modes[0]"), "{err}");
+    }
+}

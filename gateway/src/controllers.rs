@@ -1,0 +1,51 @@
+//! Background controllers that run beside the request path. Today: the namespace controller,
+//! which empties a terminating namespace and then lets it go (kube-controller-manager's
+//! namespace controller, in-process).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubegate_backends::registry::namespaces::FinalizeOutcome;
+use kubegate_backends::registry::Registry;
+
+/// How often terminating namespaces are re-examined when nothing wakes the controller.
+const RESYNC: Duration = Duration::from_secs(2);
+
+/// Runs the namespace controller until `stop` resolves.
+pub async fn namespace_controller(
+    registry: Arc<Registry>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let prefix = registry
+        .find("", "namespaces")
+        .map(|d| d.collection_prefix(""))
+        .unwrap_or_default();
+    loop {
+        for name in registry.terminating_namespaces() {
+            match registry.finalize_namespace(&name).await {
+                Ok(FinalizeOutcome::Gone) => tracing::info!(namespace = %name, "namespace deleted"),
+                Ok(FinalizeOutcome::ContentRemaining(n)) => {
+                    tracing::debug!(namespace = %name, remaining = n, "namespace content still finalizing")
+                }
+                Ok(FinalizeOutcome::NotTerminating) => {}
+                Err(e) => tracing::warn!(namespace = %name, error = %e, "finalizing namespace"),
+            }
+        }
+        // Wake on the next namespace change, or resync.
+        let watcher = registry
+            .cacher()
+            .watch(&prefix, registry.cacher().revision());
+        let wake = async {
+            if let Ok(mut w) = watcher {
+                let _ = w.next().await;
+            } else {
+                tokio::time::sleep(RESYNC).await;
+            }
+        };
+        tokio::select! {
+            _ = wake => {}
+            _ = tokio::time::sleep(RESYNC) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}

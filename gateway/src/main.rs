@@ -1,0 +1,53 @@
+//! # kubegate
+//!
+//! A Kubernetes API gateway on pingora: `kubegate serve` runs a complete, secure single-node
+//! Kubernetes API (HTTPS on 6443, embedded store, certificates and `admin.kubeconfig`
+//! generated on first start). Flags take kube-apiserver's names; `--config` reads the same
+//! settings from YAML, and flags override it.
+
+mod certs;
+mod cli;
+mod controllers;
+mod health;
+mod metrics;
+mod pipeline;
+mod respond;
+mod routes;
+mod server;
+mod tls;
+mod version;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    let code = match cli.command {
+        cli::Command::Version => {
+            let info = version::version_info();
+            println!(
+                "kubegate {} (Kubernetes API {})",
+                env!("CARGO_PKG_VERSION"),
+                info["gitVersion"].as_str().unwrap_or("")
+            );
+            0
+        }
+        cli::Command::Serve(flags) => match flags.into_config() {
+            Err(e) => {
+                eprintln!("kubegate: {e}");
+                2
+            }
+            Ok(config) => {
+                cli::init_logging(&config.logging);
+                match server::run(config) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        tracing::error!(error = %e, "kubegate failed to start");
+                        eprintln!("kubegate: {e}");
+                        1
+                    }
+                }
+            }
+        },
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,175 @@
+//! Prometheus metrics with kube-apiserver's names and labels, served at `/metrics`.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
+
+/// The labels kube-apiserver puts on `apiserver_request_duration_seconds`.
+const REQUEST_LABELS: &[&str] = &[
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+];
+
+/// Every metric kubegate exports.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub request_duration: HistogramVec,
+    pub inflight: IntGaugeVec,
+    pub long_running: IntGaugeVec,
+}
+
+/// One finished request, as the metrics see it.
+pub struct RequestLabels<'a> {
+    pub verb: &'a str,
+    pub dry_run: bool,
+    pub group: &'a str,
+    pub version: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub scope: &'a str,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let mut total_labels = REQUEST_LABELS.to_vec();
+        total_labels.push("code");
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "apiserver_request_total",
+                "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+            ),
+            &total_labels,
+        )?;
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "apiserver_request_duration_seconds",
+                "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+            )
+            .buckets(vec![
+                0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0,
+                6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+            ]),
+            REQUEST_LABELS,
+        )?;
+        let inflight = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_current_inflight_requests",
+                "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+            ),
+            &["request_kind"],
+        )?;
+        let long_running = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_longrunning_requests",
+                "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+            ),
+            &["verb", "group", "version", "resource", "subresource", "scope", "component"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(request_duration.clone()))?;
+        registry.register(Box::new(inflight.clone()))?;
+        registry.register(Box::new(long_running.clone()))?;
+        Ok(Metrics {
+            registry,
+            requests,
+            request_duration,
+            inflight,
+            long_running,
+        })
+    }
+
+    /// Records one finished request.
+    pub fn observe(&self, labels: &RequestLabels<'_>, code: u16, seconds: f64) {
+        let dry_run = if labels.dry_run { "All" } else { "" };
+        let code = code.to_string();
+        let base = [
+            labels.verb,
+            dry_run,
+            labels.group,
+            labels.version,
+            labels.resource,
+            labels.subresource,
+            labels.scope,
+            "apiserver",
+        ];
+        let mut with_code = base.to_vec();
+        with_code.push(&code);
+        self.requests.with_label_values(&with_code).inc();
+        // kube excludes long-running requests (WATCH, CONNECT) from the latency histogram.
+        if labels.verb != "WATCH" && labels.verb != "CONNECT" {
+            self.request_duration
+                .with_label_values(&base)
+                .observe(seconds);
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let encoder = prometheus::TextEncoder::new();
+        if let Err(e) = encoder.encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "encoding metrics");
+        }
+        out
+    }
+}
+
+/// kube's metric verb: upper case, with LIST/WATCH/APPLY distinguished.
+pub fn metric_verb(verb: &str, method: &str) -> String {
+    match verb {
+        "list" => "LIST".into(),
+        "watch" => "WATCH".into(),
+        "proxy" => "CONNECT".into(),
+        "get" | "create" | "update" | "patch" | "delete" | "deletecollection" => match method {
+            "GET" | "HEAD" => "GET".into(),
+            other => other.to_string(),
+        },
+        _ => method.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_kube_names_and_labels() {
+        let m = Metrics::new().unwrap();
+        m.observe(
+            &RequestLabels {
+                verb: "GET",
+                dry_run: false,
+                group: "",
+                version: "v1",
+                resource: "configmaps",
+                subresource: "",
+                scope: "resource",
+            },
+            200,
+            0.01,
+        );
+        let text = String::from_utf8(m.render()).unwrap();
+        assert!(text.contains("apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"configmaps\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 1"), "{text}");
+        assert!(
+            text.contains("apiserver_request_duration_seconds_bucket"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn verbs_follow_kube() {
+        assert_eq!(metric_verb("list", "GET"), "LIST");
+        assert_eq!(metric_verb("watch", "GET"), "WATCH");
+        assert_eq!(metric_verb("get", "GET"), "GET");
+        assert_eq!(metric_verb("create", "POST"), "POST");
+        assert_eq!(metric_verb("get", "HEAD"), "GET");
+    }
+}

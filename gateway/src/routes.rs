@@ -1,0 +1,179 @@
+//! Routing after authorization: non-resource paths (health, version, metrics, discovery,
+//! OpenAPI) and resource paths by group-version to the backend that serves them. Today every
+//! group-version is served by the built-in registry; later stages add the APIService table.
+
+use std::sync::Arc;
+
+use kubegate_backends::api::{ApiRequest, ApiResponse};
+use kubegate_backends::discovery::Discovery;
+use kubegate_backends::openapi::{OpenApi, CONTENT_TYPE_V2_PROTOBUF};
+use kubegate_backends::registry::Registry;
+use kubegate_backends::status::ApiError;
+
+use crate::health::Health;
+use crate::metrics::Metrics;
+
+/// The served routes.
+pub struct Routes {
+    pub registry: Arc<Registry>,
+    pub discovery: Discovery,
+    pub openapi: OpenApi,
+    pub health: Health,
+    pub metrics: Arc<Metrics>,
+    pub version: serde_json::Value,
+}
+
+impl Routes {
+    /// Serves one authorized request.
+    pub async fn serve(&self, request: ApiRequest) -> ApiResponse {
+        if request.info.is_resource_request {
+            let info = &request.info;
+            if !self
+                .registry
+                .serves_group_version(&info.api_group, &info.api_version)
+            {
+                return ApiError::path_not_found().into();
+            }
+            return self.registry.handle(request).await;
+        }
+        self.serve_non_resource(&request)
+    }
+
+    fn serve_non_resource(&self, request: &ApiRequest) -> ApiResponse {
+        let path = request.info.path.as_str();
+        let method = request.method.as_str();
+        if method != "GET" && method != "HEAD" {
+            return ApiError::new(
+                405,
+                "MethodNotAllowed",
+                format!("the server does not allow this method on the requested resource ({method} {path})"),
+            )
+            .into();
+        }
+        if let Some(health) = self.health.serve(path, &request.query) {
+            return ApiResponse::with_type(health.status, "text/plain; charset=utf-8", health.body);
+        }
+        match path {
+            "/version" => {
+                return ApiResponse::json(
+                    200,
+                    serde_json::to_vec_pretty(&self.version).unwrap_or_default(),
+                )
+            }
+            "/metrics" => {
+                return ApiResponse::with_type(
+                    200,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    self.metrics.render(),
+                )
+            }
+            "/openapi/v2" => {
+                // client-go's OpenAPISchema() accepts only the protobuf form.
+                if wants_openapi_v2_protobuf(request.accept.as_deref()) {
+                    let (body, etag) = self.openapi.v2_protobuf();
+                    return etagged(request, CONTENT_TYPE_V2_PROTOBUF, body.clone(), etag);
+                }
+                let (body, etag) = self.openapi.v2();
+                return etagged(request, "application/json", body.clone(), etag);
+            }
+            "/openapi/v3" | "/openapi/v3/" => {
+                let (body, etag) = self.openapi.v3_index();
+                return etagged(request, "application/json", body.clone(), etag);
+            }
+            _ => {}
+        }
+        if let Some(rest) = path.strip_prefix("/openapi/v3/") {
+            return self.openapi_v3_document(request, rest);
+        }
+        if let Some(doc) = self.discovery.select(path, request.accept.as_deref()) {
+            return etagged(request, doc.content_type, doc.body.clone(), doc.etag);
+        }
+        ApiError::path_not_found().into()
+    }
+}
+
+impl Routes {
+    /// `/openapi/v3/<group-version>`: with the `?hash=` the index advertises it is immutable
+    /// and cached for a year; with a stale hash it redirects to the current one, as
+    /// kube-apiserver does.
+    fn openapi_v3_document(&self, request: &ApiRequest, key: &str) -> ApiResponse {
+        let Some((body, etag)) = self.openapi.v3_group_version(key) else {
+            return ApiError::path_not_found().into();
+        };
+        match request.param("hash") {
+            None => etagged(request, "application/json", body.clone(), etag),
+            Some(hash) if etag.trim_matches('"') == hash => {
+                etagged(request, "application/json", body.clone(), etag)
+                    .with_header("Cache-Control", "public, immutable".to_string())
+                    .with_header("Expires", one_year_from_now())
+            }
+            Some(_) => match self.openapi.v3_server_relative_url(key) {
+                Some(url) => ApiResponse::with_type(301, "text/plain; charset=utf-8", Vec::new())
+                    .with_header("Location", url),
+                None => ApiError::path_not_found().into(),
+            },
+        }
+    }
+}
+
+fn one_year_from_now() -> String {
+    (chrono::Utc::now() + chrono::Duration::days(365))
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string()
+}
+
+/// Whether the client prefers the protobuf OpenAPI v2 document over JSON.
+fn wants_openapi_v2_protobuf(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else {
+        return false;
+    };
+    for clause in accept.split(',') {
+        let media = clause.split(';').next().unwrap_or("").trim();
+        if media == "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            || media == CONTENT_TYPE_V2_PROTOBUF
+        {
+            return true;
+        }
+        if media == "application/json" || media == "*/*" {
+            return false;
+        }
+    }
+    false
+}
+
+/// A cacheable document with its ETag; 304 when the client already holds it.
+fn etagged(
+    request: &ApiRequest,
+    content_type: &str,
+    body: bytes::Bytes,
+    etag: &str,
+) -> ApiResponse {
+    let cached = request
+        .if_none_match
+        .as_deref()
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let response = if cached {
+        ApiResponse::with_type(304, content_type, bytes::Bytes::new())
+    } else {
+        ApiResponse::with_type(200, content_type, body)
+    };
+    response
+        .with_header("ETag", etag.to_string())
+        .with_header("Vary", "Accept".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protobuf_v2_only_when_preferred() {
+        assert!(wants_openapi_v2_protobuf(Some(
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+        )));
+        assert!(!wants_openapi_v2_protobuf(Some(
+            "application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+        )));
+        assert!(!wants_openapi_v2_protobuf(None));
+    }
+}

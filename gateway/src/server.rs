@@ -1,0 +1,264 @@
+//! Assembles kubegate from the configuration and runs it: PKI, storage and watch cache,
+//! registry, authenticators and authorizers, the pingora HTTPS (and optional loopback HTTP)
+//! listener, background controllers, and graceful shutdown on SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubegate_backends::core::builtin_resources;
+use kubegate_backends::discovery::Discovery;
+use kubegate_backends::openapi::OpenApi;
+use kubegate_backends::registry::{Registry, RegistryOptions};
+use kubegate_backends::storage::cacher::Cacher;
+use kubegate_backends::storage::embedded::{EmbeddedOptions, EmbeddedStore};
+use kubegate_backends::storage::Store;
+use kubegate_config::Config;
+use kubegate_policy::authn::union::UnionAuthenticator;
+use kubegate_policy::authn::x509::X509Authenticator;
+use kubegate_policy::authz::always::{AlwaysAllow, AlwaysDeny};
+use kubegate_policy::authz::union::{PrivilegedGroups, UnionAuthorizer};
+use kubegate_policy::{Authenticator, Authorizer};
+use pingora::server::configuration::ServerConf;
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
+
+use crate::certs;
+use crate::health::Health;
+use crate::metrics::Metrics;
+use crate::pipeline::Gateway;
+use crate::routes::Routes;
+
+/// Errors that stop kubegate from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Config(#[from] kubegate_config::ConfigError),
+    #[error("certificates: {0}")]
+    Pki(#[from] certs::PkiError),
+    #[error("tls: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// State shared between the request path and shutdown.
+#[derive(Default)]
+pub struct Lifecycle {
+    /// Set when SIGTERM arrives: readiness fails and watches end.
+    pub shutting_down: Arc<AtomicBool>,
+    /// Non-long-running requests being served.
+    pub in_flight: AtomicUsize,
+}
+
+/// Waits for SIGTERM/SIGINT; on SIGTERM drains in-flight requests before telling pingora
+/// to stop, so nothing acknowledged is cut off.
+struct DrainingShutdown {
+    lifecycle: Arc<Lifecycle>,
+    timeout: Duration,
+}
+
+#[async_trait::async_trait]
+impl ShutdownSignalWatch for DrainingShutdown {
+    async fn recv(&self) -> ShutdownSignal {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot install signal handlers");
+            std::future::pending::<()>().await;
+            return ShutdownSignal::FastShutdown;
+        };
+        let graceful = tokio::select! {
+            _ = term.recv() => true,
+            _ = int.recv() => false,
+        };
+        self.lifecycle.shutting_down.store(true, Ordering::SeqCst);
+        if !graceful {
+            tracing::info!("SIGINT: shutting down now");
+            return ShutdownSignal::FastShutdown;
+        }
+        tracing::info!("SIGTERM: draining in-flight requests");
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        while self.lifecycle.in_flight.load(Ordering::SeqCst) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Give watches a moment to see the flag and end their streams cleanly.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        ShutdownSignal::GracefulTerminate
+    }
+}
+
+fn authorizer(config: &Config) -> Result<Arc<dyn Authorizer>, StartError> {
+    let mut chain: Vec<Arc<dyn Authorizer>> = vec![Arc::new(PrivilegedGroups::default())];
+    for mode in &config.authorization.modes {
+        match mode.as_str() {
+            "AlwaysAllow" => chain.push(Arc::new(AlwaysAllow)),
+            "AlwaysDeny" => chain.push(Arc::new(AlwaysDeny)),
+            other => {
+                return Err(StartError::Other(format!(
+                    "unsupported authorization mode {other}"
+                )))
+            }
+        }
+    }
+    Ok(Arc::new(UnionAuthorizer::new(chain)))
+}
+
+/// Asks the store for its revision every second and records whether it answered.
+async fn probe_storage(store: Arc<dyn Store>, ok: Arc<AtomicBool>) {
+    loop {
+        let answered = matches!(
+            tokio::time::timeout(Duration::from_secs(2), store.current_revision()).await,
+            Ok(Ok(_))
+        );
+        ok.store(answered, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Starts kubegate and blocks until it has shut down.
+pub fn run(config: Config) -> Result<(), StartError> {
+    config.validate()?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| StartError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
+
+    // Certificates: configured, or generated in the data dir on first start.
+    let names = certs::serving_names(&config.bind_address, &config.tls.sans);
+    let pki = certs::ensure(&config.data_dir, &names)?;
+    let (cert, key) = match (&config.tls.cert_file, &config.tls.private_key_file) {
+        (Some(c), Some(k)) => (c.clone(), k.clone()),
+        _ => (pki.serving_cert.clone(), pki.serving_key.clone()),
+    };
+    let client_ca: PathBuf = config
+        .tls
+        .client_ca_file
+        .clone()
+        .unwrap_or(pki.ca_cert.clone());
+    let host = match config.bind_address.as_str() {
+        "0.0.0.0" | "::" => "127.0.0.1".to_string(),
+        ip if ip.contains(':') => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    certs::write_kubeconfig(
+        &pki,
+        &pki.ca_cert,
+        &format!("https://{host}:{}", config.secure_port),
+    )?;
+    let tls_settings = crate::tls::settings(&cert, &key, &client_ca)?;
+
+    // Storage, watch cache and registry live on their own runtime: pingora runs its own
+    // runtimes per service and must not be started inside one.
+    let background = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("kubegate-bg")
+        .enable_all()
+        .build()
+        .map_err(|e| StartError::Other(format!("starting runtime: {e}")))?;
+    let store_path = config.data_dir.join("kubegate.redb");
+    let store = EmbeddedStore::open(
+        &store_path,
+        EmbeddedOptions {
+            event_history: config.storage.event_history,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| StartError::Storage(format!("{}: {e}", store_path.display())))?;
+    let store: Arc<dyn Store> = store;
+    let registry = background.block_on(async {
+        let cacher = Cacher::start(store.clone(), config.storage.watch_cache_history)
+            .await
+            .map_err(|e| StartError::Storage(e.to_string()))?;
+        let registry = Arc::new(Registry::new(
+            builtin_resources(),
+            cacher,
+            RegistryOptions::default(),
+        ));
+        registry
+            .ensure_default_namespaces()
+            .await
+            .map_err(|e| StartError::Storage(e.message))?;
+        Ok::<_, StartError>(registry)
+    })?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    background.spawn(crate::controllers::namespace_controller(
+        registry.clone(),
+        stop_rx,
+    ));
+
+    let lifecycle = Arc::new(Lifecycle::default());
+    let mut health = Health::new();
+    health.shutting_down = lifecycle.shutting_down.clone();
+    // Health checks are synchronous; a background probe keeps the storage verdict current.
+    let storage_ok = Arc::new(AtomicBool::new(true));
+    background.spawn(probe_storage(store.clone(), storage_ok.clone()));
+    health.add_live(
+        "storage",
+        Arc::new(move || {
+            if storage_ok.load(Ordering::Relaxed) {
+                Ok(())
+            } else {
+                Err("storage did not answer".into())
+            }
+        }),
+    );
+    let resources: Vec<_> = registry.resources().iter().map(|r| (**r).clone()).collect();
+    let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Other(e.to_string()))?);
+    let routes = Arc::new(Routes {
+        discovery: Discovery::build(&resources, &format!("{host}:{}", config.secure_port)),
+        openapi: OpenApi::build(&resources),
+        registry: registry.clone(),
+        health,
+        metrics,
+        version: crate::version::version_info(),
+    });
+    let authenticators: Vec<Arc<dyn Authenticator>> = vec![Arc::new(X509Authenticator)];
+    let gateway = Gateway {
+        authenticator: Arc::new(UnionAuthenticator::new(authenticators)),
+        authorizer: authorizer(&config)?,
+        routes,
+        max_request_bytes: config.max_request_bytes,
+        request_timeout: config.request_timeout,
+        lifecycle: lifecycle.clone(),
+    };
+
+    let server_conf = ServerConf {
+        threads: 2,
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(1),
+        ..Default::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, server_conf);
+    server.bootstrap();
+    let mut service = pingora::proxy::http_proxy_service(&server.configuration, gateway);
+    let secure_addr = match config.bind_address.contains(':') {
+        true => format!("[{}]:{}", config.bind_address, config.secure_port),
+        false => format!("{}:{}", config.bind_address, config.secure_port),
+    };
+    service.add_tls_with_settings(&secure_addr, None, tls_settings);
+    if let Some(port) = config.insecure_port {
+        service.add_tcp(&format!("{}:{port}", config.insecure_bind_address));
+    }
+    server.add_service(service);
+    tracing::info!(
+        address = %secure_addr,
+        kubeconfig = %pki.kubeconfig.display(),
+        "kubegate serving"
+    );
+    server.run(RunArgs {
+        shutdown_signal: Box::new(DrainingShutdown {
+            lifecycle,
+            timeout: config.shutdown_timeout,
+        }),
+    });
+    let _ = stop_tx.send(true);
+    background.block_on(store.close());
+    background.shutdown_timeout(Duration::from_secs(2));
+    tracing::info!("kubegate stopped");
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! Authorization: may this user do this verb on this resource or path?
+//!
+//! Each mode implements [`Authorizer`]; [`union::UnionAuthorizer`] asks them in the configured
+//! order and returns the first allow or deny, as kube's `authorization/union` does.
+
+pub mod always;
+pub mod union;
+
+use crate::request_info::RequestInfo;
+use crate::user::UserInfo;
+
+/// What is being authorized: kube's `authorizer.Attributes`.
+#[derive(Debug, Clone, Copy)]
+pub struct Attributes<'a> {
+    pub user: &'a UserInfo,
+    pub request: &'a RequestInfo,
+}
+
+/// An authorizer's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow(String),
+    Deny(String),
+    NoOpinion(String),
+}
+
+impl Decision {
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Decision::Allow(_))
+    }
+}
+
+/// One authorization mode.
+#[async_trait::async_trait]
+pub trait Authorizer: Send + Sync {
+    fn name(&self) -> &'static str;
+    async fn authorize(&self, attributes: &Attributes<'_>) -> Decision;
+}
+
+/// The `Forbidden` message kube-apiserver writes for a denied request, e.g.
+/// `User "bob" cannot get resource "configmaps" in API group "" in the namespace "team-a"`.
+pub fn forbidden_message(attributes: &Attributes<'_>, reason: &str) -> String {
+    let request = attributes.request;
+    let user = &attributes.user.name;
+    let mut message = if request.is_resource_request {
+        let resource = if request.subresource.is_empty() {
+            request.resource.clone()
+        } else {
+            format!("{}/{}", request.resource, request.subresource)
+        };
+        let mut m = format!(
+            "User \"{user}\" cannot {} resource \"{resource}\" in API group \"{}\"",
+            request.verb, request.api_group
+        );
+        if request.namespace.is_empty() {
+            m.push_str(" at the cluster scope");
+        } else {
+            m.push_str(&format!(" in the namespace \"{}\"", request.namespace));
+        }
+        m
+    } else {
+        format!(
+            "User \"{user}\" cannot {} path \"{}\"",
+            request.verb, request.path
+        )
+    };
+    if !reason.is_empty() {
+        message.push_str(": ");
+        message.push_str(reason);
+    }
+    message
+}

@@ -1,0 +1,260 @@
+//! The authorizer chain, as kube's `authorization/union`, and the privileged-group authorizer
+//! kube-apiserver puts first in it (`authorizerfactory.NewPrivilegedGroups("system:masters")`),
+//! so members of `system:masters` are allowed whatever the configured modes say.
+
+use std::sync::Arc;
+
+use super::{Attributes, Authorizer, Decision};
+use crate::user::SYSTEM_PRIVILEGED_GROUP;
+
+/// Asks each authorizer in order; the first allow or deny decides. When all of them have no
+/// opinion, the answer is no opinion with their non-empty reasons joined by newlines, as in
+/// kube (the caller then forbids the request).
+#[derive(Clone, Default)]
+pub struct UnionAuthorizer {
+    pub authorizers: Vec<Arc<dyn Authorizer>>,
+}
+
+impl UnionAuthorizer {
+    pub fn new(authorizers: Vec<Arc<dyn Authorizer>>) -> Self {
+        UnionAuthorizer { authorizers }
+    }
+}
+
+impl std::fmt::Debug for UnionAuthorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.authorizers.iter().map(|a| a.name()).collect();
+        f.debug_struct("UnionAuthorizer")
+            .field("authorizers", &names)
+            .finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Authorizer for UnionAuthorizer {
+    fn name(&self) -> &'static str {
+        "union"
+    }
+
+    async fn authorize(&self, attributes: &Attributes<'_>) -> Decision {
+        let mut reasons: Vec<String> = Vec::new();
+        for authorizer in &self.authorizers {
+            match authorizer.authorize(attributes).await {
+                decision @ (Decision::Allow(_) | Decision::Deny(_)) => return decision,
+                Decision::NoOpinion(reason) => {
+                    if !reason.is_empty() {
+                        reasons.push(reason);
+                    }
+                }
+            }
+        }
+        Decision::NoOpinion(reasons.join("\n"))
+    }
+}
+
+/// Allows any user in one of the given groups and has no opinion on anyone else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivilegedGroups {
+    groups: Vec<String>,
+}
+
+impl PrivilegedGroups {
+    pub fn new(groups: Vec<String>) -> Self {
+        PrivilegedGroups { groups }
+    }
+
+    /// The superuser group kube-apiserver always honours: `system:masters`.
+    pub fn system_masters() -> Self {
+        PrivilegedGroups::new(vec![SYSTEM_PRIVILEGED_GROUP.to_string()])
+    }
+}
+
+impl Default for PrivilegedGroups {
+    fn default() -> Self {
+        PrivilegedGroups::system_masters()
+    }
+}
+
+#[async_trait::async_trait]
+impl Authorizer for PrivilegedGroups {
+    fn name(&self) -> &'static str {
+        "PrivilegedGroups"
+    }
+
+    async fn authorize(&self, attributes: &Attributes<'_>) -> Decision {
+        let privileged = attributes
+            .user
+            .groups
+            .iter()
+            .any(|group| self.groups.contains(group));
+        if privileged {
+            Decision::Allow(String::new())
+        } else {
+            Decision::NoOpinion(String::new())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authz::always::{AlwaysAllow, AlwaysDeny};
+    use crate::request_info::RequestInfo;
+    use crate::user::UserInfo;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Waker};
+
+    /// Runs a future that never waits on I/O (the fakes here answer at once).
+    fn block_on<F: Future>(future: F) -> F::Output {
+        let mut future = pin!(future);
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return out;
+            }
+        }
+    }
+
+    /// Answers a fixed decision and counts how often it was asked.
+    struct Fixed {
+        decision: Decision,
+        calls: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Authorizer for Fixed {
+        fn name(&self) -> &'static str {
+            "fixed"
+        }
+        async fn authorize(&self, _attributes: &Attributes<'_>) -> Decision {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.decision.clone()
+        }
+    }
+
+    fn fixed(decision: Decision) -> Arc<Fixed> {
+        Arc::new(Fixed {
+            decision,
+            calls: AtomicUsize::new(0),
+        })
+    }
+
+    fn authorize(authorizer: &dyn Authorizer, groups: &[&str]) -> Decision {
+        let user = UserInfo::new("bob", groups.iter().map(|g| g.to_string()).collect());
+        let request = RequestInfo {
+            is_resource_request: true,
+            verb: "list".into(),
+            api_prefix: "api".into(),
+            api_version: "v1".into(),
+            resource: "secrets".into(),
+            namespace: "default".into(),
+            path: "/api/v1/namespaces/default/secrets".into(),
+            parts: vec!["secrets".into()],
+            ..RequestInfo::default()
+        };
+        block_on(authorizer.authorize(&Attributes {
+            user: &user,
+            request: &request,
+        }))
+    }
+
+    fn union(chain: &[Arc<Fixed>]) -> UnionAuthorizer {
+        UnionAuthorizer::new(
+            chain
+                .iter()
+                .map(|a| a.clone() as Arc<dyn Authorizer>)
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn first_allow_or_deny_wins() {
+        let pass = fixed(Decision::NoOpinion(String::new()));
+        let allow = fixed(Decision::Allow("rbac: bound".into()));
+        let deny = fixed(Decision::Deny("webhook: no".into()));
+        assert_eq!(
+            authorize(&union(&[pass.clone(), allow.clone(), deny.clone()]), &[]),
+            Decision::Allow("rbac: bound".into())
+        );
+        assert_eq!(
+            deny.calls.load(Ordering::SeqCst),
+            0,
+            "later authorizers are not asked"
+        );
+        assert_eq!(
+            authorize(&union(&[pass.clone(), deny.clone(), allow.clone()]), &[]),
+            Decision::Deny("webhook: no".into())
+        );
+        assert_eq!(pass.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn all_no_opinion_joins_reasons() {
+        let quiet = fixed(Decision::NoOpinion(String::new()));
+        let first = fixed(Decision::NoOpinion("RBAC: role not found".into()));
+        let second = fixed(Decision::NoOpinion("webhook: not mine".into()));
+        assert_eq!(
+            authorize(&union(&[first, quiet.clone(), second]), &[]),
+            Decision::NoOpinion("RBAC: role not found\nwebhook: not mine".into())
+        );
+        assert_eq!(
+            authorize(&union(&[quiet]), &[]),
+            Decision::NoOpinion(String::new())
+        );
+        assert_eq!(
+            authorize(&union(&[]), &[]),
+            Decision::NoOpinion(String::new())
+        );
+    }
+
+    #[test]
+    fn privileged_groups_allow_system_masters_only() {
+        let privileged = PrivilegedGroups::system_masters();
+        assert_eq!(
+            authorize(&privileged, &["dev", "system:masters"]),
+            Decision::Allow(String::new())
+        );
+        assert_eq!(
+            authorize(&privileged, &["dev", "system:authenticated"]),
+            Decision::NoOpinion(String::new())
+        );
+        assert_eq!(
+            authorize(&privileged, &[]),
+            Decision::NoOpinion(String::new())
+        );
+        // group names are compared exactly
+        assert_eq!(
+            authorize(&privileged, &["System:Masters"]),
+            Decision::NoOpinion(String::new())
+        );
+        let custom = PrivilegedGroups::new(vec!["ops".into(), "admins".into()]);
+        assert!(authorize(&custom, &["admins"]).is_allowed());
+        assert_eq!(
+            PrivilegedGroups::default(),
+            PrivilegedGroups::system_masters()
+        );
+    }
+
+    #[test]
+    fn kube_apiserver_chain_shape() {
+        // kube-apiserver: privileged groups first, then the configured modes.
+        let chain = UnionAuthorizer::new(vec![
+            Arc::new(PrivilegedGroups::system_masters()),
+            Arc::new(AlwaysDeny),
+        ]);
+        assert!(authorize(&chain, &["system:masters"]).is_allowed());
+        assert_eq!(
+            authorize(&chain, &["dev"]),
+            Decision::NoOpinion("Everything is forbidden.".into())
+        );
+        // AlwaysDeny has no opinion, so a later mode can still allow (as in kube).
+        let chain = UnionAuthorizer::new(vec![Arc::new(AlwaysDeny), Arc::new(AlwaysAllow)]);
+        assert!(authorize(&chain, &[]).is_allowed());
+        assert_eq!(
+            format!("{chain:?}"),
+            "UnionAuthorizer { authorizers: [\"AlwaysDeny\", \"AlwaysAllow\"] }"
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! The authenticated identity of a request, as kube's `user.Info`: name, uid, groups, extra.
+
+use std::collections::BTreeMap;
+
+/// Group every authenticated user belongs to.
+pub const ALL_AUTHENTICATED: &str = "system:authenticated";
+/// Group of anonymous requests.
+pub const ALL_UNAUTHENTICATED: &str = "system:unauthenticated";
+/// The superuser group: always allowed by the authorizer chain.
+pub const SYSTEM_PRIVILEGED_GROUP: &str = "system:masters";
+/// Anonymous user name.
+pub const ANONYMOUS: &str = "system:anonymous";
+
+/// Who a request comes from, after authentication (and, later, impersonation).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UserInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo {
+    /// A user with a name and groups, no uid or extra.
+    pub fn new(name: impl Into<String>, groups: Vec<String>) -> Self {
+        UserInfo {
+            name: name.into(),
+            groups,
+            ..Default::default()
+        }
+    }
+
+    /// The anonymous identity (`system:anonymous`, group `system:unauthenticated`).
+    pub fn anonymous() -> Self {
+        UserInfo::new(ANONYMOUS, vec![ALL_UNAUTHENTICATED.to_string()])
+    }
+
+    /// Whether the user is in `group`.
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+
+    /// Adds `system:authenticated` unless the user is anonymous or already has it, as kube's
+    /// authentication filter does after a successful authenticator.
+    pub fn with_authenticated_group(mut self) -> Self {
+        if self.name != ANONYMOUS && !self.in_group(ALL_AUTHENTICATED) {
+            self.groups.push(ALL_AUTHENTICATED.to_string());
+        }
+        self
+    }
+}

@@ -1,0 +1,205 @@
+//! Bad input gets a `Status` body with kube's code, reason and wording, and changes nothing.
+
+use kubegate_tests::Kubegate;
+use serde_json::Value;
+
+fn status(body: &[u8]) -> Value {
+    let v: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)));
+    assert_eq!(v["kind"], "Status", "{v}");
+    assert_eq!(v["apiVersion"], "v1", "{v}");
+    assert_eq!(v["status"], "Failure", "{v}");
+    v
+}
+
+const JSON: &str = "Content-Type: application/json";
+
+#[test]
+fn bad_requests_get_kube_status_bodies() {
+    let gate = Kubegate::start();
+    let cms = "/api/v1/namespaces/default/configmaps";
+
+    // Malformed JSON → 400.
+    let (code, body) = gate.curl("POST", cms, &[JSON], Some(b"{\"apiVersion\": \"v1\", "));
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(status(&body)["reason"], "BadRequest");
+
+    // A kind that does not belong at this path → 400.
+    let (code, body) = gate.curl(
+        "POST",
+        cms,
+        &[JSON],
+        Some(br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#),
+    );
+    assert_eq!(code, 400);
+    let s = status(&body);
+    assert!(s["message"].as_str().unwrap().contains("Secret"), "{s}");
+
+    // Invalid name → 422 Invalid with the field path.
+    let (code, body) = gate.curl(
+        "POST",
+        cms,
+        &[JSON],
+        Some(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#),
+    );
+    assert_eq!(code, 422);
+    let s = status(&body);
+    assert_eq!(s["reason"], "Invalid");
+    assert!(
+        s["message"].as_str().unwrap().starts_with(
+            "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\""
+        ),
+        "{s}"
+    );
+    assert_eq!(s["details"]["causes"][0]["field"], "metadata.name");
+
+    // Missing object → 404 with kube's message.
+    let (code, body) = gate.curl("GET", &format!("{cms}/nope"), &[], None);
+    assert_eq!(code, 404);
+    let s = status(&body);
+    assert_eq!(s["message"], "configmaps \"nope\" not found");
+    assert_eq!(s["details"]["name"], "nope");
+    assert_eq!(s["details"]["kind"], "configmaps");
+
+    // Unknown resource → 404.
+    let (code, body) = gate.curl("GET", "/api/v1/namespaces/default/widgets", &[], None);
+    assert_eq!(code, 404);
+    status(&body);
+    let (code, _) = gate.curl("GET", "/apis/nope.example.com/v1/things", &[], None);
+    assert_eq!(code, 404);
+
+    // Stale resourceVersion → 409 Conflict, and the object is unchanged.
+    let (code, body) = gate.curl(
+        "POST",
+        cms,
+        &[JSON],
+        Some(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1"}}"#),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let created: Value = serde_json::from_slice(&body).unwrap();
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let update = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"c","resourceVersion":"{rv}"}},"data":{{"a":"2"}}}}"#
+    );
+    let (code, _) = gate.curl("PUT", &format!("{cms}/c"), &[JSON], Some(update.as_bytes()));
+    assert_eq!(code, 200);
+    let (code, body) = gate.curl(
+        "PUT",
+        &format!("{cms}/c"),
+        &[JSON],
+        Some(update.replace("\"2\"", "\"3\"").as_bytes()),
+    );
+    assert_eq!(code, 409);
+    let s = status(&body);
+    assert_eq!(s["reason"], "Conflict");
+    assert_eq!(s["message"], "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again");
+    let now = gate.json(&["get", "cm", "c", "-o", "json"]);
+    assert_eq!(now["data"]["a"], "2");
+
+    // Creating twice → 409 AlreadyExists.
+    let (code, body) = gate.curl(
+        "POST",
+        cms,
+        &[JSON],
+        Some(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#),
+    );
+    assert_eq!(code, 409);
+    assert_eq!(status(&body)["reason"], "AlreadyExists");
+
+    // A body over the limit (default 3 MiB) → 413, nothing stored.
+    let big = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"a":"{}"}}}}"#,
+        "x".repeat(3 * 1024 * 1024 + 10)
+    );
+    let (code, body) = gate.curl("POST", cms, &[JSON], Some(big.as_bytes()));
+    assert_eq!(
+        code,
+        413,
+        "{}",
+        String::from_utf8_lossy(&body[..body.len().min(300)])
+    );
+    assert_eq!(status(&body)["reason"], "RequestEntityTooLarge");
+    let (code, _) = gate.curl("GET", &format!("{cms}/big"), &[], None);
+    assert_eq!(code, 404);
+
+    // Unsupported media type → 415.
+    let (code, body) = gate.curl("POST", cms, &["Content-Type: text/plain"], Some(b"hello"));
+    assert_eq!(code, 415);
+    status(&body);
+
+    // Path traversal never resolves to another resource.
+    let (code, body) = gate.curl(
+        "GET",
+        "/api/v1/namespaces/default/configmaps/%2e%2e/secrets",
+        &[],
+        None,
+    );
+    assert!(
+        code == 400 || code == 404,
+        "{code}: {}",
+        String::from_utf8_lossy(&body)
+    );
+
+    // Unauthenticated requests are 401 (public health endpoints excepted).
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-k",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            &format!("{}/api/v1/namespaces", gate.url()),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.trim_end().ends_with("401"), "{text}");
+    assert!(text.contains("\"reason\":\"Unauthorized\""), "{text}");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-k", &format!("{}/readyz", gate.url())])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok");
+
+    // The server is still fine after all that.
+    assert!(gate.ok(&["get", "ns", "default"]).contains("Active"));
+}
+
+#[test]
+fn invalid_configuration_is_rejected_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.yaml");
+    std::fs::write(&config, "securePort: 6443\ntls:\n  certFil: /x\n").unwrap();
+    let out = std::process::Command::new(kubegate_tests::binary())
+        .args(["serve", "--config", config.to_str().unwrap(), "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tls") && err.contains("unknown field `certFil`"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &config,
+        "authorization:\n  modes: [Nope]\nmaxRequestBytes: 10\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(kubegate_tests::binary())
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("authorization.modes[0]: Unsupported value: \"Nope\""),
+        "{err}"
+    );
+    assert!(err.contains("maxRequestBytes"), "{err}");
+}

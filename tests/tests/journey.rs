@@ -1,0 +1,248 @@
+//! The issue's kubectl journey against a real kubegate: namespaces, configmaps, client-side
+//! apply and re-apply, YAML output, label selectors, api-resources, explain, and namespace
+//! deletion that removes the namespace's content first.
+
+use std::time::Duration;
+
+use kubegate_tests::{eventually, Kubegate};
+
+const APP_V1: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web
+  labels:
+    tier: web
+data:
+  color: blue
+  size: "1"
+"#;
+
+const APP_V2: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web
+  labels:
+    tier: web
+data:
+  color: green
+"#;
+
+#[test]
+fn kubectl_journey() {
+    let gate = Kubegate::start();
+
+    // kubectl get ns: the four default namespaces, Active.
+    let out = gate.ok(&["get", "ns"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(ns))
+            .unwrap_or_else(|| panic!("namespace {ns} missing from:\n{out}"));
+        assert!(line.contains("Active"), "{line}");
+    }
+    assert!(out.starts_with("NAME"), "table header expected:\n{out}");
+    assert!(out.lines().next().unwrap().contains("STATUS"), "{out}");
+
+    // Create a namespace and a configmap in it.
+    assert!(gate
+        .ok(&["create", "ns", "team-a"])
+        .contains("namespace/team-a created"));
+    let out = gate.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "app",
+        "--from-literal=a=1",
+    ]);
+    assert!(out.contains("configmap/app created"), "{out}");
+    let cm = gate.json(&["-n", "team-a", "get", "cm", "app", "-o", "json"]);
+    assert_eq!(cm["data"]["a"], "1");
+    assert_eq!(cm["metadata"]["namespace"], "team-a");
+    assert!(cm["metadata"]["uid"]
+        .as_str()
+        .is_some_and(|u| u.len() == 36));
+    assert!(cm["metadata"]["creationTimestamp"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
+    let rv1: u64 = cm["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    // Client-side apply, then re-apply with a change (a key removed, a value changed).
+    let out = gate.ok_stdin(&["-n", "team-a", "apply", "-f", "-"], APP_V1);
+    assert!(out.contains("configmap/web created"), "{out}");
+    let out = gate.ok_stdin(&["-n", "team-a", "apply", "-f", "-"], APP_V1);
+    assert!(out.contains("configmap/web unchanged"), "{out}");
+    let out = gate.ok_stdin(&["-n", "team-a", "apply", "-f", "-"], APP_V2);
+    assert!(out.contains("configmap/web configured"), "{out}");
+    let web = gate.json(&["-n", "team-a", "get", "cm", "web", "-o", "json"]);
+    assert_eq!(web["data"]["color"], "green");
+    assert!(
+        web["data"].get("size").is_none(),
+        "apply must remove dropped keys: {web}"
+    );
+    assert!(
+        web["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .is_some_and(|a| a.contains("green"))
+    );
+    let rv2: u64 = web["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv2 > rv1);
+
+    // YAML output.
+    let yaml = gate.ok(&["-n", "team-a", "get", "cm", "app", "-o", "yaml"]);
+    assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
+    assert!(yaml.contains("  a: \"1\""), "{yaml}");
+    assert!(yaml.contains("name: app"), "{yaml}");
+
+    // Table output with the columns kubectl shows for configmaps.
+    let table = gate.ok(&["-n", "team-a", "get", "cm"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "DATA", "AGE"], "{table}");
+    let app_row: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("app "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(app_row[1], "1", "{table}");
+
+    // Label selectors.
+    let selected = gate.ok(&["-n", "team-a", "get", "cm", "-l", "tier=web", "-o", "name"]);
+    assert_eq!(selected.trim(), "configmap/web");
+    let selected = gate.ok(&["-n", "team-a", "get", "cm", "-l", "tier!=web", "-o", "name"]);
+    assert!(
+        selected.contains("configmap/app") && !selected.contains("configmap/web"),
+        "{selected}"
+    );
+    let none = gate.kubectl(&["-n", "team-a", "get", "cm", "-l", "tier=db"]);
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("No resources found in team-a namespace.")
+    );
+
+    // Discovery: api-resources lists every built-in resource with its short names.
+    let resources = gate.ok(&["api-resources"]);
+    for (name, short, version, namespaced, kind) in [
+        ("configmaps", "cm", "v1", "true", "ConfigMap"),
+        ("namespaces", "ns", "v1", "false", "Namespace"),
+        ("secrets", "", "v1", "true", "Secret"),
+        ("services", "svc", "v1", "true", "Service"),
+        ("serviceaccounts", "sa", "v1", "true", "ServiceAccount"),
+        ("leases", "", "coordination.k8s.io/v1", "true", "Lease"),
+        (
+            "endpointslices",
+            "",
+            "discovery.k8s.io/v1",
+            "true",
+            "EndpointSlice",
+        ),
+    ] {
+        let row = resources
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing from api-resources:\n{resources}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert!(
+            cols.contains(&version) && cols.contains(&namespaced) && cols.contains(&kind),
+            "{row}"
+        );
+        if !short.is_empty() {
+            assert!(cols.contains(&short), "{row}");
+        }
+    }
+
+    // explain, from the served OpenAPI.
+    let explain = gate.ok(&["explain", "configmap.data"]);
+    assert!(
+        explain.contains("KIND:") && explain.contains("ConfigMap"),
+        "{explain}"
+    );
+    assert!(
+        explain.contains("FIELD:") && explain.contains("data"),
+        "{explain}"
+    );
+    assert!(
+        explain.to_lowercase().contains("configuration data"),
+        "{explain}"
+    );
+
+    // Namespace deletion: Terminating while content goes, then the namespace goes.
+    let out = gate.ok(&["delete", "ns", "team-a", "--wait=false"]);
+    assert!(out.contains("namespace \"team-a\" deleted"), "{out}");
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            !gate.kubectl(&["get", "ns", "team-a"]).status.success()
+        }),
+        "namespace team-a was not deleted:\n{}",
+        gate.ok(&["get", "ns", "team-a", "-o", "yaml"])
+    );
+    let err = gate.fails(&["get", "ns", "team-a"]);
+    assert!(err.contains("namespaces \"team-a\" not found"), "{err}");
+    // Its content is gone with it.
+    let (code, body) = gate.curl("GET", "/api/v1/namespaces/team-a/configmaps", &[], None);
+    assert_eq!(code, 200);
+    let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{list}");
+    // Creating in a missing namespace is refused with kube's message.
+    let err = gate.fails(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "late",
+        "--from-literal=a=1",
+    ]);
+    assert!(err.contains("namespaces \"team-a\" not found"), "{err}");
+}
+
+#[test]
+fn namespace_with_finalized_content_stays_terminating_until_released() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "ns", "team-b"]);
+    gate.ok_stdin(
+        &["-n", "team-b", "apply", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\ndata: {a: b}\n",
+    );
+    gate.ok(&["delete", "ns", "team-b", "--wait=false"]);
+    // The namespace is Terminating and refuses new content while the held object remains.
+    assert!(eventually(Duration::from_secs(10), || {
+        gate.ok(&["get", "ns", "team-b", "-o", "jsonpath={.status.phase}"]) == "Terminating"
+    }));
+    let err = gate.fails(&[
+        "-n",
+        "team-b",
+        "create",
+        "configmap",
+        "new",
+        "--from-literal=a=1",
+    ]);
+    assert!(
+        err.contains(
+            "unable to create new content in namespace team-b because it is being terminated"
+        ),
+        "{err}"
+    );
+    let held = gate.json(&["-n", "team-b", "get", "cm", "held", "-o", "json"]);
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    // Releasing the finalizer lets the object and then the namespace go.
+    gate.ok(&[
+        "-n",
+        "team-b",
+        "patch",
+        "cm",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    assert!(eventually(Duration::from_secs(30), || {
+        !gate.kubectl(&["get", "ns", "team-b"]).status.success()
+    }));
+}
