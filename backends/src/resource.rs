@@ -112,6 +112,28 @@ pub trait Strategy: Send + Sync {
         *object = next;
     }
 
+    /// Decode-level checks kube makes before validation (e.g. base64 in `Secret.data`):
+    /// failures are 400 BadRequest, not 422.
+    fn check_decode(&self, _object: &Value) -> Result<(), crate::status::ApiError> {
+        Ok(())
+    }
+
+    /// Whether objects are stored in another shape than this version serves (events.k8s.io
+    /// events are stored as core/v1 events). When false, cached bytes are served as they are.
+    fn converts_storage(&self) -> bool {
+        false
+    }
+
+    /// The stored shape of an object written through this resource.
+    fn to_storage(&self, object: Value) -> Value {
+        object
+    }
+
+    /// This resource's shape of a stored object.
+    fn from_storage(&self, object: Value) -> Value {
+        object
+    }
+
     /// How `metadata.name` is validated (most types: DNS-1123 subdomain).
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1123Subdomain
@@ -177,7 +199,8 @@ pub struct ResourceDef {
     pub subresources: Vec<SubresourceDef>,
     /// The OpenAPI definition name of the kind (`io.k8s.api.core.v1.ConfigMap`).
     pub definition: String,
-    /// Table columns; the first is always NAME.
+    /// Table columns; the first is NAME for every type but events (whose row the strategy
+    /// builds whole, see [`ResourceDef::row_starts_with_name`]).
     pub columns: Vec<TableColumn>,
     /// Type-specific field selectors besides `metadata.name` and `metadata.namespace`.
     pub field_selectors: Vec<(&'static str, FieldExtractor)>,
@@ -240,6 +263,12 @@ impl ResourceDef {
         } else {
             format!("{}/", self.storage_prefix)
         }
+    }
+
+    /// Whether Table rows start with the object's name (added by the registry) followed by
+    /// the strategy's cells; otherwise the strategy returns the whole row.
+    pub fn row_starts_with_name(&self) -> bool {
+        self.columns.first().is_some_and(|c| c.name == "Name")
     }
 
     pub fn field_extractor(&self, label: &str) -> Option<FieldExtractor> {

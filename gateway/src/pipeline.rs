@@ -308,6 +308,14 @@ impl ProxyHttp for Gateway {
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         ctx.started = Instant::now();
+        // kube keeps a client-chosen Audit-ID so one id can follow a request across servers.
+        if let Some(id) = header_string(session, http::header::HeaderName::from_static("audit-id"))
+            .filter(|id| {
+                !id.is_empty() && id.len() <= 256 && id.bytes().all(|b| b.is_ascii_graphic())
+            })
+        {
+            ctx.audit_id = id;
+        }
         let response = self.handle(session, ctx).await;
         ctx.status = response.status();
         // Open watches are counted for as long as they stream.

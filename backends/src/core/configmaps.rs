@@ -59,6 +59,10 @@ pub fn check_encoding(object: &Value) -> Result<(), ApiError> {
 pub struct ConfigMapStrategy;
 
 impl Strategy for ConfigMapStrategy {
+    fn check_decode(&self, object: &Value) -> Result<(), ApiError> {
+        check_encoding(object)
+    }
+
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
         let mut causes = Vec::new();
         let binary = object.get("binaryData");

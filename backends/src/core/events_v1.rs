@@ -147,6 +147,19 @@ pub fn to_core(v1: &Value) -> Value {
 pub struct EventsV1Strategy;
 
 impl Strategy for EventsV1Strategy {
+    // kube stores events.k8s.io/v1 events as core/v1 events (one resource, two versions).
+    fn converts_storage(&self) -> bool {
+        true
+    }
+
+    fn to_storage(&self, object: Value) -> Value {
+        to_core(&object)
+    }
+
+    fn from_storage(&self, object: Value) -> Value {
+        from_core(&object)
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         fill_v1_fields(object);
     }

@@ -65,6 +65,10 @@ pub fn check_encoding(object: &Value) -> Result<(), ApiError> {
 pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
+    fn check_decode(&self, object: &Value) -> Result<(), ApiError> {
+        check_encoding(object)
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         decode_defaults(object);
     }

@@ -78,7 +78,10 @@ fn yaml_response(status: u16, value: &Value) -> ApiResult<ApiResponse> {
 
 /// One Table row for an object: NAME, then the strategy's cells.
 pub(crate) fn table_row(def: &ResourceDef, object: Value) -> TableRow {
-    let mut cells = vec![Value::String(super::object_name(&object).to_string())];
+    let mut cells = Vec::with_capacity(def.columns.len());
+    if def.row_starts_with_name() {
+        cells.push(Value::String(super::object_name(&object).to_string()));
+    }
     cells.extend(def.strategy.table_cells(&object));
     TableRow { cells, object }
 }

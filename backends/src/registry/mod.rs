@@ -172,7 +172,7 @@ impl Registry {
             .cacher
             .get(&key)
             .ok_or_else(|| ApiError::not_found(&def.group_resource(), name))?;
-        serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)
+        client_value(def, &cached.bytes)
     }
 
     /// The first served resource with this group and plural name (any version).
@@ -181,6 +181,27 @@ impl Registry {
             .iter()
             .find(|r| r.group == group && r.plural == plural)
     }
+}
+
+/// A stored object (cached JSON bytes) in the shape `def` serves.
+pub(crate) fn client_value(def: &ResourceDef, bytes: &[u8]) -> ApiResult<Value> {
+    let value: Value = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+    Ok(if def.strategy.converts_storage() {
+        def.strategy.from_storage(value)
+    } else {
+        value
+    })
+}
+
+/// Cached bytes as `def` serves them: the same bytes unless the resource converts.
+pub(crate) fn client_bytes(def: &ResourceDef, bytes: &bytes::Bytes) -> ApiResult<bytes::Bytes> {
+    if !def.strategy.converts_storage() {
+        return Ok(bytes.clone());
+    }
+    let value = client_value(def, bytes)?;
+    Ok(bytes::Bytes::from(
+        serde_json::to_vec(&value).map_err(ApiError::internal)?,
+    ))
 }
 
 /// Maps a storage failure to its API status.

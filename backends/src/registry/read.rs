@@ -134,7 +134,7 @@ impl Filter {
             .iter()
             .any(|r| r.field != "metadata.name" && r.field != "metadata.namespace");
         let parsed: Option<Value> = if needs_body {
-            serde_json::from_slice(&object.bytes).ok()
+            super::client_value(def, &object.bytes).ok()
         } else {
             None
         };
@@ -206,7 +206,7 @@ impl Registry {
         }
         .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
         let bytes = if info.subresource.is_empty() || info.subresource == "status" {
-            cached.bytes.clone()
+            super::client_bytes(def, &cached.bytes)?
         } else {
             return Err(ApiError::method_not_supported(&def.group_resource(), "get"));
         };
@@ -289,8 +289,7 @@ impl Registry {
             let rows = selected
                 .iter()
                 .map(|o| {
-                    let object: Value =
-                        serde_json::from_slice(&o.bytes).map_err(ApiError::internal)?;
+                    let object: Value = super::client_value(def, &o.bytes)?;
                     Ok(encode::table_row(def, object))
                 })
                 .collect::<ApiResult<Vec<_>>>()?;
@@ -304,7 +303,10 @@ impl Registry {
             );
             return encode::json_value_response(200, &body, &output);
         }
-        let item_bytes: Vec<Bytes> = selected.iter().map(|o| o.bytes.clone()).collect();
+        let item_bytes: Vec<Bytes> = selected
+            .iter()
+            .map(|o| super::client_bytes(def, &o.bytes))
+            .collect::<ApiResult<_>>()?;
         let body = encode::list_body(def, &item_bytes, &meta);
         encode::object_response_list(body, &output)
     }
@@ -467,12 +469,15 @@ struct FrameEncoder {
 }
 
 impl FrameEncoder {
-    fn frame(&self, kind: &str, bytes: &Bytes) -> Bytes {
+    fn frame(&self, kind: &str, stored: &Bytes) -> Bytes {
+        let Ok(bytes) = super::client_bytes(&self.def, stored) else {
+            return encode::watch_frame(kind, stored);
+        };
         if !self.output.as_table {
-            return encode::watch_frame(kind, bytes);
+            return encode::watch_frame(kind, &bytes);
         }
-        let Ok(object) = serde_json::from_slice::<Value>(bytes) else {
-            return encode::watch_frame(kind, bytes);
+        let Ok(object) = serde_json::from_slice::<Value>(&bytes) else {
+            return encode::watch_frame(kind, &bytes);
         };
         let rv = object
             .pointer("/metadata/resourceVersion")

@@ -117,9 +117,14 @@ fn with_revision(mut object: Value, revision: Revision) -> Value {
     object
 }
 
-/// What the store keeps: the object without its resourceVersion (the revision is the truth).
-fn storage_bytes(object: &Value) -> ApiResult<Bytes> {
-    let mut object = object.clone();
+/// What the store keeps: the object in its stored shape, without its resourceVersion (the
+/// revision is the truth).
+fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<Bytes> {
+    let mut object = if def.strategy.converts_storage() {
+        def.strategy.to_storage(object.clone())
+    } else {
+        object.clone()
+    };
     metadata_mut(&mut object).remove("resourceVersion");
     Ok(Bytes::from(
         serde_json::to_vec(&object).map_err(ApiError::internal)?,
@@ -263,6 +268,7 @@ impl Registry {
                 meta.remove("generation");
             }
         }
+        def.strategy.check_decode(&object)?;
         def.strategy.prepare_for_create(&mut object);
         let mut causes = self.validate_meta(def, &object);
         causes.extend(def.strategy.validate(&object));
@@ -285,7 +291,7 @@ impl Registry {
         let key = def.key(&namespace, &name);
         let revision = self
             .store()
-            .create(&key, storage_bytes(&object)?)
+            .create(&key, storage_bytes(def, &object)?)
             .await
             .map_err(|e| match e {
                 StoreError::AlreadyExists(_) => {
@@ -415,14 +421,14 @@ impl Registry {
                 .cacher
                 .get(&key)
                 .ok_or_else(|| ApiError::not_found(&gr, name))?;
-            let current: Value =
-                serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
+            let current: Value = super::client_value(def, &cached.bytes)?;
             let mut object = mutate(&current)?;
             if !object.is_object() {
                 return Err(ApiError::bad_request(
                     "the patched or updated object must be a JSON object",
                 ));
             }
+            def.strategy.check_decode(&object)?;
             if let Some(map) = object.as_object_mut() {
                 map.insert("apiVersion".into(), json!(def.api_version()));
                 map.insert("kind".into(), json!(def.kind));
@@ -524,7 +530,7 @@ impl Registry {
             }
             match self
                 .store()
-                .update(&key, storage_bytes(&object)?, cached.revision)
+                .update(&key, storage_bytes(def, &object)?, cached.revision)
                 .await
             {
                 Ok(revision) => {
@@ -575,7 +581,8 @@ impl Registry {
 
     /// Deletes one object: immediately when it has no finalizers, otherwise by setting
     /// `deletionTimestamp` and leaving it to the finalizers' owners. Returns the HTTP status
-    /// (200 deleted, 202 pending), the object, and whether it is gone.
+    /// (200; 202 when the object stays and the client asked for `orphanDependents: false`, as
+    /// kube's delete handler answers), the object, and whether it is gone.
     pub(crate) async fn delete_object(
         &self,
         def: &ResourceDef,
@@ -591,8 +598,7 @@ impl Registry {
                 .cacher
                 .get(&key)
                 .ok_or_else(|| ApiError::not_found(&gr, name))?;
-            let current: Value =
-                serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
+            let current: Value = super::client_value(def, &cached.bytes)?;
             if let Some(uid) = &options.precondition_uid {
                 if meta_str(&current, "uid") != Some(uid.as_str()) {
                     return Err(ApiError::conflict(
@@ -619,7 +625,7 @@ impl Registry {
             if must_wait {
                 if current.pointer("/metadata/deletionTimestamp").is_some() && marked == current {
                     // Already being deleted: nothing more to do.
-                    return Ok((202, current, false));
+                    return Ok((options.pending_status(), current, false));
                 }
                 {
                     let meta = metadata_mut(&mut marked);
@@ -629,14 +635,20 @@ impl Registry {
                     }
                 }
                 if options.dry_run {
-                    return Ok((202, marked, false));
+                    return Ok((options.pending_status(), marked, false));
                 }
                 match self
                     .store()
-                    .update(&key, storage_bytes(&marked)?, cached.revision)
+                    .update(&key, storage_bytes(def, &marked)?, cached.revision)
                     .await
                 {
-                    Ok(revision) => return Ok((202, with_revision(marked, revision), false)),
+                    Ok(revision) => {
+                        return Ok((
+                            options.pending_status(),
+                            with_revision(marked, revision),
+                            false,
+                        ))
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(&gr, name)),
                     Err(e) => return Err(store_error(e)),
@@ -709,9 +721,19 @@ pub(crate) struct DeleteOptions {
     pub dry_run: bool,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+    pub orphan_dependents: Option<bool>,
 }
 
 impl DeleteOptions {
+    /// The status of a delete that leaves the object in place (finalizers pending).
+    fn pending_status(&self) -> u16 {
+        if self.orphan_dependents == Some(false) {
+            202
+        } else {
+            200
+        }
+    }
+
     fn from_request(request: &ApiRequest) -> ApiResult<DeleteOptions> {
         let mut options = DeleteOptions {
             dry_run: dry_run(request)?,
@@ -748,6 +770,7 @@ impl DeleteOptions {
                 .and_then(Value::as_str)
                 .map(str::to_string);
         }
+        options.orphan_dependents = body.get("orphanDependents").and_then(Value::as_bool);
         if let Some(policy) = body.get("propagationPolicy").and_then(Value::as_str) {
             if !["Orphan", "Background", "Foreground"].contains(&policy) {
                 return Err(ApiError::invalid(

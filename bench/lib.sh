@@ -1,0 +1,297 @@
+# bench/lib.sh - shared helpers for the kubegate benchmarks (sourced, not run).
+#
+# Adapted from the project's reference harness shared/bench/proxy_overhead.sh: CPU pinning
+# with taskset (servers on SERVER_CPUS, load generator on LOADGEN_CPUS), interleaved rounds,
+# CPU time per request from /proc/<pid>/stat utime+stime, waiting for a quiet machine before
+# a run and discarding runs during which other processes used the CPU.
+#
+# Every process a script starts is recorded in STARTED and stopped by PID on exit (never by
+# name). Load targets are loopback addresses only.
+
+# ----------------------------------------------------------------------------- settings
+BENCH_DIR=${BENCH_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+REPO_DIR=${REPO_DIR:-$(cd "$BENCH_DIR/.." && pwd)}
+WORK=${WORK:-/tmp/kgbench}                  # loadgen build, runtime dirs, data dirs, results
+PIN=${PIN:-split}                           # split: servers on SERVER_CPUS, loadgen on LOADGEN_CPUS; none
+SERVER_CPUS=${SERVER_CPUS:-0}
+LOADGEN_CPUS=${LOADGEN_CPUS:-1}
+LOADGEN_THREADS=${LOADGEN_THREADS:-}        # default: number of LOADGEN_CPUS (PIN=split) or nproc, capped at conns
+KUBEGATE_BIN=${KUBEGATE_BIN:-$REPO_DIR/target/release/kubegate}
+BUILD=${BUILD:-auto}                        # auto: build kubegate (release) only if the binary is missing; always; never
+LOADGEN_BIN=${LOADGEN_BIN:-$WORK/loadgen-target/release/kubegate-loadgen}
+QUIET_MAX=${QUIET_MAX:-10}                  # before each run: wait until other processes use < this % of one CPU
+QUIET_WAIT=${QUIET_WAIT:-60}                # ... but at most this many seconds, then run and flag it
+FOREIGN_MAX=${FOREIGN_MAX:-15}              # after each run: others used > this % of one CPU -> discard and redo
+RETRIES=${RETRIES:-2}                       # ... at most this many times, then keep it (flagged NOISY)
+RESULTS=${RESULTS:-$WORK/results/$(date +%Y%m%d-%H%M%S)}
+HZ=$(getconf CLK_TCK)
+NCPU=$(grep -c '^cpu[0-9]' /proc/stat)
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+need_tools() {  # tool... : fail with an install hint
+  local t missing=()
+  for t in "$@"; do command -v "$t" >/dev/null || missing+=("$t"); done
+  if (( ${#missing[@]} )); then
+    log "missing: ${missing[*]}"
+    log "install hint (Debian): apt-get install wrk nghttp2-client nginx curl python3 util-linux; kubectl from its Debian/upstream package; cargo via rustup"
+    die "required tools not found"
+  fi
+}
+
+# ----------------------------------------------------------------------------- process bookkeeping
+STARTED=()            # PIDs this script started, in start order
+LOADGEN_PID=
+
+children_of() {       # direct children of a PID, found through /proc (no name matching)
+  local parent=$1 f rest
+  for f in /proc/[0-9]*/stat; do
+    rest=$(<"$f") 2>/dev/null || continue
+    rest=${rest##*) }
+    set -- $rest
+    [[ ${2:-} == "$parent" ]] && { f=${f#/proc/}; echo "${f%/stat}"; }
+  done
+  return 0
+}
+
+stop_pid() {  # pid [signal]
+  local pid=$1 sig=${2:-TERM} i kids n
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+  kids=$(children_of "$pid")
+  kill -"$sig" "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && { log "pid $pid ignored $sig, sending KILL"; kill -KILL "$pid" 2>/dev/null || true; }
+  wait "$pid" 2>/dev/null || true
+  for i in $kids; do   # e.g. nginx workers: they exit with their master; make sure
+    for ((n = 0; n < 30; n++)); do kill -0 "$i" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$i" 2>/dev/null && { log "child $i of $pid still alive, sending KILL"; kill -KILL "$i" 2>/dev/null || true; }
+  done
+  return 0
+}
+
+forget_pid() {  # remove a PID from STARTED (after stopping it ourselves)
+  local p keep=()
+  for p in "${STARTED[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+  STARTED=("${keep[@]}")
+}
+
+cleanup() {
+  local rc=$? i
+  trap - EXIT INT TERM
+  [[ -n $LOADGEN_PID ]] && stop_pid "$LOADGEN_PID"
+  for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do stop_pid "${STARTED[i]}"; done
+  (( ${#STARTED[@]} )) && log "stopped pids: ${STARTED[*]}"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# command prefixes (arrays, not functions: "prefix cmd &" must give $! = the real server PID)
+SRV_PIN=(); LG_PIN=()
+if [[ $PIN == split ]]; then
+  SRV_PIN=(taskset -c "$SERVER_CPUS"); LG_PIN=(taskset -c "$LOADGEN_CPUS")
+elif [[ $PIN != none ]]; then
+  die "PIN must be split or none"
+fi
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+free_port() {  # preferred -> first free port from there
+  local p=$1
+  while port_busy "$p"; do p=$((p + 1)); done
+  echo "$p"
+}
+
+# ----------------------------------------------------------------------------- builds
+build_loadgen() {
+  if [[ ! -x $LOADGEN_BIN || $BENCH_DIR/loadgen/src/main.rs -nt $LOADGEN_BIN || $BENCH_DIR/loadgen/Cargo.toml -nt $LOADGEN_BIN ]]; then
+    log "building the load generator (bench/loadgen, release) into $WORK/loadgen-target"
+    cargo build --release --quiet --manifest-path "$BENCH_DIR/loadgen/Cargo.toml" \
+      --target-dir "$WORK/loadgen-target" >&2 || die "loadgen build failed"
+  fi
+}
+
+build_kubegate() {
+  if [[ $BUILD == always || ( $BUILD == auto && ! -x $KUBEGATE_BIN ) ]]; then
+    log "building kubegate: cargo build --release --bin kubegate (slow)"
+    (cd "$REPO_DIR" && cargo build --release --bin kubegate >&2) || die "kubegate build failed"
+  fi
+  [[ -x $KUBEGATE_BIN ]] || die "$KUBEGATE_BIN not found (BUILD=$BUILD)"
+}
+
+prepare_common() {
+  need_tools curl python3 taskset cargo
+  mkdir -p "$WORK" "$RESULTS"
+  build_loadgen
+  build_kubegate
+}
+
+# ----------------------------------------------------------------------------- kubegate
+KG_PID=; KG_DIR=; KG_PORT=
+# start_kubegate DATA_DIR PORT : starts kubegate pinned to SERVER_CPUS, waits for /readyz
+start_kubegate() {
+  KG_DIR=$1; KG_PORT=$2
+  mkdir -p "$KG_DIR"
+  port_busy "$KG_PORT" && die "port $KG_PORT already in use (not ours; refusing to touch it)"
+  "${SRV_PIN[@]}" "$KUBEGATE_BIN" serve --data-dir "$KG_DIR" --secure-port "$KG_PORT" \
+    --bind-address 127.0.0.1 >>"$KG_DIR.log" 2>&1 &
+  KG_PID=$!
+  STARTED+=("$KG_PID")
+  local i code
+  for ((i = 0; i < 300; i++)); do
+    kill -0 "$KG_PID" 2>/dev/null || { tail -20 "$KG_DIR.log" >&2; die "kubegate exited during start"; }
+    code=$(curl -sk -o /dev/null -w '%{http_code}' --max-time 1 "https://127.0.0.1:$KG_PORT/readyz" || true)
+    [[ $code == 200 && -s $KG_DIR/pki/admin.key ]] && break
+    sleep 0.1
+  done
+  [[ $code == 200 ]] || die "kubegate did not become ready on :$KG_PORT (last code ${code:-none})"
+  log "started kubegate pid $KG_PID on https://127.0.0.1:$KG_PORT (data $KG_DIR)"
+}
+
+stop_kubegate() {  # graceful (SIGTERM), by PID
+  [[ -n $KG_PID ]] || return 0
+  stop_pid "$KG_PID" TERM
+  forget_pid "$KG_PID"
+  log "stopped kubegate pid $KG_PID"
+  KG_PID=
+}
+
+kg_curl() {  # path [curl args...] : curl kubegate as the admin user
+  local path=$1; shift
+  curl -sS --cacert "$KG_DIR/pki/ca.crt" --cert "$KG_DIR/pki/admin.crt" --key "$KG_DIR/pki/admin.key" \
+    "$@" "https://127.0.0.1:$KG_PORT$path"
+}
+
+# configmap_json NAME TARGET_BYTES [NAMESPACE] : a ConfigMap whose request body is ~TARGET_BYTES
+configmap_json() {
+  python3 - "$1" "$2" "${3:-default}" <<'EOF'
+import json, sys
+name, target, ns = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def doc(pad):
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns,
+                     "labels": {"app.kubernetes.io/name": "bench", "app.kubernetes.io/part-of": "kubegate-bench"}},
+        "data": {"config.yaml": "server:\n  port: 8080\n  logLevel: info\n",
+                 "padding": "x" * pad}}, separators=(",", ":"))
+base = len(doc(0))
+print(doc(max(0, target - base)))
+EOF
+}
+
+# ----------------------------------------------------------------------------- CPU accounting
+# Machine-wide busy time is derived from idle time, which the kernel accounts exactly.
+cpu_snapshot() {  # -> "wall_jiffies idle+iowait steal" (USER_HZ units, all CPUs)
+  local _ user nice sys idle iow irq sirq steal now=$EPOCHREALTIME
+  read -r _ user nice sys idle iow irq sirq steal _ </proc/stat
+  now=${now/./}   # microseconds
+  echo "$(( now * HZ * NCPU / 1000000 )) $((idle + iow)) $steal"
+}
+
+pid_jiffies() {  # pid... -> utime+stime of the PIDs and their current children (threads included)
+  local sum=0 pid p rest
+  for pid in "$@"; do
+    for p in "$pid" $(children_of "$pid"); do
+      rest=$(<"/proc/$p/stat") 2>/dev/null || continue
+      rest=${rest##*) }
+      set -- $rest
+      sum=$(( sum + ${12} + ${13} ))
+    done
+  done
+  echo "$sum"
+}
+
+# load generator CPU = growth of this shell's reaped-children user+sys time ("times" builtin).
+children_seconds() {  # file written by "times" -> seconds
+  python3 - "$1" <<'EOF'
+import re, sys
+line = open(sys.argv[1]).read().splitlines()[1]
+print(sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", line)))
+EOF
+}
+
+wait_quiet() {  # -> prints "1" if the machine was quiet before the run, "0" if we gave up waiting
+  local waited=0 w0 i0 w1 i1 busy
+  while :; do
+    read -r w0 i0 _ <<<"$(cpu_snapshot)"; sleep 1; read -r w1 i1 _ <<<"$(cpu_snapshot)"
+    busy=$(( ((w1 - w0) - (i1 - i0)) * 100 * NCPU / (w1 - w0) ))  # % of one CPU; our servers are idle now
+    (( busy < QUIET_MAX )) && { echo 1; return; }
+    (( waited == 0 )) && log "machine busy (${busy}% of a CPU used by others), waiting up to ${QUIET_WAIT}s"
+    (( ++waited >= QUIET_WAIT )) && { log "still busy (${busy}%), running anyway (flagged)"; echo 0; return; }
+  done
+}
+
+loadgen_threads() {  # conns
+  local n=$LOADGEN_THREADS
+  if [[ -z $n ]]; then
+    if [[ $PIN == split ]]; then n=$(taskset -c "$LOADGEN_CPUS" nproc); else n=$(nproc); fi
+  fi
+  (( n > $1 )) && n=$1
+  echo "$n"
+}
+
+# run_loadgen OUTFILE CONNS loadgen-args... : runs the load generator pinned, in the background, waits
+run_loadgen() {
+  local out=$1 c=$2; shift 2
+  "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$c" -t "$(loadgen_threads "$c")" "$@" >"$out" 2>"$out.err" &
+  LOADGEN_PID=$!
+  if ! wait "$LOADGEN_PID"; then LOADGEN_PID=; cat "$out" "$out.err" >&2; die "loadgen failed ($*)"; fi
+  LOADGEN_PID=
+  grep -q '^RESULT' "$out" || { cat "$out.err" >&2; die "no RESULT from loadgen"; }
+}
+
+result_field() {  # outfile key -> value
+  grep '^RESULT' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+
+# measured_run LINE_PREFIX OUTFILE CONNS "server pids" loadgen-args...
+#   waits for a quiet machine, runs the loadgen, and appends one CSV line to $CSV:
+#   <prefix>,requests,duration_us,rps,p50_us,p90_us,p99_us,errors,non2xx,cpu_server_pct,cpu_loadgen_pct,
+#   cpu_foreign_pct,steal_pct,server_us_per_req,quiet,retries
+#   Runs disturbed by other processes (> FOREIGN_MAX % of a CPU) are logged in discarded.csv and redone.
+CSV_HEADER="requests,duration_us,rps,p50_us,p90_us,p99_us,errors,non2xx,cpu_server_pct,cpu_loadgen_pct,cpu_foreign_pct,steal_pct,server_us_per_req,quiet,retries"
+measured_run() {
+  local prefix=$1 out=$2 c=$3 pids=$4; shift 4
+  local attempt quiet s0 s1 w0 i0 st0 w1 i1 st1 l0 l1 line cf
+  for ((attempt = 0; ; attempt++)); do
+    quiet=$(wait_quiet)
+    # snapshot order keeps the script's own /proc scanning outside the measured window
+    s0=$(pid_jiffies $pids); times >"$WORK/times0"; read -r w0 i0 st0 <<<"$(cpu_snapshot)"
+    run_loadgen "$out" "$c" "$@"
+    read -r w1 i1 st1 <<<"$(cpu_snapshot)"; times >"$WORK/times1"; s1=$(pid_jiffies $pids)
+    l0=$(children_seconds "$WORK/times0"); l1=$(children_seconds "$WORK/times1")
+    line=$(python3 - "$out" <<EOF
+import sys
+kv = dict(x.split("=", 1) for x in open(sys.argv[1]).read().split("RESULT", 1)[1].split() if "=" in x)
+hz = $HZ
+req, dur = int(kv["requests"]), int(kv["duration_us"])
+wall = ($w1 - $w0) / $NCPU / hz                       # seconds, incl. loadgen start/handshakes/exit
+pct = lambda j: round(100.0 * j / hz / wall, 1)       # % of one CPU
+srv, lg = $s1 - $s0, ($l1 - $l0) * hz
+busy = ($w1 - $w0) - ($i1 - $i0) - ($st1 - $st0)
+print(",".join(map(str, ["$prefix", req, dur, kv["rps"], kv["p50_us"], kv["p90_us"], kv["p99_us"], kv["errors"], kv["non2xx"],
+    pct(srv), pct(lg), pct(busy - srv - lg), pct($st1 - $st0),
+    round(1e6 * srv / hz / req, 2) if req else 0, $quiet, $attempt])))
+EOF
+)
+    cf=$(cut -d, -f$(( $(tr -cd , <<<"$prefix" | wc -c) + 12 )) <<<"$line")
+    log "$prefix: $(sed -E 's/^RESULT //; s/ (status|bytes_in|connected|connect_ms|proto|cipher|alpn)=[^ ]*//g' "$out") | srvCPU us/req=$(awk -F, '{print $(NF-2)}' <<<"$line") foreign=${cf}%"
+    if (( $(result_field "$out" errors) + $(result_field "$out" non2xx) > 0 )); then
+      log "WARNING: errors/non-2xx answers ($(result_field "$out" status)); $(head -c 300 "$out.err")"
+    fi
+    if (( ${cf%.*} > FOREIGN_MAX && attempt < RETRIES )); then
+      echo "$line" >>"$RESULTS/discarded.csv"
+      log "other processes used ${cf}% of a CPU during that run (> FOREIGN_MAX=$FOREIGN_MAX): discarded, retrying ($((attempt + 1))/$RETRIES)"
+      continue
+    fi
+    echo "$line" >>"$CSV"
+    break
+  done
+}
+
+machine_info() {
+  echo "date=$(date -Is) host=$(hostname) kernel=$(uname -r) nproc=$(nproc)"
+  echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') mem=$(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
+  echo "PIN=$PIN SERVER_CPUS=$SERVER_CPUS LOADGEN_CPUS=$LOADGEN_CPUS kubegate=$KUBEGATE_BIN ($(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo no-git), built $(date -r "$KUBEGATE_BIN" -Is 2>/dev/null))"
+  nginx -v 2>&1 || true
+}

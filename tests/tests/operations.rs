@@ -1,0 +1,218 @@
+//! Operations: protocols (HTTP/2 and HTTP/1.1 by ALPN, TLS 1.2 and 1.3), `Audit-Id`, health
+//! endpoints, `/metrics`, `/version`, discovery negotiation and OpenAPI caching.
+
+use std::process::Command;
+
+use kubegate_tests::Kubegate;
+
+/// curl with the admin certificate; returns (status line + headers, body).
+fn curl(gate: &Kubegate, args: &[&str], path: &str) -> (String, String) {
+    let pki = gate.data_dir.join("pki");
+    let out = Command::new("curl")
+        .arg("-sS")
+        .arg("-D")
+        .arg("-")
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(args)
+        .arg(format!("{}{}", gate.url(), path))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (head.to_lowercase(), body.to_string())
+}
+
+/// The response head exactly as sent.
+fn curl_raw_head(gate: &Kubegate, path: &str) -> String {
+    let pki = gate.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-D", "-"])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!("{}{}", gate.url(), path))
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn protocols_headers_health_metrics_and_documents() {
+    let gate = Kubegate::start();
+
+    // HTTP/2 and HTTP/1.1 both negotiate by ALPN; TLS 1.2 and 1.3 both work.
+    let (head, _) = curl(&gate, &["--http2"], "/api/v1/namespaces/default");
+    assert!(head.starts_with("http/2 200"), "{head}");
+    let (head, body) = curl(
+        &gate,
+        &["--http1.1", "--tlsv1.2", "--tls-max", "1.2"],
+        "/api/v1/namespaces/default",
+    );
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(body.contains("\"name\":\"default\""), "{body}");
+    let (head, _) = curl(&gate, &["--tlsv1.3"], "/version");
+    assert!(head.contains(" 200"), "{head}");
+
+    // Every response carries an Audit-Id; a client's own is kept.
+    assert!(head.contains("audit-id: "), "{head}");
+    let (head, _) = curl(
+        &gate,
+        &["-H", "Audit-ID: trace-me-42"],
+        "/api/v1/namespaces/nope",
+    );
+    assert!(head.contains(" 404"), "{head}");
+    assert!(head.contains("audit-id: trace-me-42"), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+
+    // Health endpoints, verbose and per check.
+    let (_, body) = curl(&gate, &[], "/readyz?verbose");
+    assert!(
+        body.contains("[+]ping ok") && body.contains("[+]storage ok"),
+        "{body}"
+    );
+    assert!(
+        body.contains("[+]shutdown ok") && body.ends_with("readyz check passed\n"),
+        "{body}"
+    );
+    let (_, body) = curl(&gate, &[], "/livez/ping");
+    assert_eq!(body, "ok");
+    let (head, _) = curl(&gate, &[], "/livez/nonexistent");
+    assert!(head.contains(" 404"), "{head}");
+
+    // /version in kube's shape.
+    let (_, body) = curl(&gate, &[], "/version");
+    let version: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(version["major"], "1");
+    assert!(
+        version["gitVersion"].as_str().unwrap().starts_with("v1."),
+        "{version}"
+    );
+
+    // Metrics count requests with kube's names and labels.
+    gate.ok(&["get", "configmaps", "-A"]);
+    let (_, body) = curl(&gate, &[], "/metrics");
+    let line = body
+        .lines()
+        .find(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("resource=\"configmaps\"")
+                && l.contains("verb=\"LIST\"")
+        })
+        .unwrap_or_else(|| panic!("no LIST configmaps counter in:\n{body}"));
+    assert!(
+        line.contains("code=\"200\"") && line.contains("scope=\"cluster\""),
+        "{line}"
+    );
+    assert!(
+        body.contains("apiserver_request_duration_seconds_bucket{"),
+        "metrics:\n{body}"
+    );
+
+    // Aggregated discovery by Accept, legacy otherwise.
+    let (head, body) = curl(
+        &gate,
+        &[
+            "-H",
+            "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        ],
+        "/apis",
+    );
+    assert!(
+        head.contains(
+            "content-type: application/json;g=apidiscovery.k8s.io;v=v2;as=apigroupdiscoverylist"
+        ),
+        "{head}"
+    );
+    assert!(
+        body.contains("\"kind\":\"APIGroupDiscoveryList\""),
+        "{body}"
+    );
+    let (_, body) = curl(&gate, &[], "/apis");
+    assert!(
+        body.contains("\"kind\":\"APIGroupList\"") && body.contains("coordination.k8s.io"),
+        "{body}"
+    );
+
+    // OpenAPI v3: the index advertises hashed URLs that are immutable; ETags revalidate.
+    let (_, body) = curl(&gate, &[], "/openapi/v3");
+    let index: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let url = index["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (head, body) = curl(&gate, &[], &url);
+    assert!(head.contains("cache-control: public, immutable"), "{head}");
+    assert!(body.contains("io.k8s.api.core.v1.ConfigMap"));
+    // Header names were lowercased above; the ETag value must keep its case.
+    let raw = curl_raw_head(&gate, &url);
+    let etag = raw
+        .lines()
+        .find(|l| l.to_lowercase().starts_with("etag:"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap();
+    let (head, _) = curl(
+        &gate,
+        &["-H", &format!("If-None-Match: {etag}")],
+        "/openapi/v3/api/v1",
+    );
+    assert!(head.contains(" 304"), "{head}");
+    let (head, _) = curl(&gate, &[], "/openapi/v3/api/v1?hash=stale");
+    assert!(
+        head.contains(" 301") && head.contains("location: /openapi/v3/api/v1?hash="),
+        "{head}"
+    );
+}
+
+#[test]
+fn plain_http_listener_is_loopback_only_and_still_authenticates() {
+    let port = kubegate_tests::free_port().to_string();
+    let gate = Kubegate::start_with(&["--insecure-port", &port]);
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            &format!("http://127.0.0.1:{port}/api/v1/namespaces"),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.trim_end().ends_with("401"),
+        "no credentials on plain HTTP: {text}"
+    );
+    let out = Command::new("curl")
+        .args(["-sS", &format!("http://127.0.0.1:{port}/livez")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok");
+    drop(gate);
+    // A non-loopback plain-HTTP address is refused at start.
+    let out = Command::new(kubegate_tests::binary())
+        .args([
+            "serve",
+            "--insecure-port",
+            &port,
+            "--insecure-bind-address",
+            "0.0.0.0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("loopback"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
