@@ -125,12 +125,12 @@ pub trait Strategy: Send + Sync {
     }
 
     /// The stored shape of an object written through this resource.
-    fn to_storage(&self, object: Value) -> Value {
+    fn encode_for_storage(&self, object: Value) -> Value {
         object
     }
 
     /// This resource's shape of a stored object.
-    fn from_storage(&self, object: Value) -> Value {
+    fn decode_stored(&self, object: Value) -> Value {
         object
     }
 

@@ -152,11 +152,11 @@ impl Strategy for EventsV1Strategy {
         true
     }
 
-    fn to_storage(&self, object: Value) -> Value {
+    fn encode_for_storage(&self, object: Value) -> Value {
         to_core(&object)
     }
 
-    fn from_storage(&self, object: Value) -> Value {
+    fn decode_stored(&self, object: Value) -> Value {
         from_core(&object)
     }
 

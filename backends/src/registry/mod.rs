@@ -187,7 +187,7 @@ impl Registry {
 pub(crate) fn client_value(def: &ResourceDef, bytes: &[u8]) -> ApiResult<Value> {
     let value: Value = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
     Ok(if def.strategy.converts_storage() {
-        def.strategy.from_storage(value)
+        def.strategy.decode_stored(value)
     } else {
         value
     })

@@ -121,7 +121,7 @@ fn with_revision(mut object: Value, revision: Revision) -> Value {
 /// revision is the truth).
 fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<Bytes> {
     let mut object = if def.strategy.converts_storage() {
-        def.strategy.to_storage(object.clone())
+        def.strategy.encode_for_storage(object.clone())
     } else {
         object.clone()
     };
