@@ -47,7 +47,7 @@ LOADGEN_PID=
 children_of() {       # direct children of a PID, found through /proc (no name matching)
   local parent=$1 f rest
   for f in /proc/[0-9]*/stat; do
-    rest=$(<"$f") 2>/dev/null || continue
+    { rest=$(<"$f"); } 2>/dev/null || continue
     rest=${rest##*) }
     set -- $rest
     [[ ${2:-} == "$parent" ]] && { f=${f#/proc/}; echo "${f%/stat}"; }
@@ -188,11 +188,15 @@ cpu_snapshot() {  # -> "wall_jiffies idle+iowait steal" (USER_HZ units, all CPUs
   echo "$(( now * HZ * NCPU / 1000000 )) $((idle + iow)) $steal"
 }
 
+tcp_out_segs() {  # machine-wide TCP segments sent so far (both directions on loopback)
+  awk '/^Tcp:/ { if (++n == 2) print $12 }' /proc/net/snmp
+}
+
 pid_jiffies() {  # pid... -> utime+stime of the PIDs and their current children (threads included)
   local sum=0 pid p rest
   for pid in "$@"; do
     for p in "$pid" $(children_of "$pid"); do
-      rest=$(<"/proc/$p/stat") 2>/dev/null || continue
+      { rest=$(<"/proc/$p/stat"); } 2>/dev/null || continue
       rest=${rest##*) }
       set -- $rest
       sum=$(( sum + ${12} + ${13} ))
@@ -247,18 +251,19 @@ result_field() {  # outfile key -> value
 # measured_run LINE_PREFIX OUTFILE CONNS "server pids" loadgen-args...
 #   waits for a quiet machine, runs the loadgen, and appends one CSV line to $CSV:
 #   <prefix>,requests,duration_us,rps,p50_us,p90_us,p99_us,errors,non2xx,cpu_server_pct,cpu_loadgen_pct,
-#   cpu_foreign_pct,steal_pct,server_us_per_req,quiet,retries
+#   cpu_foreign_pct,steal_pct,server_us_per_req,tcp_segs_per_req,quiet,retries
+#   (tcp_segs_per_req: TCP segments sent machine-wide, both directions, per request: writes/flushes)
 #   Runs disturbed by other processes (> FOREIGN_MAX % of a CPU) are logged in discarded.csv and redone.
-CSV_HEADER="requests,duration_us,rps,p50_us,p90_us,p99_us,errors,non2xx,cpu_server_pct,cpu_loadgen_pct,cpu_foreign_pct,steal_pct,server_us_per_req,quiet,retries"
+CSV_HEADER="requests,duration_us,rps,p50_us,p90_us,p99_us,errors,non2xx,cpu_server_pct,cpu_loadgen_pct,cpu_foreign_pct,steal_pct,server_us_per_req,tcp_segs_per_req,quiet,retries"
 measured_run() {
   local prefix=$1 out=$2 c=$3 pids=$4; shift 4
-  local attempt quiet s0 s1 w0 i0 st0 w1 i1 st1 l0 l1 line cf
+  local attempt quiet s0 s1 w0 i0 st0 w1 i1 st1 l0 l1 line cf g0 g1
   for ((attempt = 0; ; attempt++)); do
     quiet=$(wait_quiet)
     # snapshot order keeps the script's own /proc scanning outside the measured window
-    s0=$(pid_jiffies $pids); times >"$WORK/times0"; read -r w0 i0 st0 <<<"$(cpu_snapshot)"
+    s0=$(pid_jiffies $pids); g0=$(tcp_out_segs); times >"$WORK/times0"; read -r w0 i0 st0 <<<"$(cpu_snapshot)"
     run_loadgen "$out" "$c" "$@"
-    read -r w1 i1 st1 <<<"$(cpu_snapshot)"; times >"$WORK/times1"; s1=$(pid_jiffies $pids)
+    read -r w1 i1 st1 <<<"$(cpu_snapshot)"; times >"$WORK/times1"; g1=$(tcp_out_segs); s1=$(pid_jiffies $pids)
     l0=$(children_seconds "$WORK/times0"); l1=$(children_seconds "$WORK/times1")
     line=$(python3 - "$out" <<EOF
 import sys
@@ -271,11 +276,11 @@ srv, lg = $s1 - $s0, ($l1 - $l0) * hz
 busy = ($w1 - $w0) - ($i1 - $i0) - ($st1 - $st0)
 print(",".join(map(str, ["$prefix", req, dur, kv["rps"], kv["p50_us"], kv["p90_us"], kv["p99_us"], kv["errors"], kv["non2xx"],
     pct(srv), pct(lg), pct(busy - srv - lg), pct($st1 - $st0),
-    round(1e6 * srv / hz / req, 2) if req else 0, $quiet, $attempt])))
+    round(1e6 * srv / hz / req, 2) if req else 0, round(($g1 - $g0) / req, 2) if req else 0, $quiet, $attempt])))
 EOF
 )
     cf=$(cut -d, -f$(( $(tr -cd , <<<"$prefix" | wc -c) + 12 )) <<<"$line")
-    log "$prefix: $(sed -E 's/^RESULT //; s/ (status|bytes_in|connected|connect_ms|proto|cipher|alpn)=[^ ]*//g' "$out") | srvCPU us/req=$(awk -F, '{print $(NF-2)}' <<<"$line") foreign=${cf}%"
+    log "$prefix: $(sed -E 's/^RESULT //; s/ (status|bytes_in|connected|connect_ms|proto|cipher|alpn)=[^ ]*//g' "$out") | srvCPU us/req=$(awk -F, '{print $(NF-3)}' <<<"$line") segs/req=$(awk -F, '{print $(NF-2)}' <<<"$line") foreign=${cf}%"
     if (( $(result_field "$out" errors) + $(result_field "$out" non2xx) > 0 )); then
       log "WARNING: errors/non-2xx answers ($(result_field "$out" status)); $(head -c 300 "$out.err")"
     fi
@@ -287,6 +292,87 @@ EOF
     echo "$line" >>"$CSV"
     break
   done
+}
+
+# ----------------------------------------------------------------------------- GET targets
+# start_get_targets RUN_DIR OUT_DIR : starts kubegate (fresh data dir), creates the ConfigMap
+# default/bench-get with kubectl (padded so the served JSON is CM_BYTES, default 1024), saves
+# the served bytes, and starts nginx (1 worker, TLS with kubegate's serving cert, client cert
+# required against kubegate's CA, keep-alive) serving the same bytes as a static file.
+# Sets: KG_PID KG_PORT NGINX_PID NGINX_PORT PKI CM_PATH GET_BODY_BYTES URL[] PIDS[] LG_TLS[]
+declare -A URL=() PIDS=()
+LG_TLS=()
+start_get_targets() {
+  local RUN=$1 OUT=$2 pad info t i
+  local CM_BYTES=${CM_BYTES:-1024}
+  need_tools nginx kubectl
+  mkdir -p "$RUN" "$OUT"
+  start_kubegate "$RUN/kubegate-data" "$(free_port "${KG_PORT_WANT:-17443}")"
+  PKI=$KG_DIR/pki
+  export KUBECONFIG=$KG_DIR/admin.kubeconfig
+  CM_PATH=/api/v1/namespaces/default/configmaps/bench-get
+  pad=$CM_BYTES
+  configmap_json bench-get "$pad" >"$RUN/cm.json"
+  kubectl create -f "$RUN/cm.json" >/dev/null
+  GET_BODY_BYTES=$(kg_curl "$CM_PATH" -o "$RUN/body.json" -w '%{size_download}')
+  # adjust the padding once so the served JSON is ~CM_BYTES (kube adds uid, resourceVersion, ...)
+  if (( GET_BODY_BYTES != CM_BYTES )); then
+    pad=$(( pad + CM_BYTES - GET_BODY_BYTES ))
+    kubectl delete -f "$RUN/cm.json" --wait=false >/dev/null
+    configmap_json bench-get "$pad" >"$RUN/cm.json"
+    kubectl create -f "$RUN/cm.json" >/dev/null
+    GET_BODY_BYTES=$(kg_curl "$CM_PATH" -o "$RUN/body.json" -w '%{size_download}')
+  fi
+  log "created ConfigMap default/bench-get with kubectl; GET body = $GET_BODY_BYTES bytes"
+  kg_curl "$CM_PATH" --http1.1 -o /dev/null -D "$OUT/kubegate.headers"
+
+  NGINX_PORT=$(free_port "${NGINX_PORT_WANT:-17444}")
+  mkdir -p "$RUN/nginx/tmp" "$RUN/static"
+  cp "$RUN/body.json" "$RUN/static/cm.json"
+  chmod -R a+rX "$RUN/static"
+  cat >"$RUN/nginx/nginx.conf" <<EOF
+worker_processes 1;
+pid $RUN/nginx/nginx.pid;
+error_log $RUN/nginx/error.log warn;
+events { worker_connections 8192; multi_accept on; }
+http {
+  access_log off;
+  client_body_temp_path $RUN/nginx/tmp/body;  proxy_temp_path $RUN/nginx/tmp/proxy;
+  fastcgi_temp_path $RUN/nginx/tmp/fastcgi;   uwsgi_temp_path $RUN/nginx/tmp/uwsgi;  scgi_temp_path $RUN/nginx/tmp/scgi;
+  keepalive_requests 1000000;   # do not recycle client connections mid-run (default 1000)
+  keepalive_timeout 75s;
+  ssl_protocols TLSv1.2 TLSv1.3;
+  ssl_certificate     $PKI/serving.crt;
+  ssl_certificate_key $PKI/serving.key;
+  ssl_client_certificate $PKI/ca.crt;
+  ssl_verify_client on;
+  ssl_session_cache shared:SSL:10m;
+  open_file_cache max=16 inactive=600s; open_file_cache_valid 600s;
+  sendfile on; tcp_nodelay on;
+  server {
+    listen 127.0.0.1:$NGINX_PORT ssl backlog=4096;
+    root $RUN/static;
+    location / { default_type application/json; try_files /cm.json =500; }
+  }
+}
+EOF
+  nginx -t -q -p "$RUN/nginx" -e "$RUN/nginx/error.log" -c "$RUN/nginx/nginx.conf" || die "nginx config invalid"
+  "${SRV_PIN[@]}" nginx -p "$RUN/nginx" -e "$RUN/nginx/error.log" -c "$RUN/nginx/nginx.conf" -g 'daemon off;' &
+  NGINX_PID=$!
+  STARTED+=("$NGINX_PID")
+  for ((i = 0; i < 100; i++)); do port_busy "$NGINX_PORT" && break; sleep 0.1; done
+  log "started nginx pid $NGINX_PID on https://127.0.0.1:$NGINX_PORT (1 worker, TLS, client cert required)"
+
+  URL=([kubegate]=https://127.0.0.1:$KG_PORT$CM_PATH [nginx]=https://127.0.0.1:$NGINX_PORT$CM_PATH)
+  PIDS=([kubegate]=$KG_PID [nginx]=$NGINX_PID)
+  LG_TLS=(--ca "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key")
+  for t in kubegate nginx; do
+    info=$(curl -sS -o "$RUN/check.$t" -w '%{http_code} %{size_download}B http%{http_version}' --http1.1 \
+      --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "${URL[$t]}")
+    cmp -s "$RUN/check.$t" "$RUN/body.json" || log "note: $t body differs from kubegate's first answer"
+    log "target $t = ${URL[$t]} -> $info"
+  done
+  curl -sS --http1.1 -o /dev/null -D "$OUT/nginx.headers" --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "${URL[nginx]}"
 }
 
 machine_info() {

@@ -290,7 +290,19 @@ impl ApiError {
                 let causes: Vec<Value> = d
                     .causes
                     .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .map(|c| {
+                        let mut cause = serde_json::Map::new();
+                        for (k, v) in [
+                            ("reason", &c.reason),
+                            ("message", &c.message),
+                            ("field", &c.field),
+                        ] {
+                            if !v.is_empty() {
+                                cause.insert(k.into(), json!(v));
+                            }
+                        }
+                        Value::Object(cause)
+                    })
                     .collect();
                 det.insert("causes".into(), Value::Array(causes));
             }
@@ -323,8 +335,12 @@ pub fn success_status(details: Option<(&GroupResource, &str, &str)>) -> Value {
         "status": "Success",
     });
     if let Some((gr, name, uid)) = details {
-        status["details"] =
-            json!({"name": name, "group": gr.group, "kind": gr.resource, "uid": uid});
+        let mut details = json!({"name": name, "kind": gr.resource, "uid": uid});
+        // kube omits the empty group of core resources (`omitempty`).
+        if !gr.group.is_empty() {
+            details["group"] = json!(gr.group);
+        }
+        status["details"] = details;
     }
     status
 }

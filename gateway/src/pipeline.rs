@@ -72,11 +72,13 @@ pub struct RequestCtx {
 /// Headers that carry identity claims a client must never be able to set for itself.
 const IDENTITY_HEADER_PREFIXES: &[&str] = &["impersonate-", "x-remote-"];
 
-/// Paths anyone may read without credentials, as kube's `system:public-info-viewer` allows.
+/// Paths anyone may read without credentials: exactly those kube's
+/// `system:public-info-viewer` role lists (not the per-check sub-paths).
 fn is_public_info_path(path: &str) -> bool {
-    ["/healthz", "/livez", "/readyz", "/version"]
-        .iter()
-        .any(|p| path == *p || path.starts_with(&format!("{p}/")))
+    matches!(
+        path,
+        "/healthz" | "/livez" | "/readyz" | "/version" | "/version/"
+    )
 }
 
 impl Gateway {

@@ -76,14 +76,21 @@ async fn write_watch(
         .await?;
     let mut poll = tokio::time::interval(SHUTDOWN_POLL);
     loop {
-        tokio::select! {
-            frame = watch.frames.recv() => {
-                match frame {
-                    Some(frame) => session.write_response_body(Some(frame), false).await?,
-                    None => break,
-                }
-            }
-            _ = poll.tick() => {
+        let event = tokio::select! {
+            frame = watch.frames.recv() => match frame {
+                Some(frame) => WatchStep::Frame(frame),
+                None => WatchStep::End,
+            },
+            // A client that goes away ends the watch at once, so a quiet collection does not
+            // keep its producer task and cache watcher alive until the watch times out.
+            _ = client_gone(session) => WatchStep::ClientGone,
+            _ = poll.tick() => WatchStep::Tick,
+        };
+        match event {
+            WatchStep::Frame(frame) => session.write_response_body(Some(frame), false).await?,
+            WatchStep::End => break,
+            WatchStep::ClientGone => return Ok(()),
+            WatchStep::Tick => {
                 if shutting_down.load(Ordering::Relaxed) || session.is_process_shutting_down() {
                     break;
                 }
@@ -91,4 +98,29 @@ async fn write_watch(
         }
     }
     session.write_response_body(None, true).await
+}
+
+/// What woke the watch loop.
+enum WatchStep {
+    Frame(bytes::Bytes),
+    End,
+    ClientGone,
+    Tick,
+}
+
+/// Resolves when the client closes the connection (HTTP/1.1) or resets the stream (HTTP/2).
+async fn client_gone(session: &mut Session) {
+    let downstream = session.as_downstream_mut();
+    if downstream.is_http2() {
+        match downstream.watch_h2_stream_close() {
+            Some(idle) => {
+                let _ = idle.await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    } else {
+        // The request body is finished; any read result now means the peer closed or broke
+        // the connection.
+        let _ = downstream.read_body_or_idle(true).await;
+    }
 }

@@ -110,6 +110,15 @@ fn authorizer(config: &Config) -> Result<Arc<dyn Authorizer>, StartError> {
     Ok(Arc::new(UnionAuthorizer::new(chain)))
 }
 
+/// `ip:port`, with IPv6 addresses bracketed.
+fn socket_address(ip: &str, port: u16) -> String {
+    if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    }
+}
+
 /// Asks the store for its revision every second and records whether it answered.
 async fn probe_storage(store: Arc<dyn Store>, ok: Arc<AtomicBool>) {
     loop {
@@ -236,13 +245,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
     let mut service = pingora::proxy::http_proxy_service(&server.configuration, gateway);
-    let secure_addr = match config.bind_address.contains(':') {
-        true => format!("[{}]:{}", config.bind_address, config.secure_port),
-        false => format!("{}:{}", config.bind_address, config.secure_port),
-    };
+    let secure_addr = socket_address(&config.bind_address, config.secure_port);
     service.add_tls_with_settings(&secure_addr, None, tls_settings);
     if let Some(port) = config.insecure_port {
-        service.add_tcp(&format!("{}:{port}", config.insecure_bind_address));
+        service.add_tcp(&socket_address(&config.insecure_bind_address, port));
     }
     server.add_service(service);
     tracing::info!(

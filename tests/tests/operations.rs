@@ -216,3 +216,83 @@ fn plain_http_listener_is_loopback_only_and_still_authenticates() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+fn longrunning_gauge(gate: &Kubegate) -> i64 {
+    let (_, body) = curl(gate, &[], "/metrics");
+    body.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{") && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+        .sum()
+}
+
+#[test]
+fn watches_end_when_their_clients_go_away() {
+    let gate = Kubegate::start();
+    let pki = gate.data_dir.join("pki");
+    let mut watchers = Vec::new();
+    for proto in ["--http1.1", "--http2", "--http1.1", "--http2"] {
+        let child = Command::new("curl")
+            .args(["-sS", proto, "-o", "/dev/null"])
+            .arg("--cacert")
+            .arg(pki.join("ca.crt"))
+            .arg("--cert")
+            .arg(pki.join("admin.crt"))
+            .arg("--key")
+            .arg(pki.join("admin.key"))
+            .arg(format!(
+                "{}/api/v1/namespaces/default/configmaps?watch=1",
+                gate.url()
+            ))
+            .spawn()
+            .expect("curl");
+        watchers.push(child);
+    }
+    assert!(
+        kubegate_tests::eventually(std::time::Duration::from_secs(10), || longrunning_gauge(
+            &gate
+        ) == 4),
+        "four open watches expected, gauge says {}",
+        longrunning_gauge(&gate)
+    );
+    for mut child in watchers {
+        child.kill().expect("stop curl by its pid");
+        let _ = child.wait();
+    }
+    // On a quiet collection nothing is written to the watches: the server must notice the
+    // clients left on its own.
+    assert!(
+        kubegate_tests::eventually(std::time::Duration::from_secs(10), || longrunning_gauge(
+            &gate
+        ) == 0),
+        "watches still open after their clients left: {}",
+        longrunning_gauge(&gate)
+    );
+}
+
+#[test]
+fn protobuf_only_clients_get_protobuf() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "configmap", "pb", "--from-literal=a=b"]);
+    let (code, body) = gate.curl(
+        "GET",
+        "/api/v1/namespaces/default/configmaps/pb",
+        &["Accept: application/vnd.kubernetes.protobuf"],
+        None,
+    );
+    assert_eq!(code, 200);
+    assert!(body.starts_with(b"k8s\0"), "protobuf envelope expected");
+    assert!(
+        body.windows(2).any(|w| w == b"pb"),
+        "the object's name is in the message"
+    );
+    // A client that also accepts JSON gets JSON.
+    let (_, body) = gate.curl(
+        "GET",
+        "/api/v1/namespaces/default/configmaps/pb",
+        &["Accept: application/vnd.kubernetes.protobuf, application/json"],
+        None,
+    );
+    assert!(body.starts_with(b"{"), "{}", String::from_utf8_lossy(&body));
+}

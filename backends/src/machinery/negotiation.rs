@@ -208,12 +208,30 @@ fn accept_options(
 /// protobuf gives [`MediaType::Protobuf`] (the caller decides whether it can produce it);
 /// nothing acceptable is 406.
 pub fn negotiate_output(accept: Option<&str>, allow_table: bool) -> ApiResult<Negotiated> {
+    let chosen = negotiate_among(accept, allow_table, &SUPPORTED)?;
+    // kubegate answers protobuf only to clients that accept nothing else: JSON is what every
+    // client decodes, and a JSON answer is served from the cache without re-encoding.
+    if chosen.media == MediaType::Protobuf {
+        if let Ok(other) = negotiate_among(accept, allow_table, &[MediaType::Json, MediaType::Yaml])
+        {
+            return Ok(other);
+        }
+    }
+    Ok(chosen)
+}
+
+/// The client's most preferred media type among `supported`, as kube's negotiation picks it.
+fn negotiate_among(
+    accept: Option<&str>,
+    allow_table: bool,
+    supported: &[MediaType],
+) -> ApiResult<Negotiated> {
     let header = accept.map(str::trim).unwrap_or("");
     if header.is_empty() {
         return Ok(Negotiated::default());
     }
     for clause in parse_accept(header) {
-        for media in SUPPORTED {
+        for &media in supported {
             let (t, st) = media
                 .content_type()
                 .split_once('/')
@@ -464,11 +482,18 @@ mod tests {
     #[test]
     fn partial_object_metadata() {
         let n = negotiate(
-            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
             false,
         );
         assert_eq!(n.media, MediaType::Protobuf);
         assert!(n.as_partial_metadata);
+        // With JSON acceptable too, JSON is answered, with the JSON clause's own options.
+        let n = negotiate(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            false,
+        );
+        assert_eq!(n.media, MediaType::Json);
+        assert!(!n.as_partial_metadata);
         let n = negotiate(
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
             false,
@@ -495,8 +520,13 @@ mod tests {
             negotiate("*/*, application/yaml", false).media,
             MediaType::Yaml
         );
+        // Protobuf only when nothing else is acceptable.
         assert_eq!(
             negotiate("text/html, application/vnd.kubernetes.protobuf, */*", false).media,
+            MediaType::Json
+        );
+        assert_eq!(
+            negotiate("text/html, application/vnd.kubernetes.protobuf", false).media,
             MediaType::Protobuf
         );
     }

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::api::ApiResponse;
 use crate::machinery::negotiation::{MediaType, Negotiated};
+use crate::machinery::protobuf;
 use crate::machinery::table::{self, IncludeObject, TableRow};
 use crate::resource::ResourceDef;
 use crate::status::{ApiError, ApiResult};
@@ -36,27 +37,57 @@ pub(crate) fn object_response(
         let body = table::table(&def.columns, rows, &rv, None, None, include);
         return json_value_response(status, &body, output);
     }
-    match output.media {
-        MediaType::Yaml => {
-            let object: Value = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
-            yaml_response(status, &object)
-        }
-        _ => Ok(ApiResponse::json(status, bytes)),
+    if output.as_partial_metadata {
+        let object: Value = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+        return json_value_response(status, &table::partial_object_metadata(&object), output);
     }
+    match output.media {
+        MediaType::Json => Ok(ApiResponse::json(status, bytes)),
+        _ => {
+            let object: Value = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+            json_value_response(status, &object, output)
+        }
+    }
+}
+
+/// A `PartialObjectMetadataList` (metadata-only clients such as garbage collectors).
+pub(crate) fn partial_list(items: &[Bytes], meta: &ListMeta) -> ApiResult<Value> {
+    let items = items
+        .iter()
+        .map(|b| {
+            serde_json::from_slice::<Value>(b)
+                .map(|o| table::partial_object_metadata(&o))
+                .map_err(ApiError::internal)
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    let mut list_meta = json!({"resourceVersion": meta.resource_version.to_string()});
+    if let Some(token) = &meta.continue_token {
+        list_meta["continue"] = json!(token);
+    }
+    if let Some(remaining) = meta.remaining {
+        list_meta["remainingItemCount"] = json!(remaining);
+    }
+    Ok(json!({
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "items": items,
+    }))
 }
 
 /// Answers a list body (JSON bytes) in the negotiated media type.
 pub(crate) fn object_response_list(body: Bytes, output: &Negotiated) -> ApiResult<ApiResponse> {
     match output.media {
-        MediaType::Yaml => {
+        MediaType::Json => Ok(ApiResponse::json(200, body)),
+        _ => {
             let value: Value = serde_json::from_slice(&body).map_err(ApiError::internal)?;
-            yaml_response(200, &value)
+            json_value_response(200, &value, output)
         }
-        _ => Ok(ApiResponse::json(200, body)),
     }
 }
 
-/// Answers a JSON value in the negotiated media type (JSON or YAML).
+/// Answers a JSON value in the negotiated media type (JSON, YAML, or protobuf for clients
+/// that accept nothing else).
 pub(crate) fn json_value_response(
     status: u16,
     value: &Value,
@@ -64,7 +95,12 @@ pub(crate) fn json_value_response(
 ) -> ApiResult<ApiResponse> {
     match output.media {
         MediaType::Yaml => yaml_response(status, value),
-        _ => {
+        MediaType::Protobuf => Ok(ApiResponse::with_type(
+            status,
+            protobuf::CONTENT_TYPE,
+            protobuf::encode(value)?,
+        )),
+        MediaType::Json => {
             let body = serde_json::to_vec(value).map_err(ApiError::internal)?;
             Ok(ApiResponse::json(status, body))
         }
@@ -147,7 +183,14 @@ pub(crate) fn decode_continue(token: &str) -> ApiResult<ContinueToken> {
         .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token))
         .map_err(|_| bad())?;
     let token: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    if token.v != "meta.k8s.io/v1" || token.start.contains("..") || token.start.starts_with('/') {
+    // Like kube's DecodeContinue: the key must be a clean relative path. (The cache bounds
+    // every list by its prefix anyway; names may legitimately contain "..".)
+    let unclean = token.start.starts_with('/')
+        || token
+            .start
+            .split('/')
+            .any(|segment| segment == "." || segment == "..");
+    if token.v != "meta.k8s.io/v1" || token.rv == 0 || unclean {
         return Err(bad());
     }
     Ok(token)
@@ -178,6 +221,13 @@ mod tests {
         let evil = base64::engine::general_purpose::URL_SAFE
             .encode(br#"{"v":"meta.k8s.io/v1","rv":1,"start":"../../secrets"}"#);
         assert!(decode_continue(&evil).is_err());
+        assert!(decode_continue(&encode_continue(0, "a")).is_err());
+        assert_eq!(
+            decode_continue(&encode_continue(5, "ns/a..b"))
+                .unwrap()
+                .start,
+            "ns/a..b"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Unknown-field detection for `fieldValidation=Strict|Warn`: walks an incoming object
-//! against its kind's OpenAPI schema and names every field the schema does not declare,
-//! with kube's dotted paths (`spec.ports[0].foo`, `metadata.labelz`).
+//! Unknown fields: detection for `fieldValidation=Strict|Warn` (every field the kind's
+//! OpenAPI schema does not declare, with kube's dotted paths such as `spec.ports[0].foo`)
+//! and pruning, because kube's typed decoding drops such fields before anything is stored.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,6 +36,54 @@ pub fn unknown_fields(definition: &str, object: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(&schema, &schema.root, object, "", &mut out, 0);
     out
+}
+
+/// Removes every field the kind's schema does not declare (nothing when the kind has no
+/// known schema).
+pub fn prune_unknown_fields(definition: &str, object: &mut Value) {
+    if let Some(schema) = schema(definition) {
+        prune(&schema, &schema.root, object, 0);
+    }
+}
+
+fn prune(schema: &Schema, node: &Value, value: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    let node = resolve(schema, node);
+    if node
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            if let Some(props) = node.get("properties").and_then(Value::as_object) {
+                map.retain(|key, _| props.contains_key(key));
+                for (key, child) in map.iter_mut() {
+                    if let Some(child_schema) = props.get(key) {
+                        prune(schema, child_schema, child, depth + 1);
+                    }
+                }
+            } else if let Some(additional) =
+                node.get("additionalProperties").filter(|a| a.is_object())
+            {
+                for child in map.values_mut() {
+                    prune(schema, additional, child, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = node.get("items") {
+                for item in items.iter_mut() {
+                    prune(schema, item_schema, item, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Follows `$ref` (and single-element `allOf`) to the schema that describes a value.
@@ -156,6 +204,23 @@ mod tests {
         assert_eq!(
             unknown_fields("io.k8s.api.core.v1.Service", &svc),
             vec!["spec.ports[0].prot".to_string()]
+        );
+    }
+
+    #[test]
+    fn pruning_removes_exactly_the_unknown_fields() {
+        let mut svc = json!({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "labelz": {}},
+            "spec": {"ports": [{"port": 80, "prot": "TCP"}], "selector": {"app": "x"}},
+            "bogus": true
+        });
+        prune_unknown_fields("io.k8s.api.core.v1.Service", &mut svc);
+        assert_eq!(
+            svc,
+            json!({
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}
+            })
         );
     }
 

@@ -125,9 +125,21 @@ impl Registry {
         if def.namespaced && info.namespace.is_empty() && !info.name.is_empty() {
             return Err(ApiError::path_not_found());
         }
+        // The all-namespaces path of a namespaced resource serves only LIST and WATCH, as
+        // kube registers it; anything else there would act on every namespace at once.
+        if def.namespaced
+            && info.namespace.is_empty()
+            && !matches!(info.verb.as_str(), "list" | "watch")
+        {
+            return Err(ApiError::method_not_supported(
+                &def.group_resource(),
+                &info.verb,
+            ));
+        }
         // `/api/v1/namespaces/<name>` resolves with namespace = name, as in kube; every other
         // cluster-scoped resource under a namespace path does not exist.
-        let namespace_object = def.group.is_empty() && def.plural == "namespaces";
+        let namespace_object =
+            def.group.is_empty() && def.plural == "namespaces" && info.namespace == info.name;
         if !def.namespaced && !info.namespace.is_empty() && !namespace_object {
             return Err(ApiError::path_not_found());
         }

@@ -7,11 +7,15 @@ use serde_json::{json, Value};
 
 use super::write::DeleteOptions;
 use super::Registry;
+use crate::resource::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 
 /// The namespaces kube-apiserver creates at start.
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Namespaces kube's NamespaceLifecycle admission never lets go.
+pub const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 /// The finalizer the namespace controller owns.
 pub const NAMESPACE_FINALIZER: &str = "kubernetes";
@@ -25,6 +29,34 @@ pub enum FinalizeOutcome {
     ContentRemaining(usize),
     /// The namespace is not being deleted.
     NotTerminating,
+}
+
+/// kube's extra rules for deleting a namespace: the system namespaces may not be deleted,
+/// and a namespace already being emptied answers 409.
+pub(crate) fn check_namespace_delete(def: &ResourceDef, namespace: &Value) -> ApiResult<()> {
+    if !(def.group.is_empty() && def.plural == "namespaces") {
+        return Ok(());
+    }
+    let name = super::object_name(namespace);
+    if IMMORTAL_NAMESPACES.contains(&name) {
+        return Err(ApiError::forbidden_resource(
+            &def.group_resource(),
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
+    let finalizing = namespace
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    if namespace.pointer("/metadata/deletionTimestamp").is_some() && finalizing {
+        return Err(ApiError::conflict(
+            &def.group_resource(),
+            name,
+            "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
+        ));
+    }
+    Ok(())
 }
 
 impl Registry {

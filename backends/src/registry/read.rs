@@ -11,13 +11,35 @@ use serde_json::{json, Value};
 use super::encode::{self, ListMeta};
 use super::{store_error, Registry};
 use crate::api::{ApiRequest, ApiResponse, WatchStream};
-use crate::machinery::negotiation::{negotiate_output, Negotiated};
+use crate::machinery::negotiation::{negotiate_output, MediaType, Negotiated};
+use crate::machinery::protobuf;
 use crate::machinery::selectors::{FieldSelector, LabelSelector};
 use crate::machinery::table::{self, IncludeObject};
 use crate::resource::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::cacher::{CacheEventKind, CachedObject};
 use crate::storage::Revision;
+
+/// How long a read at a future resourceVersion waits for the cache (kube: 3 s).
+const FUTURE_REVISION_WAIT: Duration = Duration::from_secs(3);
+
+/// kube's answer to a read at a resourceVersion the server has not reached: 504 with a
+/// `ResourceVersionTooLarge` cause and a retry hint.
+fn too_large_resource_version(requested: Revision, current: Revision) -> ApiError {
+    let mut error = ApiError::timeout(format!(
+        "Too large resource version: {requested}, current: {current}"
+    ));
+    error.details = Some(crate::status::StatusDetails {
+        causes: vec![crate::status::StatusCause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        }],
+        retry_after_seconds: Some(1),
+        ..Default::default()
+    });
+    error
+}
 
 /// How a request asked for its read to relate to a revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,14 +193,9 @@ impl Registry {
             ReadAt::Any => {}
             ReadAt::NotOlderThan(rev) | ReadAt::Exact(rev) => {
                 self.cacher
-                    .wait_for_revision(rev, self.options.cache_wait)
+                    .wait_for_revision(rev, FUTURE_REVISION_WAIT)
                     .await
-                    .map_err(|_| {
-                        ApiError::timeout(format!(
-                            "Too large resource version: {rev}, current: {}",
-                            self.cacher.revision()
-                        ))
-                    })?;
+                    .map_err(|_| too_large_resource_version(rev, self.cacher.revision()))?;
             }
         }
         Ok(())
@@ -219,6 +236,17 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true)?;
+        if request.param("sendInitialEvents").is_some() {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                vec![crate::status::field_forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                )],
+            ));
+        }
         let filter = Filter::from_request(request, def)?;
         let limit: usize = match request.param("limit") {
             None | Some("") => 0,
@@ -307,6 +335,10 @@ impl Registry {
             .iter()
             .map(|o| super::client_bytes(def, &o.bytes))
             .collect::<ApiResult<_>>()?;
+        if output.as_partial_metadata {
+            let list = encode::partial_list(&item_bytes, &meta)?;
+            return encode::json_value_response(200, &list, &output);
+        }
         let body = encode::list_body(def, &item_bytes, &meta);
         encode::object_response_list(body, &output)
     }
@@ -317,48 +349,58 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true)?;
-        let filter = Filter::from_request(request, def)?;
-        let mut filter = filter;
-        // A watch on one object (`/namespaces/x/configmaps/app?watch=1` or
-        // `fieldSelector=metadata.name=app`) is a watch on the collection filtered by name.
-        if !request.info.name.is_empty() && filter.fields.single_name().is_none() {
-            filter.fields = FieldSelector::parse(&format!("metadata.name={}", request.info.name))
-                .map_err(ApiError::bad_request)?;
+        if output.media == MediaType::Protobuf && !protobuf::encodes(&def.api_version(), &def.kind)
+        {
+            return Err(ApiError::not_acceptable(format!(
+                "{} cannot be streamed as {}; accept application/json",
+                def.group_resource(),
+                protobuf::CONTENT_TYPE
+            )));
+        }
+        let mut filter = Filter::from_request(request, def)?;
+        // A watch on one object (`/namespaces/x/configmaps/app?watch=1`) is a watch on the
+        // collection filtered by that name; a field selector may only narrow it further.
+        let name = &request.info.name;
+        if !name.is_empty() {
+            match filter.fields.single_name() {
+                Some(selected) if selected == name => {}
+                Some(_) => {
+                    return Err(ApiError::bad_request(
+                        "fieldSelector metadata.name doesn't match requested name",
+                    ))
+                }
+                None if filter.fields.is_empty() => {
+                    filter.fields = FieldSelector::parse(&format!("metadata.name={name}"))
+                        .map_err(ApiError::bad_request)?;
+                }
+                None => {
+                    return Err(ApiError::bad_request(
+                        "fieldSelector metadata.name doesn't match requested name",
+                    ))
+                }
+            }
         }
         let include = include_object(request)?;
         let bookmarks = request.flag("allowWatchBookmarks");
-        let send_initial = match request.param("sendInitialEvents") {
-            Some("true") => Some(true),
-            Some("false") => Some(false),
-            _ => None,
-        };
-        let at = read_at(request)?;
-        let timeout = match request.param("timeoutSeconds") {
-            Some(t) if !t.is_empty() => Duration::from_secs(
-                t.parse::<u64>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
-            ),
-            _ => {
-                // kube spreads watch lifetimes between the minimum and twice it.
-                let jitter = rand_fraction();
-                self.options.min_watch_timeout.mul_f64(1.0 + jitter)
-            }
-        };
+        let (at, send_initial) = watch_options(request, bookmarks)?;
+        let timeout = watch_timeout(request, self.options.min_watch_timeout)?;
         let prefix = def.collection_prefix(&request.info.namespace);
         // Initial state: synthetic ADDED events for every matching object when the client
         // asked for "get state and start at most recent" (no resourceVersion), "start at
-        // any" (`0`), or `sendInitialEvents=true`.
+        // any" (`0`), or `sendInitialEvents=true` (the watch-list protocol).
         let initial = match (send_initial, at) {
             (Some(flag), _) => flag,
             (None, ReadAt::Consistent) | (None, ReadAt::Any) => true,
             (None, _) => false,
         };
+        let encoder = FrameEncoder {
+            def: def.clone(),
+            output: output.clone(),
+            include,
+        };
         let (snapshot, from, mut watcher) = if initial {
-            if at == ReadAt::Consistent {
-                self.sync_cache().await?;
-            }
-            let (items, revision, watcher) = self.cacher.list_and_watch(&prefix);
-            (items, revision, watcher)
+            self.prepare_read(at).await?;
+            self.cacher.list_and_watch(&prefix)
         } else {
             let from = match at {
                 ReadAt::NotOlderThan(r) | ReadAt::Exact(r) => r,
@@ -372,9 +414,9 @@ impl Registry {
                         "too old resource version: {requested} ({oldest})"
                     ));
                     let (tx, rx) = tokio::sync::mpsc::channel(1);
-                    let _ = tx.try_send(encode::watch_frame("ERROR", &error.to_body()));
+                    let _ = tx.try_send(encoder.error(&error));
                     return Ok(ApiResponse::Watch(WatchStream {
-                        content_type: encode::JSON.into(),
+                        content_type: encoder.content_type(),
                         headers: Vec::new(),
                         frames: rx,
                     }));
@@ -385,13 +427,11 @@ impl Registry {
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
         let def = def.clone();
         let bookmark_interval = self.options.bookmark_interval;
-        let encoder = FrameEncoder {
-            def: def.clone(),
-            output: output.clone(),
-            include,
-        };
+        let content_type = encoder.content_type();
         tokio::spawn(async move {
-            let deadline = tokio::time::Instant::now() + timeout;
+            let deadline = tokio::time::Instant::now()
+                .checked_add(timeout)
+                .unwrap_or_else(|| tokio::time::Instant::now() + MAX_WATCH_TIMEOUT);
             for object in snapshot.iter().filter(|o| filter.matches(&def, o)) {
                 if tx
                     .send(encoder.frame("ADDED", &object.bytes))
@@ -425,34 +465,32 @@ impl Registry {
                             // client re-watches from its last resourceVersion.
                             Err(crate::storage::StoreError::Unavailable(_)) => return,
                             Err(e) => {
-                                let error = store_error(e);
-                                let _ = tx.send(encode::watch_frame("ERROR", &error.to_body())).await;
+                                let _ = tx.send(encoder.error(&store_error(e))).await;
                                 return;
                             }
                         };
                         let now = filter.matches(&def, &event.object);
                         let before = event.prev.as_ref().is_some_and(|p| filter.matches(&def, p));
-                        let kind = match event.kind {
-                            CacheEventKind::Added if now => "ADDED",
-                            CacheEventKind::Modified if now && before => "MODIFIED",
-                            CacheEventKind::Modified if now => "ADDED",
-                            // An object that stops matching leaves the client's view.
-                            CacheEventKind::Modified if before => "DELETED",
-                            CacheEventKind::Deleted if now => "DELETED",
+                        let frame = match event.kind {
+                            CacheEventKind::Added if now => encoder.frame("ADDED", &event.object.bytes),
+                            CacheEventKind::Modified if now && before => encoder.frame("MODIFIED", &event.object.bytes),
+                            CacheEventKind::Modified if now => encoder.frame("ADDED", &event.object.bytes),
+                            // An object that stops matching leaves the client's view: kube
+                            // sends its previous state, stamped with this event's version.
+                            CacheEventKind::Modified if before => match &event.prev {
+                                Some(prev) => encoder.frame("DELETED", &with_revision(&prev.bytes, event.revision)),
+                                None => continue,
+                            },
+                            CacheEventKind::Deleted if now => encoder.frame("DELETED", &event.object.bytes),
                             _ => continue,
                         };
-                        if tx.send(encoder.frame(kind, &event.object.bytes)).await.is_err() {
+                        if tx.send(frame).await.is_err() {
                             return;
                         }
                     }
                 }
             }
         });
-        let content_type = if output.as_table {
-            "application/json;as=Table;v=v1;g=meta.k8s.io".to_string()
-        } else {
-            encode::JSON.to_string()
-        };
         Ok(ApiResponse::Watch(WatchStream {
             content_type,
             headers: Vec::new(),
@@ -461,7 +499,84 @@ impl Registry {
     }
 }
 
-/// Encodes watch events for one watch (plain objects or one-row Tables).
+/// The longest a watch may be asked to live; longer requests are capped.
+const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// `timeoutSeconds` as kube reads it: absent or ≤ 0 means the server's spread default.
+fn watch_timeout(request: &ApiRequest, min: Duration) -> ApiResult<Duration> {
+    let requested = match request.param("timeoutSeconds") {
+        Some(t) if !t.is_empty() => t
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
+        _ => 0,
+    };
+    if requested > 0 {
+        return Ok(Duration::from_secs(requested as u64).min(MAX_WATCH_TIMEOUT));
+    }
+    // kube spreads watch lifetimes between the minimum and twice it.
+    Ok(min.mul_f64(1.0 + rand_fraction()))
+}
+
+/// Validates a watch's resourceVersion options as kube's `validateWatchOptions` does and
+/// returns where the watch starts and `sendInitialEvents`.
+fn watch_options(request: &ApiRequest, bookmarks: bool) -> ApiResult<(ReadAt, Option<bool>)> {
+    let send_initial = match request.param("sendInitialEvents") {
+        None | Some("") => None,
+        Some("true") | Some("1") => Some(true),
+        Some("false") | Some("0") => Some(false),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid sendInitialEvents: {other}"
+            )))
+        }
+    };
+    let matching = request.param("resourceVersionMatch").unwrap_or("");
+    let invalid = |cause| ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![cause]);
+    if send_initial.is_some() {
+        if matching != "NotOlderThan" {
+            return Err(invalid(crate::status::field_forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            )));
+        }
+        if !bookmarks {
+            return Err(invalid(crate::status::field_forbidden(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires setting allowWatchBookmarks to true",
+            )));
+        }
+    } else if !matching.is_empty() {
+        return Err(invalid(crate::status::field_forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        )));
+    }
+    let rv = request.param("resourceVersion").unwrap_or("");
+    let at = match rv {
+        "" => ReadAt::Consistent,
+        "0" => ReadAt::Any,
+        rv => ReadAt::NotOlderThan(
+            rv.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
+        ),
+    };
+    Ok((at, send_initial))
+}
+
+/// An object's bytes with `metadata.resourceVersion` replaced (rare paths only: it parses).
+fn with_revision(bytes: &Bytes, revision: Revision) -> Bytes {
+    let Ok(mut value) = serde_json::from_slice::<Value>(bytes) else {
+        return bytes.clone();
+    };
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), json!(revision.to_string()));
+    }
+    serde_json::to_vec(&value)
+        .map(Bytes::from)
+        .unwrap_or_else(|_| bytes.clone())
+}
+
+/// Encodes watch events for one watch: JSON objects, one-row Tables, or protobuf frames.
 struct FrameEncoder {
     def: Arc<ResourceDef>,
     output: Negotiated,
@@ -469,16 +584,34 @@ struct FrameEncoder {
 }
 
 impl FrameEncoder {
+    fn content_type(&self) -> String {
+        if self.output.media == MediaType::Protobuf {
+            protobuf::WATCH_CONTENT_TYPE.to_string()
+        } else if self.output.as_table {
+            "application/json;as=Table;v=v1;g=meta.k8s.io".to_string()
+        } else {
+            encode::JSON.to_string()
+        }
+    }
+
+    /// One event frame from a stored object.
     fn frame(&self, kind: &str, stored: &Bytes) -> Bytes {
         let Ok(bytes) = super::client_bytes(&self.def, stored) else {
             return encode::watch_frame(kind, stored);
         };
-        if !self.output.as_table {
+        let plain = !self.output.as_table && !self.output.as_partial_metadata;
+        if plain && self.output.media != MediaType::Protobuf {
             return encode::watch_frame(kind, &bytes);
         }
         let Ok(object) = serde_json::from_slice::<Value>(&bytes) else {
             return encode::watch_frame(kind, &bytes);
         };
+        if self.output.as_partial_metadata {
+            return self.value_frame(kind, &table::partial_object_metadata(&object));
+        }
+        if self.output.media == MediaType::Protobuf {
+            return self.value_frame(kind, &object);
+        }
         let rv = object
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -487,6 +620,21 @@ impl FrameEncoder {
         let row = encode::table_row(&self.def, object);
         let table = table::table(&self.def.columns, vec![row], &rv, None, None, self.include);
         encode::watch_frame(kind, table.to_string().as_bytes())
+    }
+
+    /// A frame for a value that is not a stored object (bookmarks, errors).
+    fn value_frame(&self, kind: &str, value: &Value) -> Bytes {
+        if self.output.media == MediaType::Protobuf {
+            match protobuf::encode_watch_event(kind, value) {
+                Ok(frame) => return Bytes::from(frame),
+                Err(e) => tracing::warn!(error = %e.message, "encoding a protobuf watch frame"),
+            }
+        }
+        encode::watch_frame(kind, value.to_string().as_bytes())
+    }
+
+    fn error(&self, error: &ApiError) -> Bytes {
+        self.value_frame("ERROR", &error.to_status())
     }
 
     fn bookmark(&self, revision: Revision, initial_events_end: bool) -> Bytes {
@@ -499,7 +647,7 @@ impl FrameEncoder {
         } else {
             json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": metadata})
         };
-        encode::watch_frame("BOOKMARK", object.to_string().as_bytes())
+        self.value_frame("BOOKMARK", &object)
     }
 }
 

@@ -647,3 +647,318 @@ async fn secrets_decode_base64_and_merge_string_data() {
     assert!(ok.get("stringData").is_none());
     assert_eq!(ok["type"], "Opaque");
 }
+
+/// Reads watch frames until `count` arrive or a second passes.
+async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
+    let mut w = match response {
+        ApiResponse::Watch(w) => w,
+        ApiResponse::Body(b) => panic!(
+            "expected a watch, got {} {}",
+            b.status,
+            String::from_utf8_lossy(&b.body)
+        ),
+    };
+    let mut out = Vec::new();
+    while out.len() < count {
+        match tokio::time::timeout(std::time::Duration::from_secs(1), w.frames.recv()).await {
+            Ok(Some(frame)) => out.push(serde_json::from_slice(&frame).unwrap()),
+            _ => break,
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn cross_namespace_paths_only_list_and_watch() {
+    let f = fixture().await;
+    call(&f, "POST", CMS, Some(cm("keep", json!({})))).await;
+    let (code, _) = call(&f, "DELETE", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 405);
+    let (code, _) = call(&f, "POST", "/api/v1/configmaps", Some(cm("x", json!({})))).await;
+    assert_eq!(code, 405);
+    let (code, _) = call(&f, "GET", &format!("{CMS}/keep"), None).await;
+    assert_eq!(code, 200, "nothing was deleted");
+    let (code, list) = call(&f, "GET", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 200);
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    // A namespace path nested under another namespace does not exist.
+    let (code, _) = call(
+        &f,
+        "GET",
+        "/api/v1/namespaces/default/namespaces/kube-system",
+        None,
+    )
+    .await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn named_watches_and_watch_options_follow_kube() {
+    let f = fixture().await;
+    call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
+    let named = |q: &str| {
+        request(
+            "GET",
+            &format!("/api/v1/watch/namespaces/default/configmaps/a{q}"),
+            None,
+            "application/json",
+        )
+    };
+    let ApiResponse::Body(b) = f
+        .registry
+        .handle(named("?fieldSelector=metadata.name%3Db"))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(b.status, 400);
+    let evs = frames(f.registry.handle(named("?timeoutSeconds=0")).await, 2).await;
+    assert_eq!(
+        evs.len(),
+        1,
+        "timeoutSeconds=0 means the default, and only `a` is watched: {evs:?}"
+    );
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "a");
+    // A huge timeout is capped, not a panic.
+    let evs = frames(
+        f.registry
+            .handle(named("?timeoutSeconds=9223372036854775807"))
+            .await,
+        1,
+    )
+    .await;
+    assert_eq!(evs.len(), 1);
+    // resourceVersionMatch on a watch needs sendInitialEvents; sendInitialEvents needs
+    // NotOlderThan and bookmarks; lists refuse sendInitialEvents.
+    for q in [
+        "?watch=1&resourceVersionMatch=NotOlderThan",
+        "?watch=1&sendInitialEvents=true",
+        "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+    ] {
+        let (code, s) = call(&f, "GET", &format!("{CMS}{q}"), None).await;
+        assert_eq!(code, 422, "{q}: {s}");
+    }
+    let (code, _) = call(&f, "GET", &format!("{CMS}?sendInitialEvents=true"), None).await;
+    assert_eq!(code, 422);
+    // The watch-list request client-go's reflector sends: initial events, then a bookmark
+    // marking their end.
+    let req = request("GET", &format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"), None, "application/json");
+    let evs = frames(f.registry.handle(req).await, 3).await;
+    let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ADDED", "ADDED", "BOOKMARK"], "{evs:?}");
+    assert_eq!(
+        evs[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+}
+
+#[tokio::test]
+async fn objects_leaving_a_selector_are_deleted_with_their_previous_state() {
+    let f = fixture().await;
+    let (_, a) = call(&f, "POST", CMS, Some(cm("a", json!({"app": "x"})))).await;
+    let req = request(
+        "GET",
+        &format!(
+            "{CMS}?watch=1&labelSelector=app%3Dx&resourceVersion={}",
+            rv(&a)
+        ),
+        None,
+        "application/json",
+    );
+    let response = f.registry.handle(req).await;
+    let (_, moved) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/a"),
+        Some(json!({"metadata": {"labels": {"app": "y"}}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    let evs = frames(response, 1).await;
+    assert_eq!(evs[0]["type"], "DELETED");
+    assert_eq!(
+        evs[0]["object"]["metadata"]["labels"]["app"], "x",
+        "previous state: {evs:?}"
+    );
+    assert_eq!(
+        evs[0]["object"]["metadata"]["resourceVersion"],
+        moved["metadata"]["resourceVersion"]
+    );
+}
+
+#[tokio::test]
+async fn unknown_fields_are_never_stored_and_strict_patches_write_nothing() {
+    let f = fixture().await;
+    let mut warn = cm("w", json!({}));
+    warn["bogus"] = json!(1);
+    let (code, created) = call(
+        &f,
+        "POST",
+        &format!("{CMS}?fieldValidation=Warn"),
+        Some(warn),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(created.get("bogus").is_none());
+    let (_, stored) = call(&f, "GET", &format!("{CMS}/w"), None).await;
+    assert!(stored.get("bogus").is_none(), "{stored}");
+    let before = rv(&stored);
+    let (code, _) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/w?fieldValidation=Strict"),
+        Some(json!({"data": {"n": "1"}, "bogus": 1})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 400);
+    let (_, after) = call(&f, "GET", &format!("{CMS}/w"), None).await;
+    assert_eq!(rv(&after), before, "a refused patch must not write");
+    // A patch whose text merely mentions resourceVersion is not a precondition.
+    let (code, _) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/w"),
+        Some(json!({"metadata": {"annotations": {"note": "resourceVersion"}}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn output_is_negotiated_before_writing() {
+    let f = fixture().await;
+    let mut req = request("POST", CMS, Some(cm("n", json!({}))), "application/json");
+    req.accept = Some("application/vnd.bogus".into());
+    let ApiResponse::Body(b) = f.registry.handle(req).await else {
+        panic!()
+    };
+    assert_eq!(b.status, 406);
+    let (code, _) = call(&f, "GET", &format!("{CMS}/n"), None).await;
+    assert_eq!(
+        code, 404,
+        "nothing may be written when the answer cannot be encoded"
+    );
+}
+
+#[tokio::test]
+async fn uid_preconditions_and_finalizers_on_deleting_objects() {
+    let f = fixture().await;
+    let (_, a) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let mut other = a.clone();
+    other["metadata"]["uid"] = json!("00000000-0000-0000-0000-000000000000");
+    let (code, s) = call(&f, "PUT", &format!("{CMS}/a"), Some(other)).await;
+    assert_eq!(code, 409);
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .contains("Precondition failed: UID in precondition"),
+        "{s}"
+    );
+    let mut held = cm("held", json!({}));
+    held["metadata"]["finalizers"] = json!(["a/b"]);
+    call(&f, "POST", CMS, Some(held)).await;
+    call(&f, "DELETE", &format!("{CMS}/held"), None).await;
+    let (code, s) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/held"),
+        Some(json!({"metadata": {"finalizers": ["a/b", "c/d"]}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 422, "{s}");
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .contains("no new finalizers can be added if the object is being deleted"),
+        "{s}"
+    );
+    // A new object may not take the name of one that is being deleted.
+    let (code, s) = call(&f, "POST", CMS, Some(cm("held", json!({})))).await;
+    assert_eq!(code, 409);
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("object is being deleted: configmaps \"held\" already exists"),
+        "{s}"
+    );
+}
+
+#[tokio::test]
+async fn namespace_deletion_rules() {
+    let f = fixture().await;
+    for ns in ["default", "kube-system", "kube-public"] {
+        let (code, s) = call(&f, "DELETE", &format!("/api/v1/namespaces/{ns}"), None).await;
+        assert_eq!(code, 403, "{s}");
+        assert_eq!(
+            s["message"],
+            format!("namespaces \"{ns}\" is forbidden: this namespace may not be deleted")
+        );
+    }
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})),
+    )
+    .await;
+    let mut held = cm("held", json!({}));
+    held["metadata"]["finalizers"] = json!(["a/b"]);
+    call(&f, "POST", "/api/v1/namespaces/t/configmaps", Some(held)).await;
+    let (code, _) = call(&f, "DELETE", "/api/v1/namespaces/t", None).await;
+    assert_eq!(code, 200);
+    let (code, s) = call(&f, "DELETE", "/api/v1/namespaces/t", None).await;
+    assert_eq!(code, 409, "{s}");
+    let (code, s) = call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/t/configmaps",
+        Some(cm("late", json!({}))),
+    )
+    .await;
+    assert_eq!(code, 403);
+    assert!(s["message"].as_str().unwrap().starts_with("configmaps \"late\" is forbidden: unable to create new content in namespace t because it is being terminated"), "{s}");
+    // generateName still works (and would retry on a collision).
+    let (code, g) = call(
+        &f,
+        "POST",
+        CMS,
+        Some(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(g["metadata"]["name"].as_str().unwrap().starts_with("gen-"));
+    assert_eq!(g["metadata"]["name"].as_str().unwrap().len(), 9);
+}
+
+#[tokio::test]
+async fn metadata_only_clients_get_partial_object_metadata() {
+    let f = fixture().await;
+    call(&f, "POST", CMS, Some(cm("a", json!({"x": "y"})))).await;
+    let mut req = request("GET", CMS, None, "application/json");
+    req.accept = Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1".into());
+    let ApiResponse::Body(b) = f.registry.handle(req).await else {
+        panic!()
+    };
+    let list: Value = serde_json::from_slice(&b.body).unwrap();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(list["items"][0]["metadata"]["labels"]["x"], "y");
+    assert!(list["items"][0].get("data").is_none());
+    let mut req = request("GET", &format!("{CMS}/a"), None, "application/json");
+    req.accept = Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1".into());
+    let ApiResponse::Body(b) = f.registry.handle(req).await else {
+        panic!()
+    };
+    let one: Value = serde_json::from_slice(&b.body).unwrap();
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert_eq!(one["metadata"]["name"], "a");
+}

@@ -15,7 +15,7 @@ use super::meta::{
 };
 use super::{store_error, Registry};
 use crate::api::{ApiRequest, ApiResponse};
-use crate::machinery::negotiation::{self, negotiate_output, PatchType};
+use crate::machinery::negotiation::{self, negotiate_output, Negotiated, PatchType};
 use crate::machinery::patch::{self, PatchMeta, PatchMetaLookup, StaticPatchMeta};
 use crate::machinery::validation;
 use crate::resource::ResourceDef;
@@ -24,6 +24,9 @@ use crate::storage::{Revision, StoreError};
 
 /// How many times a write without a client precondition is retried on a CAS conflict.
 const MAX_CONFLICT_RETRIES: usize = 8;
+
+/// How many generated names a create tries before giving up (kube: 8).
+const MAX_GENERATE_NAME_ATTEMPTS: usize = 8;
 
 /// `fieldValidation` as the request gives it (kube defaults to Warn server-side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,16 +96,15 @@ fn warning_header(message: &str) -> String {
 fn respond(
     status: u16,
     def: &ResourceDef,
-    request: &ApiRequest,
+    output: &Negotiated,
     written: Written,
 ) -> ApiResult<ApiResponse> {
-    let output = negotiate_output(request.accept.as_deref(), true)?;
     let bytes = Bytes::from(serde_json::to_vec(&written.object).map_err(ApiError::internal)?);
     let mut response = encode::object_response(
         status,
         def,
         bytes,
-        &output,
+        output,
         crate::machinery::table::IncludeObject::Metadata,
     )?;
     for w in written.warnings {
@@ -141,16 +143,15 @@ impl Registry {
         validation::validate_object_meta(&meta, def.namespaced, def.strategy.name_rule())
     }
 
-    /// Unknown-field handling per `fieldValidation`: errors under Strict, warnings under Warn.
-    fn check_unknown_fields(
+    /// Unknown fields per `fieldValidation`: an error under Strict, warnings under Warn; in
+    /// every mode they are then dropped, as kube's typed decoding drops them, so they are
+    /// never stored.
+    fn handle_unknown_fields(
         &self,
         def: &ResourceDef,
-        object: &Value,
+        object: &mut Value,
         mode: FieldValidation,
     ) -> ApiResult<Vec<String>> {
-        if mode == FieldValidation::Ignore {
-            return Ok(Vec::new());
-        }
         let unknown = super::fields::unknown_fields(&def.definition, object);
         if unknown.is_empty() {
             return Ok(Vec::new());
@@ -159,17 +160,27 @@ impl Registry {
             .iter()
             .map(|f| format!("unknown field \"{f}\""))
             .collect();
-        match mode {
-            FieldValidation::Strict => Err(ApiError::bad_request(format!(
+        if mode == FieldValidation::Strict {
+            return Err(ApiError::bad_request(format!(
                 "strict decoding error: {}",
                 messages.join(", ")
-            ))),
-            _ => Ok(messages),
+            )));
         }
+        super::fields::prune_unknown_fields(&def.definition, object);
+        Ok(if mode == FieldValidation::Warn {
+            messages
+        } else {
+            Vec::new()
+        })
     }
 
     /// Refuses writes into a missing or terminating namespace, with kube's messages.
-    async fn check_namespace_lifecycle(&self, def: &ResourceDef, namespace: &str) -> ApiResult<()> {
+    async fn check_namespace_lifecycle(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+    ) -> ApiResult<()> {
         if !def.namespaced {
             return Ok(());
         }
@@ -186,7 +197,7 @@ impl Registry {
         if terminating {
             let mut error = ApiError::forbidden_resource(
                 &def.group_resource(),
-                "",
+                name,
                 &format!("unable to create new content in namespace {namespace} because it is being terminated"),
             );
             if let Some(d) = error.details.as_mut() {
@@ -218,18 +229,43 @@ impl Registry {
                 "create",
             ));
         }
+        let output = negotiate_output(request.accept.as_deref(), true)?;
         let mut object = decode_request_body(request)?;
         check_type(&mut object, def, &def.kind)?;
         check_namespace(&mut object, def, &request.info.namespace)?;
-        let warnings = self.check_unknown_fields(def, &object, field_validation(request)?)?;
+        let warnings = self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
         let mut written = self.create_object(def, object, dry_run(request)?).await?;
         written.warnings.extend(warnings);
-        respond(201, def, request, written)
+        respond(201, def, &output, written)
     }
 
     /// Creates an object (already typed and namespaced): fills system metadata, applies the
     /// strategy, validates and writes it.
     pub(crate) async fn create_object(
+        &self,
+        def: &ResourceDef,
+        object: Value,
+        dry_run: bool,
+    ) -> ApiResult<Written> {
+        let generated = object_name(&object).is_empty()
+            && meta_str(&object, "generateName").is_some_and(|p| !p.is_empty());
+        // kube retries a generated name that collides (RetryGenerateName).
+        let attempts = if generated {
+            MAX_GENERATE_NAME_ATTEMPTS
+        } else {
+            1
+        };
+        let mut last = None;
+        for _ in 0..attempts {
+            match self.create_once(def, object.clone(), dry_run).await {
+                Err(e) if generated && e.reason == "AlreadyExists" => last = Some(e),
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| ApiError::internal("name generation failed")))
+    }
+
+    async fn create_once(
         &self,
         def: &ResourceDef,
         mut object: Value,
@@ -278,10 +314,11 @@ impl Registry {
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
         self.sync_cache().await?;
-        self.check_namespace_lifecycle(def, &namespace).await?;
+        self.check_namespace_lifecycle(def, &namespace, &name)
+            .await?;
         if dry_run {
             if self.cacher.get(&def.key(&namespace, &name)).is_some() {
-                return Err(ApiError::already_exists(&def.group_resource(), &name));
+                return Err(self.already_exists(def, &namespace, &name));
             }
             return Ok(Written {
                 object,
@@ -294,9 +331,7 @@ impl Registry {
             .create(&key, storage_bytes(def, &object)?)
             .await
             .map_err(|e| match e {
-                StoreError::AlreadyExists(_) => {
-                    ApiError::already_exists(&def.group_resource(), &name)
-                }
+                StoreError::AlreadyExists(_) => self.already_exists(def, &namespace, &name),
                 other => store_error(other),
             })?;
         Ok(Written {
@@ -305,11 +340,26 @@ impl Registry {
         })
     }
 
+    /// 409 AlreadyExists, saying so when the existing object is on its way out.
+    fn already_exists(&self, def: &ResourceDef, namespace: &str, name: &str) -> ApiError {
+        let mut error = ApiError::already_exists(&def.group_resource(), name);
+        let deleting = self
+            .cacher
+            .get(&def.key(namespace, name))
+            .and_then(|o| serde_json::from_slice::<Value>(&o.bytes).ok())
+            .is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some());
+        if deleting {
+            error.message = format!("object is being deleted: {}", error.message);
+        }
+        error
+    }
+
     pub(super) async fn update(
         &self,
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
+        let output = negotiate_output(request.accept.as_deref(), true)?;
         let mut body = decode_request_body(request)?;
         let info = &request.info;
         let expected_kind = def.kind.clone();
@@ -324,7 +374,7 @@ impl Registry {
                 info.name
             )));
         }
-        let warnings = self.check_unknown_fields(def, &body, field_validation(request)?)?;
+        let warnings = self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
         let subresource = info.subresource.clone();
         let mut written = self
             .update_object(
@@ -337,7 +387,7 @@ impl Registry {
             )
             .await?;
         written.warnings.extend(warnings);
-        respond(200, def, request, written)
+        respond(200, def, &output, written)
     }
 
     pub(super) async fn patch(
@@ -345,6 +395,7 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
+        let output = negotiate_output(request.accept.as_deref(), true)?;
         let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
         if patch_type == PatchType::Apply {
             return Err(ApiError::new(
@@ -355,13 +406,11 @@ impl Registry {
         }
         let info = &request.info;
         let patch_bytes = request.body.clone();
-        let patch_sets_resource_version = patch_bytes
-            .windows(b"resourceVersion".len())
-            .any(|w| w == b"resourceVersion");
         let lookup = ResourcePatchMeta(def);
         let mode = field_validation(request)?;
-        let mut warnings = Vec::new();
-        let written = self
+        // Warnings of the attempt that was written (the closure may run again on conflict).
+        let warnings = std::sync::Mutex::new(Vec::new());
+        let mut written = self
             .update_object(
                 def,
                 &info.namespace,
@@ -380,21 +429,23 @@ impl Registry {
                         }
                     };
                     // The current resourceVersion rides along in the patched object; it is a
-                    // precondition only when the patch itself names one (as kube's patcher
-                    // does); otherwise conflicts are retried against the fresh object.
-                    if !patch_sets_resource_version {
+                    // precondition only when the patch changed it (as kube's patcher sees
+                    // it); otherwise conflicts are retried against the fresh object.
+                    if meta_str(&patched, "resourceVersion") == meta_str(current, "resourceVersion")
+                    {
                         metadata_mut(&mut patched).remove("resourceVersion");
                     }
+                    // Unknown fields are judged before anything is written.
+                    let found = self.handle_unknown_fields(def, &mut patched, mode)?;
+                    *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
                     Ok(patched)
                 },
             )
             .await?;
-        if mode != FieldValidation::Ignore {
-            warnings.extend(self.check_unknown_fields(def, &written.object, mode)?);
-        }
-        let mut written = written;
-        written.warnings.extend(warnings);
-        respond(200, def, request, written)
+        written
+            .warnings
+            .extend(warnings.into_inner().unwrap_or_else(|p| p.into_inner()));
+        respond(200, def, &output, written)
     }
 
     /// The guaranteed-update loop: reads the current object, computes the new one with
@@ -449,6 +500,42 @@ impl Registry {
                         "field is immutable",
                     )],
                 ));
+            }
+            // A uid in the body is a precondition, as kube's update handler makes it.
+            if let Some(uid) = meta_str(&object, "uid").filter(|u| !u.is_empty()) {
+                let stored = meta_str(&current, "uid").unwrap_or("");
+                if uid != stored {
+                    return Err(ApiError::conflict(
+                        &gr,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {stored}"
+                        ),
+                    ));
+                }
+            }
+            // No finalizer may be added once deletion has started (kube's
+            // ValidateObjectMetaUpdate).
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                let old = finalizers(&current);
+                let added: Vec<String> = finalizers(&object)
+                    .into_iter()
+                    .filter(|f| !old.contains(f))
+                    .collect();
+                if !added.is_empty() {
+                    let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                    return Err(invalid(
+                        def,
+                        &object,
+                        vec![status::field_forbidden(
+                            "metadata.finalizers",
+                            &format!(
+                                "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                                quoted.join(", ")
+                            ),
+                        )],
+                    ));
+                }
             }
             // System-owned metadata always comes from the stored object.
             {
@@ -565,12 +652,12 @@ impl Registry {
                 "delete",
             ));
         }
+        let output = negotiate_output(request.accept.as_deref(), true)?;
         let options = DeleteOptions::from_request(request)?;
         let info = &request.info;
         let (status, object, deleted) = self
             .delete_object(def, &info.namespace, &info.name, &options)
             .await?;
-        let output = negotiate_output(request.accept.as_deref(), true)?;
         if deleted && !def.strategy.return_deleted_object() {
             let uid = meta_str(&object, "uid").unwrap_or("").to_string();
             let body = status::success_status(Some((&def.group_resource(), &info.name, &uid)));
@@ -619,6 +706,7 @@ impl Registry {
                     )));
                 }
             }
+            super::namespaces::check_namespace_delete(def, &current)?;
             let mut marked = current.clone();
             let must_wait =
                 def.strategy.begin_delete(&mut marked) || !finalizers(&current).is_empty();
@@ -676,41 +764,45 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
+        let output = negotiate_output(request.accept.as_deref(), true)?;
         let options = DeleteOptions::from_request(request)?;
-        // Reuse LIST's selection rules by listing first.
+        // Reuse LIST's selection rules (selectors, limit, resourceVersion) by listing first;
+        // kube answers with the list as it was read.
         let mut list_request = request.clone();
         list_request.info.verb = "list".into();
         list_request.accept = Some("application/json".into());
-        list_request
-            .query
-            .retain(|(k, _)| k == "labelSelector" || k == "fieldSelector");
+        list_request.query.retain(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "labelSelector"
+                    | "fieldSelector"
+                    | "limit"
+                    | "resourceVersion"
+                    | "resourceVersionMatch"
+            )
+        });
         let listed = match self.list(def, &list_request).await? {
             ApiResponse::Body(b) => b.body,
             ApiResponse::Watch(_) => return Err(ApiError::internal("unexpected watch")),
         };
-        let list: Value = serde_json::from_slice(&listed).map_err(ApiError::internal)?;
-        let mut deleted = Vec::new();
-        for item in list
+        let mut list: Value = serde_json::from_slice(&listed).map_err(ApiError::internal)?;
+        let items = list
             .get("items")
             .and_then(Value::as_array)
             .cloned()
-            .unwrap_or_default()
-        {
+            .unwrap_or_default();
+        let mut deleted = Vec::new();
+        for item in items {
             let namespace = super::object_namespace(&item).to_string();
             let name = object_name(&item).to_string();
             match self.delete_object(def, &namespace, &name, &options).await {
-                Ok((_, object, _)) => deleted.push(object),
+                Ok(_) => deleted.push(item),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
         }
-        let body = json!({
-            "kind": def.list_kind,
-            "apiVersion": def.api_version(),
-            "metadata": {"resourceVersion": self.cacher.revision().to_string()},
-            "items": deleted,
-        });
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        list["items"] = Value::Array(deleted);
+        let body = list;
         encode::json_value_response(200, &body, &output)
     }
 }

@@ -1,0 +1,536 @@
+//! The JSON form of every k8s-pb message kubegate converts, one table per API group: each
+//! line is a JSON key in Go's field order with its mode (`omit`, `ptr`, `req`) taken from the
+//! Go type and json tag. One line drives both directions, so decoding and encoding cannot
+//! disagree about a field.
+
+use k8s_pb::api::authentication::v1 as authnv1;
+use k8s_pb::api::authorization::v1 as authzv1;
+use k8s_pb::api::coordination::v1 as coordv1;
+use k8s_pb::api::core::v1 as corev1;
+use k8s_pb::api::discovery::v1 as discv1;
+use k8s_pb::api::events::v1 as eventsv1;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as metav1;
+use serde_json::Value;
+
+use super::convert::{Conv, ConvError, Fields, FromJson, Obj, ToJson};
+
+/// `ToJson` (through [`Obj`]) and `FromJson` (through [`Fields`]) for each listed message.
+///
+/// `FromJson` names every field of the message instead of ending in `..Default::default()`,
+/// so a table that misses a k8s-pb field fails to compile rather than silently dropping it.
+macro_rules! messages {
+    ($($ty:ty { $($mode:ident $key:literal => $field:ident),* $(,)? })*) => {$(
+        impl ToJson for $ty {
+            fn to_json(&self) -> Conv {
+                Obj::default()$(.$mode($key, &self.$field))*.done()
+            }
+        }
+
+        impl FromJson for $ty {
+            fn from_json(value: &Value) -> Result<Self, ConvError> {
+                let fields = Fields::of(value)?;
+                Ok(Self {
+                    $($field: fields.$mode($key)?,)*
+                })
+            }
+        }
+    )*};
+}
+
+// meta.k8s.io/v1
+messages! {
+    metav1::ListMeta {
+        omit "selfLink" => self_link,
+        omit "resourceVersion" => resource_version,
+        omit "continue" => r#continue,
+        ptr "remainingItemCount" => remaining_item_count,
+    }
+    metav1::Status {
+        omit "metadata" => metadata,
+        omit "status" => status,
+        omit "message" => message,
+        omit "reason" => reason,
+        ptr "details" => details,
+        omit "code" => code,
+    }
+    metav1::StatusDetails {
+        omit "name" => name,
+        omit "group" => group,
+        omit "kind" => kind,
+        omit "uid" => uid,
+        omit "causes" => causes,
+        omit "retryAfterSeconds" => retry_after_seconds,
+    }
+    metav1::StatusCause {
+        omit "reason" => reason,
+        omit "message" => message,
+        omit "field" => field,
+    }
+    metav1::ObjectMeta {
+        omit "name" => name,
+        omit "generateName" => generate_name,
+        omit "namespace" => namespace,
+        omit "selfLink" => self_link,
+        omit "uid" => uid,
+        omit "resourceVersion" => resource_version,
+        omit "generation" => generation,
+        omit "creationTimestamp" => creation_timestamp,
+        ptr "deletionTimestamp" => deletion_timestamp,
+        ptr "deletionGracePeriodSeconds" => deletion_grace_period_seconds,
+        omit "labels" => labels,
+        omit "annotations" => annotations,
+        omit "ownerReferences" => owner_references,
+        omit "finalizers" => finalizers,
+        omit "managedFields" => managed_fields,
+    }
+    metav1::OwnerReference {
+        req "apiVersion" => api_version,
+        req "kind" => kind,
+        req "name" => name,
+        req "uid" => uid,
+        ptr "controller" => controller,
+        ptr "blockOwnerDeletion" => block_owner_deletion,
+    }
+    metav1::ManagedFieldsEntry {
+        omit "manager" => manager,
+        omit "operation" => operation,
+        omit "apiVersion" => api_version,
+        ptr "time" => time,
+        omit "fieldsType" => fields_type,
+        ptr "fieldsV1" => fields_v1,
+        omit "subresource" => subresource,
+    }
+    metav1::Condition {
+        req "type" => r#type,
+        req "status" => status,
+        omit "observedGeneration" => observed_generation,
+        req "lastTransitionTime" => last_transition_time,
+        req "reason" => reason,
+        req "message" => message,
+    }
+    metav1::LabelSelectorRequirement {
+        req "key" => key,
+        req "operator" => operator,
+        omit "values" => values,
+    }
+    metav1::FieldSelectorRequirement {
+        req "key" => key,
+        req "operator" => operator,
+        omit "values" => values,
+    }
+    metav1::DeleteOptions {
+        ptr "gracePeriodSeconds" => grace_period_seconds,
+        ptr "preconditions" => preconditions,
+        ptr "orphanDependents" => orphan_dependents,
+        ptr "propagationPolicy" => propagation_policy,
+        omit "dryRun" => dry_run,
+        ptr "ignoreStoreReadErrorWithClusterBreakingPotential" => ignore_store_read_error_with_cluster_breaking_potential,
+    }
+    metav1::Preconditions {
+        ptr "uid" => uid,
+        ptr "resourceVersion" => resource_version,
+    }
+}
+
+// v1 (core)
+messages! {
+    corev1::Namespace {
+        omit "metadata" => metadata,
+        omit "spec" => spec,
+        omit "status" => status,
+    }
+    corev1::NamespaceSpec {
+        omit "finalizers" => finalizers,
+    }
+    corev1::NamespaceStatus {
+        omit "phase" => phase,
+        omit "conditions" => conditions,
+    }
+    corev1::NamespaceCondition {
+        req "type" => r#type,
+        req "status" => status,
+        omit "lastTransitionTime" => last_transition_time,
+        omit "reason" => reason,
+        omit "message" => message,
+    }
+    corev1::ConfigMap {
+        omit "metadata" => metadata,
+        ptr "immutable" => immutable,
+        omit "data" => data,
+        omit "binaryData" => binary_data,
+    }
+    corev1::Secret {
+        omit "metadata" => metadata,
+        ptr "immutable" => immutable,
+        omit "data" => data,
+        omit "stringData" => string_data,
+        omit "type" => r#type,
+    }
+    corev1::ServiceAccount {
+        omit "metadata" => metadata,
+        omit "secrets" => secrets,
+        omit "imagePullSecrets" => image_pull_secrets,
+        ptr "automountServiceAccountToken" => automount_service_account_token,
+    }
+    corev1::ObjectReference {
+        omit "kind" => kind,
+        omit "namespace" => namespace,
+        omit "name" => name,
+        omit "uid" => uid,
+        omit "apiVersion" => api_version,
+        omit "resourceVersion" => resource_version,
+        omit "fieldPath" => field_path,
+    }
+    corev1::LocalObjectReference {
+        omit "name" => name,
+    }
+    corev1::Service {
+        omit "metadata" => metadata,
+        omit "spec" => spec,
+        omit "status" => status,
+    }
+    corev1::ServiceSpec {
+        omit "ports" => ports,
+        omit "selector" => selector,
+        omit "clusterIP" => cluster_ip,
+        omit "clusterIPs" => cluster_ips,
+        omit "type" => r#type,
+        omit "externalIPs" => external_ips,
+        omit "sessionAffinity" => session_affinity,
+        omit "loadBalancerIP" => load_balancer_ip,
+        omit "loadBalancerSourceRanges" => load_balancer_source_ranges,
+        omit "externalName" => external_name,
+        omit "externalTrafficPolicy" => external_traffic_policy,
+        omit "healthCheckNodePort" => health_check_node_port,
+        omit "publishNotReadyAddresses" => publish_not_ready_addresses,
+        ptr "sessionAffinityConfig" => session_affinity_config,
+        omit "ipFamilies" => ip_families,
+        ptr "ipFamilyPolicy" => ip_family_policy,
+        ptr "allocateLoadBalancerNodePorts" => allocate_load_balancer_node_ports,
+        ptr "loadBalancerClass" => load_balancer_class,
+        ptr "internalTrafficPolicy" => internal_traffic_policy,
+        ptr "trafficDistribution" => traffic_distribution,
+    }
+    corev1::ServicePort {
+        omit "name" => name,
+        omit "protocol" => protocol,
+        ptr "appProtocol" => app_protocol,
+        req "port" => port,
+        omit "targetPort" => target_port,
+        omit "nodePort" => node_port,
+    }
+    corev1::SessionAffinityConfig {
+        ptr "clientIP" => client_ip,
+    }
+    corev1::ClientIpConfig {
+        ptr "timeoutSeconds" => timeout_seconds,
+    }
+    corev1::ServiceStatus {
+        omit "loadBalancer" => load_balancer,
+        omit "conditions" => conditions,
+    }
+    corev1::LoadBalancerStatus {
+        omit "ingress" => ingress,
+    }
+    corev1::LoadBalancerIngress {
+        omit "ip" => ip,
+        omit "hostname" => hostname,
+        ptr "ipMode" => ip_mode,
+        omit "ports" => ports,
+    }
+    corev1::PortStatus {
+        req "port" => port,
+        req "protocol" => protocol,
+        ptr "error" => error,
+    }
+    corev1::Endpoints {
+        omit "metadata" => metadata,
+        omit "subsets" => subsets,
+    }
+    corev1::EndpointSubset {
+        omit "addresses" => addresses,
+        omit "notReadyAddresses" => not_ready_addresses,
+        omit "ports" => ports,
+    }
+    corev1::EndpointAddress {
+        req "ip" => ip,
+        omit "hostname" => hostname,
+        ptr "nodeName" => node_name,
+        ptr "targetRef" => target_ref,
+    }
+    corev1::EndpointPort {
+        omit "name" => name,
+        req "port" => port,
+        omit "protocol" => protocol,
+        ptr "appProtocol" => app_protocol,
+    }
+    corev1::Event {
+        req "metadata" => metadata,
+        req "involvedObject" => involved_object,
+        omit "reason" => reason,
+        omit "message" => message,
+        omit "source" => source,
+        omit "firstTimestamp" => first_timestamp,
+        omit "lastTimestamp" => last_timestamp,
+        omit "count" => count,
+        omit "type" => r#type,
+        omit "eventTime" => event_time,
+        ptr "series" => series,
+        omit "action" => action,
+        ptr "related" => related,
+        req "reportingComponent" => reporting_component,
+        req "reportingInstance" => reporting_instance,
+    }
+    corev1::EventSource {
+        omit "component" => component,
+        omit "host" => host,
+    }
+    corev1::EventSeries {
+        omit "count" => count,
+        omit "lastObservedTime" => last_observed_time,
+    }
+}
+
+// events.k8s.io/v1
+messages! {
+    eventsv1::Event {
+        req "metadata" => metadata,
+        req "eventTime" => event_time,
+        ptr "series" => series,
+        omit "reportingController" => reporting_controller,
+        omit "reportingInstance" => reporting_instance,
+        omit "action" => action,
+        omit "reason" => reason,
+        omit "regarding" => regarding,
+        ptr "related" => related,
+        omit "note" => note,
+        omit "type" => r#type,
+        omit "deprecatedSource" => deprecated_source,
+        omit "deprecatedFirstTimestamp" => deprecated_first_timestamp,
+        omit "deprecatedLastTimestamp" => deprecated_last_timestamp,
+        omit "deprecatedCount" => deprecated_count,
+    }
+    eventsv1::EventSeries {
+        req "count" => count,
+        req "lastObservedTime" => last_observed_time,
+    }
+}
+
+// coordination.k8s.io/v1
+messages! {
+    coordv1::Lease {
+        omit "metadata" => metadata,
+        omit "spec" => spec,
+    }
+    coordv1::LeaseSpec {
+        ptr "holderIdentity" => holder_identity,
+        ptr "leaseDurationSeconds" => lease_duration_seconds,
+        ptr "acquireTime" => acquire_time,
+        ptr "renewTime" => renew_time,
+        ptr "leaseTransitions" => lease_transitions,
+        ptr "strategy" => strategy,
+        ptr "preferredHolder" => preferred_holder,
+    }
+}
+
+// discovery.k8s.io/v1
+messages! {
+    discv1::EndpointSlice {
+        omit "metadata" => metadata,
+        req "addressType" => address_type,
+        req "endpoints" => endpoints,
+        req "ports" => ports,
+    }
+    discv1::Endpoint {
+        req "addresses" => addresses,
+        omit "conditions" => conditions,
+        ptr "hostname" => hostname,
+        ptr "targetRef" => target_ref,
+        omit "deprecatedTopology" => deprecated_topology,
+        ptr "nodeName" => node_name,
+        ptr "zone" => zone,
+        ptr "hints" => hints,
+    }
+    discv1::EndpointConditions {
+        ptr "ready" => ready,
+        ptr "serving" => serving,
+        ptr "terminating" => terminating,
+    }
+    discv1::EndpointHints {
+        omit "forZones" => for_zones,
+        omit "forNodes" => for_nodes,
+    }
+    discv1::ForZone {
+        req "name" => name,
+    }
+    discv1::ForNode {
+        req "name" => name,
+    }
+    discv1::EndpointPort {
+        ptr "name" => name,
+        ptr "protocol" => protocol,
+        ptr "port" => port,
+        ptr "appProtocol" => app_protocol,
+    }
+}
+
+// authentication.k8s.io/v1
+messages! {
+    authnv1::SelfSubjectReview {
+        omit "metadata" => metadata,
+        omit "status" => status,
+    }
+    authnv1::SelfSubjectReviewStatus {
+        omit "userInfo" => user_info,
+    }
+    authnv1::TokenReview {
+        omit "metadata" => metadata,
+        req "spec" => spec,
+        omit "status" => status,
+    }
+    authnv1::TokenReviewSpec {
+        omit "token" => token,
+        omit "audiences" => audiences,
+    }
+    authnv1::TokenReviewStatus {
+        omit "authenticated" => authenticated,
+        omit "user" => user,
+        omit "audiences" => audiences,
+        omit "error" => error,
+    }
+    authnv1::UserInfo {
+        omit "username" => username,
+        omit "uid" => uid,
+        omit "groups" => groups,
+        omit "extra" => extra,
+    }
+}
+
+// authorization.k8s.io/v1
+messages! {
+    authzv1::SubjectAccessReview {
+        omit "metadata" => metadata,
+        req "spec" => spec,
+        omit "status" => status,
+    }
+    authzv1::SelfSubjectAccessReview {
+        omit "metadata" => metadata,
+        req "spec" => spec,
+        omit "status" => status,
+    }
+    authzv1::LocalSubjectAccessReview {
+        omit "metadata" => metadata,
+        req "spec" => spec,
+        omit "status" => status,
+    }
+    authzv1::SubjectAccessReviewSpec {
+        ptr "resourceAttributes" => resource_attributes,
+        ptr "nonResourceAttributes" => non_resource_attributes,
+        omit "user" => user,
+        omit "groups" => groups,
+        omit "extra" => extra,
+        omit "uid" => uid,
+    }
+    authzv1::SelfSubjectAccessReviewSpec {
+        ptr "resourceAttributes" => resource_attributes,
+        ptr "nonResourceAttributes" => non_resource_attributes,
+    }
+    authzv1::ResourceAttributes {
+        omit "namespace" => namespace,
+        omit "verb" => verb,
+        omit "group" => group,
+        omit "version" => version,
+        omit "resource" => resource,
+        omit "subresource" => subresource,
+        omit "name" => name,
+        ptr "fieldSelector" => field_selector,
+        ptr "labelSelector" => label_selector,
+    }
+    authzv1::FieldSelectorAttributes {
+        omit "rawSelector" => raw_selector,
+        omit "requirements" => requirements,
+    }
+    authzv1::LabelSelectorAttributes {
+        omit "rawSelector" => raw_selector,
+        omit "requirements" => requirements,
+    }
+    authzv1::NonResourceAttributes {
+        omit "path" => path,
+        omit "verb" => verb,
+    }
+    authzv1::SubjectAccessReviewStatus {
+        req "allowed" => allowed,
+        omit "denied" => denied,
+        omit "reason" => reason,
+        omit "evaluationError" => evaluation_error,
+    }
+    authzv1::SelfSubjectRulesReview {
+        omit "metadata" => metadata,
+        req "spec" => spec,
+        omit "status" => status,
+    }
+    authzv1::SelfSubjectRulesReviewSpec {
+        omit "namespace" => namespace,
+    }
+    authzv1::SubjectRulesReviewStatus {
+        req "resourceRules" => resource_rules,
+        req "nonResourceRules" => non_resource_rules,
+        req "incomplete" => incomplete,
+        omit "evaluationError" => evaluation_error,
+    }
+    authzv1::ResourceRule {
+        req "verbs" => verbs,
+        omit "apiGroups" => api_groups,
+        omit "resources" => resources,
+        omit "resourceNames" => resource_names,
+    }
+    authzv1::NonResourceRule {
+        req "verbs" => verbs,
+        omit "nonResourceURLs" => non_resource_ur_ls,
+    }
+}
+
+// The lists of the kinds kubegate serves: Go's `metadata` is a value `ListMeta` tagged
+// `omitempty` and `items` has no `omitempty` (kube always writes `"items": [...]`).
+messages! {
+    corev1::NamespaceList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    corev1::ConfigMapList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    corev1::SecretList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    corev1::ServiceAccountList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    corev1::ServiceList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    corev1::EndpointsList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    corev1::EventList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    eventsv1::EventList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    coordv1::LeaseList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    discv1::EndpointSliceList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+}
