@@ -962,3 +962,60 @@ async fn metadata_only_clients_get_partial_object_metadata() {
     assert_eq!(one["kind"], "PartialObjectMetadata");
     assert_eq!(one["metadata"]["name"], "a");
 }
+
+/// A resource whose strategy tracks generation (no built-in served today does).
+struct Generational;
+impl crate::resource::Strategy for Generational {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn generation_moves_on_spec_changes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        EmbeddedStore::open(&dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
+    let cacher = Cacher::start(store, 1000).await.unwrap();
+    let mut widgets = crate::core::configmap_def();
+    widgets.group = "example.com".into();
+    widgets.plural = "widgets".into();
+    widgets.kind = "Widget".into();
+    widgets.list_kind = "WidgetList".into();
+    widgets.definition = "com.example.Widget".into();
+    widgets.storage_prefix = "/example.com/widgets".into();
+    widgets.strategy = std::sync::Arc::new(Generational);
+    let mut resources = crate::core::builtin_resources();
+    resources.push(widgets);
+    let registry = Registry::new(resources, cacher, RegistryOptions::default());
+    registry.ensure_default_namespaces().await.unwrap();
+    let f = Fixture {
+        registry,
+        _dir: dir,
+    };
+    let path = "/apis/example.com/v1/namespaces/default/widgets";
+    let (code, w) = call(&f, "POST", path, Some(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}))).await;
+    assert_eq!(code, 201, "{w}");
+    assert_eq!(w["metadata"]["generation"], 1);
+    let patch = |body: Value| {
+        call_typed(
+            &f,
+            "PATCH",
+            "/apis/example.com/v1/namespaces/default/widgets/w",
+            Some(body),
+            "application/merge-patch+json",
+        )
+    };
+    let (_, w) = patch(json!({"metadata": {"labels": {"a": "b"}}})).await;
+    assert_eq!(
+        w["metadata"]["generation"], 1,
+        "metadata changes keep the generation"
+    );
+    let (_, w) = patch(json!({"status": {"ready": true}})).await;
+    assert_eq!(
+        w["metadata"]["generation"], 1,
+        "status changes keep the generation"
+    );
+    let (_, w) = patch(json!({"spec": {"size": 2}})).await;
+    assert_eq!(w["metadata"]["generation"], 2, "spec changes bump it");
+}
