@@ -129,12 +129,14 @@ prepare_common() {
 
 # ----------------------------------------------------------------------------- kubegate
 KG_PID=; KG_DIR=; KG_PORT=
+KG_ENV=(${KG_ENV[@]+"${KG_ENV[@]}"})            # extra VAR=value for kubegate (e.g. LD_PRELOAD in allocs.sh)
+NGINX_ENV=(${NGINX_ENV[@]+"${NGINX_ENV[@]}"})   # same for nginx
 # start_kubegate DATA_DIR PORT : starts kubegate pinned to SERVER_CPUS, waits for /readyz
 start_kubegate() {
   KG_DIR=$1; KG_PORT=$2
   mkdir -p "$KG_DIR"
   port_busy "$KG_PORT" && die "port $KG_PORT already in use (not ours; refusing to touch it)"
-  "${SRV_PIN[@]}" "$KUBEGATE_BIN" serve --data-dir "$KG_DIR" --secure-port "$KG_PORT" \
+  "${SRV_PIN[@]}" env ${KG_ENV[@]+"${KG_ENV[@]}"} "$KUBEGATE_BIN" serve --data-dir "$KG_DIR" --secure-port "$KG_PORT" \
     --bind-address 127.0.0.1 >>"$KG_DIR.log" 2>&1 &
   KG_PID=$!
   STARTED+=("$KG_PID")
@@ -357,7 +359,7 @@ http {
 }
 EOF
   nginx -t -q -p "$RUN/nginx" -e "$RUN/nginx/error.log" -c "$RUN/nginx/nginx.conf" || die "nginx config invalid"
-  "${SRV_PIN[@]}" nginx -p "$RUN/nginx" -e "$RUN/nginx/error.log" -c "$RUN/nginx/nginx.conf" -g 'daemon off;' &
+  "${SRV_PIN[@]}" env ${NGINX_ENV[@]+"${NGINX_ENV[@]}"} nginx -p "$RUN/nginx" -e "$RUN/nginx/error.log" -c "$RUN/nginx/nginx.conf" -g 'daemon off;' &
   NGINX_PID=$!
   STARTED+=("$NGINX_PID")
   for ((i = 0; i < 100; i++)); do port_busy "$NGINX_PORT" && break; sleep 0.1; done

@@ -66,9 +66,12 @@ for k, v in sorted(tot.items(), key=lambda x: -x[1]):
 '
 }
 
+CSV=$OUT/runs.csv
+echo "round,target,conns,$CSV_HEADER" >"$CSV"
 for t in $PROFILE_TARGETS; do
-  log "== $t: warm-up"
+  log "== $t: warm-up, then an unprofiled run for CPU us/request"
   run_loadgen "$RUN/warmup.out" "$CONNS" --url "${URL[$t]}" -d 2 "${LG_TLS[@]}"
+  measured_run "1,$t,$CONNS" "$OUT/$t.plain-load.txt" "$CONNS" "${PIDS[$t]}" --url "${URL[$t]}" -d 5 "${LG_TLS[@]}"
   # ---- perf
   bg_load "$t" "$((PROFILE_SECONDS + 2))" "$OUT/$t.perf-load.txt"
   sleep 1
@@ -108,12 +111,41 @@ PY
 stop_kubegate
 
 python3 - "$OUT" $PROFILE_TARGETS <<'EOF' | tee "$OUT/summary.txt"
-import os, re, sys
+import csv, os, re, sys
 out, targets = sys.argv[1], sys.argv[2:]
-print("CPU profile of the server during GET load (perf cpu-clock samples of the server process, % of its samples)")
+usreq = {r["target"]: (float(r["server_us_per_req"]), float(r["rps"])) for r in csv.DictReader(open(f"{out}/runs.csv"))}
+print("CPU profile of the server during GET load (perf cpu-clock samples of the server process)")
+print("us/req = share x server CPU us/request measured in an unprofiled run just before")
 for t in targets:
-    print(f"\n== {t}: " + open(f"{out}/{t}.perf-load.txt").read().split("RESULT ")[-1].split(" bytes_in")[0])
-    print(open(f"{out}/{t}.groups.txt").read().rstrip())
+    us, rps = usreq.get(t, (0.0, 0.0))
+    print(f"\n== {t}: unprofiled {rps:.0f} req/s, {us:.1f} server CPU us/request; under perf: " + open(f"{out}/{t}.perf-load.txt").read().split("RESULT ")[-1].split(" p90_us")[0])
+    for line in open(f"{out}/{t}.groups.txt").read().splitlines():
+        pct, name = line.split("%", 1)
+        print(f"  {float(pct):5.1f}%  {float(pct) * us / 100:5.1f} us/req {name.strip()}")
+    if os.path.exists(f"{out}/{t}.callers.txt") and t == "kubegate":
+        incl = {}
+        for line in open(f"{out}/{t}.callers.txt"):
+            m = re.match(r"\s*([\d.]+)%\s+[\d.]+%\s+\[.\]\s+(.*)", line)
+            if m: incl.setdefault(m.group(2).strip(), float(m.group(1)))
+        def find(rx):
+            return max((v for k, v in incl.items() if re.search(rx, k)), default=0.0)
+        phases = [("read+parse request (TLS decrypt, recvfrom)", r"HttpSession::read_request::\{\{closure"),
+                  ("kubegate Gateway::handle (pipeline+route+registry)", r"^kubegate::pipeline::Gateway::handle::\{\{closure"),
+                  ("  request_info::resolve", r"request_info::resolve$"),
+                  ("  Registry::dispatch (GET from watch cache)", r"Registry::dispatch::\{\{closure"),
+                  ("  negotiate_output (Accept parsing)", r"negotiate_output$"),
+                  ("  RequestInfo::clone", r"RequestInfo as core::clone::Clone>::clone"),
+                  ("  respond::base_header", r"respond::base_header$"),
+                  ("new_ctx (Audit-Id: uuid v4 = getrandom syscall)", r"ProxyHttp>::new_ctx$"),
+                  ("logging phase (metrics observe)", r"ProxyHttp>::logging::\{\{closure"),
+                  ("write_response_header (pingora)", r"^pingora_proxy::Session::write_response_header::\{\{closure"),
+                  ("write_response_body + flush (TLS encrypt, sendto, loopback)", r"^pingora_proxy::Session::write_response_body::\{\{closure"),
+                  ("per-request Box::pin of process_new_http future", r"^pin<pingora_proxy::\{impl#24\}::process_new_http"),
+                  ("memmove (all callers)", r"__memmove_avx512_unaligned_erms$")]
+        print("  phases (inclusive, overlapping):")
+        for name, rx in phases:
+            v = find(rx)
+            print(f"  {v:5.1f}%  {v * us / 100:5.1f} us/req {name}")
     print("  top symbols:")
     for line in open(f"{out}/{t}.flat.txt").read().splitlines()[:12]:
         print("   " + line.strip()[:150])

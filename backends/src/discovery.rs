@@ -584,6 +584,8 @@ pub(crate) mod tests {
                 if group.is_empty() { "core" } else { group }
             ),
             strategy: Arc::new(DefaultStrategy),
+            virtual_handler: None,
+            subresource_handlers: Vec::new(),
         }
     }
 

@@ -211,6 +211,37 @@ pub struct ResourceDef {
     /// The storage key prefix (`/<group or "core">/<resource>`), shared by every version.
     pub storage_prefix: String,
     pub strategy: Arc<dyn Strategy>,
+    /// For resources that are never stored (TokenReview, SelfSubjectReview, access
+    /// reviews): answers a create. Such resources support only `create`.
+    pub virtual_handler: Option<Arc<dyn VirtualHandler>>,
+    /// Handlers of subresources that are not views of the stored object (e.g.
+    /// `serviceaccounts/token`): (subresource name, handler).
+    pub subresource_handlers: Vec<(&'static str, Arc<dyn SubresourceHandler>)>,
+}
+
+/// Serves a create of a resource that is computed, not stored (kube's "virtual" resources
+/// such as reviews). Gets the decoded, type-checked body; returns the object to answer with
+/// (status filled in), which the registry encodes with code 201.
+#[async_trait::async_trait]
+pub trait VirtualHandler: Send + Sync {
+    async fn create(&self, request: &crate::api::ApiRequest, object: Value) -> crate::status::ApiResult<Value>;
+}
+
+/// Serves a create (POST) on a subresource of a stored object, e.g. a TokenRequest on
+/// `serviceaccounts/<name>/token`. Gets the parent object as stored (current version) and the
+/// decoded body; returns the object to answer with (code 201).
+#[async_trait::async_trait]
+pub trait SubresourceHandler: Send + Sync {
+    /// The kind of the subresource's request and response (`TokenRequest`) and its
+    /// apiVersion (`authentication.k8s.io/v1`).
+    fn kind(&self) -> (&'static str, &'static str);
+
+    async fn create(
+        &self,
+        request: &crate::api::ApiRequest,
+        parent: &Value,
+        body: Value,
+    ) -> crate::status::ApiResult<Value>;
 }
 
 impl std::fmt::Debug for ResourceDef {
@@ -269,6 +300,13 @@ impl ResourceDef {
     /// the strategy's cells; otherwise the strategy returns the whole row.
     pub fn row_starts_with_name(&self) -> bool {
         self.columns.first().is_some_and(|c| c.name == "Name")
+    }
+
+    pub fn subresource_handler(&self, name: &str) -> Option<&Arc<dyn SubresourceHandler>> {
+        self.subresource_handlers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, h)| h)
     }
 
     pub fn field_extractor(&self, label: &str) -> Option<FieldExtractor> {

@@ -56,6 +56,7 @@ pub struct Config {
     #[serde(with = "duration::serde_duration")]
     pub shutdown_timeout: Duration,
     pub storage: StorageConfig,
+    pub authentication: AuthenticationConfig,
     pub authorization: AuthorizationConfig,
     pub logging: LoggingConfig,
 }
@@ -83,6 +84,157 @@ pub struct StorageConfig {
     pub event_history: usize,
     /// Events the watch cache keeps in memory for watches and paginated lists.
     pub watch_cache_history: usize,
+}
+
+/// Authentication settings: which authenticators run (each off unless configured; x509
+/// client certificates are always on, against `tls.clientCAFile`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AuthenticationConfig {
+    /// Requests without credentials become `system:anonymous` (`--anonymous-auth`). Off by
+    /// default here: until RBAC is in place the default authorizer would allow them anything.
+    pub anonymous: bool,
+    /// kube's static token CSV (`--token-auth-file`): `token,user,uid,"group1,group2"`.
+    pub token_auth_file: Option<PathBuf>,
+    /// Bootstrap tokens from `kube-system` Secrets (`--enable-bootstrap-token-auth`).
+    pub bootstrap_tokens: bool,
+    pub service_accounts: ServiceAccountConfig,
+    /// A kube `AuthenticationConfiguration` file with `jwt` issuers (`--authentication-config`).
+    pub config_file: Option<PathBuf>,
+    /// Webhook token authentication (`--authentication-token-webhook-config-file`).
+    pub webhook: Option<WebhookTokenConfig>,
+    /// Front-proxy (request-header) authentication (`--requestheader-*`).
+    pub request_header: Option<RequestHeaderConfig>,
+    /// How long bearer-token results are cached.
+    pub token_cache: TokenCacheConfig,
+}
+
+/// ServiceAccount token issuing and verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ServiceAccountConfig {
+    /// Issuer (`iss`) of tokens kubegate signs (`--service-account-issuer`).
+    pub issuer: String,
+    /// Private key that signs tokens (`--service-account-signing-key-file`); generated in
+    /// the data dir when unset.
+    pub signing_key_file: Option<PathBuf>,
+    /// Extra public keys accepted when verifying (`--service-account-key-file`).
+    pub key_files: Vec<PathBuf>,
+    /// Audiences tokens must carry when none is asked for (`--api-audiences`); the issuer
+    /// when empty.
+    pub api_audiences: Vec<String>,
+    /// Longest expiration a TokenRequest may ask for (`--service-account-max-token-expiration`).
+    #[serde(with = "duration::serde_duration")]
+    pub max_token_expiration: Duration,
+}
+
+/// Webhook token authentication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookTokenConfig {
+    /// A kubeconfig-format file naming the remote service.
+    pub config_file: PathBuf,
+    /// How long successful reviews are cached (`--authentication-token-webhook-cache-ttl`).
+    #[serde(default = "default_webhook_ttl", with = "duration::serde_duration")]
+    pub cache_ttl: Duration,
+    /// How long failed reviews are cached.
+    #[serde(default = "default_webhook_failure_ttl", with = "duration::serde_duration")]
+    pub failure_cache_ttl: Duration,
+}
+
+fn default_webhook_ttl() -> Duration {
+    Duration::from_secs(120)
+}
+
+fn default_webhook_failure_ttl() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Front-proxy authentication: identity headers trusted only from client certificates signed
+/// by `clientCAFile` (and, when set, with a CN in `allowedNames`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestHeaderConfig {
+    /// `--requestheader-client-ca-file`.
+    #[serde(rename = "clientCAFile")]
+    pub client_ca_file: PathBuf,
+    /// `--requestheader-allowed-names` (empty: any CN signed by the CA).
+    #[serde(default)]
+    pub allowed_names: Vec<String>,
+    /// `--requestheader-username-headers`.
+    #[serde(default = "default_username_headers")]
+    pub username_headers: Vec<String>,
+    /// `--requestheader-uid-headers`.
+    #[serde(default = "default_uid_headers")]
+    pub uid_headers: Vec<String>,
+    /// `--requestheader-group-headers`.
+    #[serde(default = "default_group_headers")]
+    pub group_headers: Vec<String>,
+    /// `--requestheader-extra-headers-prefix`.
+    #[serde(default = "default_extra_prefixes")]
+    pub extra_headers_prefix: Vec<String>,
+}
+
+fn default_username_headers() -> Vec<String> {
+    vec!["X-Remote-User".into()]
+}
+
+fn default_uid_headers() -> Vec<String> {
+    vec!["X-Remote-Uid".into()]
+}
+
+fn default_group_headers() -> Vec<String> {
+    vec!["X-Remote-Group".into()]
+}
+
+fn default_extra_prefixes() -> Vec<String> {
+    vec!["X-Remote-Extra-".into()]
+}
+
+/// Bearer-token result cache TTLs (a success never outlives the token's own expiry).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TokenCacheConfig {
+    #[serde(with = "duration::serde_duration")]
+    pub success_ttl: Duration,
+    #[serde(with = "duration::serde_duration")]
+    pub failure_ttl: Duration,
+}
+
+impl Default for AuthenticationConfig {
+    fn default() -> Self {
+        AuthenticationConfig {
+            anonymous: false,
+            token_auth_file: None,
+            bootstrap_tokens: false,
+            service_accounts: ServiceAccountConfig::default(),
+            config_file: None,
+            webhook: None,
+            request_header: None,
+            token_cache: TokenCacheConfig::default(),
+        }
+    }
+}
+
+impl Default for ServiceAccountConfig {
+    fn default() -> Self {
+        ServiceAccountConfig {
+            issuer: "https://kubernetes.default.svc.cluster.local".into(),
+            signing_key_file: None,
+            key_files: Vec::new(),
+            api_audiences: Vec::new(),
+            max_token_expiration: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+impl Default for TokenCacheConfig {
+    fn default() -> Self {
+        TokenCacheConfig {
+            success_ttl: Duration::from_secs(10),
+            failure_ttl: Duration::ZERO,
+        }
+    }
 }
 
 /// Authorization settings.
@@ -119,6 +271,7 @@ impl Default for Config {
             request_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
             storage: StorageConfig::default(),
+            authentication: AuthenticationConfig::default(),
             authorization: AuthorizationConfig::default(),
             logging: LoggingConfig::default(),
         }
@@ -250,6 +403,23 @@ impl Config {
                 self.storage.watch_cache_history
             ));
         }
+        let sa = &self.authentication.service_accounts;
+        if sa.issuer.trim().is_empty() {
+            errors.push("authentication.serviceAccounts.issuer: Required value".into());
+        }
+        if sa.max_token_expiration < Duration::from_secs(600) {
+            errors.push(format!(
+                "authentication.serviceAccounts.maxTokenExpiration: Invalid value: \"{}\": must be at least 10m",
+                format_duration(sa.max_token_expiration)
+            ));
+        }
+        if let Some(rh) = &self.authentication.request_header {
+            if rh.username_headers.is_empty() {
+                errors.push(
+                    "authentication.requestHeader.usernameHeaders: Required value: at least one header".into(),
+                );
+            }
+        }
         if self.authorization.modes.is_empty() {
             errors.push("authorization.modes: Required value: at least one mode".into());
         }
@@ -325,6 +495,24 @@ mod tests {
             "{all}"
         );
         assert!(all.contains("logging.format"), "{all}");
+    }
+
+    #[test]
+    fn authentication_section_reads_kube_settings() {
+        let c = Config::from_yaml(
+            "authentication:\n  anonymous: true\n  tokenAuthFile: /etc/tokens.csv\n  webhook:\n    configFile: /etc/wh.kubeconfig\n  requestHeader:\n    clientCAFile: /etc/fp-ca.crt\n    allowedNames: [front-proxy-client]\n  serviceAccounts:\n    maxTokenExpiration: 48h\n",
+        )
+        .unwrap();
+        let a = &c.authentication;
+        assert!(a.anonymous);
+        assert_eq!(a.webhook.as_ref().unwrap().cache_ttl, Duration::from_secs(120));
+        let rh = a.request_header.as_ref().unwrap();
+        assert_eq!(rh.username_headers, vec!["X-Remote-User"]);
+        assert_eq!(rh.extra_headers_prefix, vec!["X-Remote-Extra-"]);
+        assert_eq!(a.service_accounts.max_token_expiration, Duration::from_secs(48 * 3600));
+        c.validate().unwrap();
+        let err = Config::from_yaml("authentication:\n  webhook: {}\n").unwrap_err();
+        assert!(err.contains("configFile"), "{err}");
     }
 
     #[test]

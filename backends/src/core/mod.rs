@@ -96,6 +96,8 @@ pub(crate) fn base_def(names: Names, strategy: Arc<dyn Strategy>) -> ResourceDef
         patch_meta: &[],
         storage_prefix: format!("/{group_dir}/{}", names.plural),
         strategy,
+        virtual_handler: None,
+        subresource_handlers: Vec::new(),
     }
 }
 

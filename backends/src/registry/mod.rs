@@ -144,6 +144,12 @@ impl Registry {
             return Err(ApiError::path_not_found());
         }
         let verb = info.verb.as_str();
+        if let Some(handler) = def.virtual_handler.clone() {
+            return self.create_virtual(&def, handler.as_ref(), request).await;
+        }
+        if let Some(handler) = def.subresource_handler(&info.subresource).cloned() {
+            return self.create_subresource(&def, handler.as_ref(), request).await;
+        }
         if info.subresource.is_empty() && !def.supports_verb(verb) {
             return Err(ApiError::method_not_supported(&def.group_resource(), verb));
         }
@@ -192,6 +198,15 @@ impl Registry {
         self.resources
             .iter()
             .find(|r| r.group == group && r.plural == plural)
+    }
+}
+
+/// Authenticators read Secrets and ServiceAccounts from the watch cache through this.
+impl kubegate_policy::authn::lookup::ObjectLookup for Registry {
+    fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let def = self.find(group, resource)?;
+        let cached = self.cacher.get(&def.key(namespace, name))?;
+        client_value(def, &cached.bytes).ok()
     }
 }
 

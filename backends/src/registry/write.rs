@@ -18,8 +18,8 @@ use crate::api::{ApiRequest, ApiResponse};
 use crate::machinery::negotiation::{self, negotiate_output, Negotiated, PatchType};
 use crate::machinery::patch::{self, PatchMeta, PatchMetaLookup, StaticPatchMeta};
 use crate::machinery::validation;
-use crate::resource::ResourceDef;
-use crate::status::{self, ApiError, ApiResult, StatusCause};
+use crate::resource::{ResourceDef, SubresourceHandler, VirtualHandler};
+use crate::status::{self, ApiError, ApiResult, GroupResource, StatusCause};
 use crate::storage::{Revision, StoreError};
 
 /// How many times a write without a client precondition is retried on a CAS conflict.
@@ -338,6 +338,64 @@ impl Registry {
             object: with_revision(object, revision),
             warnings: Vec::new(),
         })
+    }
+
+    /// A create of a resource that is computed, not stored (reviews).
+    pub(super) async fn create_virtual(
+        &self,
+        def: &ResourceDef,
+        handler: &dyn VirtualHandler,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        if request.info.verb != "create" || !request.info.name.is_empty() {
+            return Err(ApiError::method_not_supported(&def.group_resource(), &request.info.verb));
+        }
+        let output = negotiate_output(request.accept.as_deref(), false)?;
+        let mut object = decode_request_body(request)?;
+        check_type(&mut object, def, &def.kind)?;
+        if def.namespaced {
+            check_namespace(&mut object, def, &request.info.namespace)?;
+        }
+        let answer = handler.create(request, object).await?;
+        encode::json_value_response(201, &answer, &output)
+    }
+
+    /// A create on a subresource with its own handler (e.g. `serviceaccounts/x/token`).
+    pub(super) async fn create_subresource(
+        &self,
+        def: &ResourceDef,
+        handler: &dyn SubresourceHandler,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let info = &request.info;
+        if info.verb != "create" {
+            return Err(ApiError::method_not_supported(
+                &GroupResource::new(def.group.clone(), format!("{}/{}", def.plural, info.subresource)),
+                &info.verb,
+            ));
+        }
+        let output = negotiate_output(request.accept.as_deref(), false)?;
+        let (kind, api_version) = handler.kind();
+        let mut body = decode_request_body(request)?;
+        if let Some(map) = body.as_object_mut() {
+            match map.get("kind").and_then(Value::as_str) {
+                None | Some("") => {
+                    map.insert("kind".into(), json!(kind));
+                }
+                Some(k) if k == kind => {}
+                Some(k) => {
+                    return Err(ApiError::bad_request(format!(
+                        "the kind in the data ({k}) does not match the expected kind ({kind}) for the endpoint"
+                    )))
+                }
+            }
+            map.entry("apiVersion").or_insert_with(|| json!(api_version));
+        } else {
+            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        }
+        let parent = self.get_object(def, &info.namespace, &info.name).await?;
+        let answer = handler.create(request, &parent, body).await?;
+        encode::json_value_response(201, &answer, &output)
     }
 
     /// 409 AlreadyExists, saying so when the existing object is on its way out.

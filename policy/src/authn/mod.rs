@@ -5,6 +5,7 @@
 //! [`AuthnOutcome::NoCredential`]; one that finds a credential it cannot accept answers
 //! [`AuthnOutcome::Failed`], which is a 401 and never falls back to anonymous.
 
+pub mod lookup;
 pub mod union;
 pub mod x509;
 
