@@ -17,7 +17,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CONNS=${CONNS:-"1 32 64"}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 CM_BYTES=${CM_BYTES:-1024}                  # size of the GET response body to aim for
@@ -33,6 +33,26 @@ echo "round,target,conns,$CSV_HEADER" >"$CSV"
 machine_info >"$OUT/meta.txt"
 
 start_get_targets "$RUN" "$OUT"
+
+# optional diagnostic target: a second kubegate with jemalloc preloaded instead of glibc malloc
+# (same certificates, same object), to measure what the allocator costs. TARGETS="kubegate kubegate-jemalloc nginx"
+if [[ " $TARGETS " == *" kubegate-jemalloc "* ]]; then
+  JEMALLOC=${JEMALLOC:-$(ls /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -1)}
+  [[ -f $JEMALLOC ]] || die "libjemalloc.so.2 not found (apt-get install libjemalloc2)"
+  saved=("$KG_PID" "$KG_DIR" "$KG_PORT")
+  KG_ENV=(LD_PRELOAD="$JEMALLOC" ${KG_ENV[@]+"${KG_ENV[@]}"})
+  start_kubegate "$RUN/kubegate-jemalloc-data" "$(free_port 17445)" \
+    --tls-cert-file "$PKI/serving.crt" --tls-private-key-file "$PKI/serving.key" --client-ca-file "$PKI/ca.crt"
+  read -r -a KG_ENV <<<"$KUBEGATE_ENV"
+  grep -q jemalloc "/proc/$KG_PID/maps" || die "jemalloc not mapped into kubegate-jemalloc"
+  KG_DIR=${saved[1]}   # kg_curl: the first instance's PKI (shared certificates), the new port
+  kg_curl /api/v1/namespaces/default/configmaps -X POST -H 'Content-Type: application/json' \
+    --data-binary @"$RUN/cm.json" -o /dev/null
+  URL[kubegate-jemalloc]=https://127.0.0.1:$KG_PORT$CM_PATH
+  PIDS[kubegate-jemalloc]=$KG_PID
+  log "target kubegate-jemalloc = ${URL[kubegate-jemalloc]} (LD_PRELOAD=$JEMALLOC) -> $(kg_curl "$CM_PATH" -o /dev/null -w '%{http_code} %{size_download}B')"
+  KG_PID=${saved[0]}; KG_DIR=${saved[1]}; KG_PORT=${saved[2]}
+fi
 {
   echo "kubegate_pid=$KG_PID nginx_pid=$NGINX_PID body_bytes=$GET_BODY_BYTES"
   echo "CONNS='$CONNS' ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP TARGETS='$TARGETS'"
@@ -74,7 +94,7 @@ print("segs/req = TCP segments sent on the machine per request (request + respon
 hdr = f"{'target':<10}{'c':>4}{'rps':>9}{'spread':>8}{'p50 us':>8}{'p99 us':>8}{'srv us/req':>11}{'segs/req':>9}   {'cpu% srv/lg/fg':<16}{'rps/nginx':>10}{'cpu/nginx':>10}{'p50/nginx':>10}"
 for c in sorted({k[1] for k in by}):
     print(); print(hdr); print("-" * len(hdr))
-    for t in ("kubegate", "nginx"):
+    for t in ("kubegate", "kubegate-jemalloc", "nginx"):
         runs = by.get((t, c))
         if not runs: continue
         f = lambda k: [float(r[k]) for r in runs.values()]

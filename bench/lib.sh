@@ -129,15 +129,17 @@ prepare_common() {
 
 # ----------------------------------------------------------------------------- kubegate
 KG_PID=; KG_DIR=; KG_PORT=
-KG_ENV=(${KG_ENV[@]+"${KG_ENV[@]}"})            # extra VAR=value for kubegate (e.g. LD_PRELOAD in allocs.sh)
+KUBEGATE_ENV=${KUBEGATE_ENV:-}                  # extra VAR=value words for kubegate's environment, e.g. MALLOC_ARENA_MAX=2
+read -r -a KG_ENV <<<"$KUBEGATE_ENV"            # (scripts may also set KG_ENV, e.g. LD_PRELOAD in allocs.sh)
 NGINX_ENV=(${NGINX_ENV[@]+"${NGINX_ENV[@]}"})   # same for nginx
-# start_kubegate DATA_DIR PORT : starts kubegate pinned to SERVER_CPUS, waits for /readyz
+# start_kubegate DATA_DIR PORT [extra kubegate flags...] : starts kubegate pinned to SERVER_CPUS,
+# waits for /readyz
 start_kubegate() {
-  KG_DIR=$1; KG_PORT=$2
+  KG_DIR=$1; KG_PORT=$2; shift 2
   mkdir -p "$KG_DIR"
   port_busy "$KG_PORT" && die "port $KG_PORT already in use (not ours; refusing to touch it)"
   "${SRV_PIN[@]}" env ${KG_ENV[@]+"${KG_ENV[@]}"} "$KUBEGATE_BIN" serve --data-dir "$KG_DIR" --secure-port "$KG_PORT" \
-    --bind-address 127.0.0.1 >>"$KG_DIR.log" 2>&1 &
+    --bind-address 127.0.0.1 "$@" >>"$KG_DIR.log" 2>&1 &
   KG_PID=$!
   STARTED+=("$KG_PID")
   local i code
@@ -380,6 +382,6 @@ EOF
 machine_info() {
   echo "date=$(date -Is) host=$(hostname) kernel=$(uname -r) nproc=$(nproc)"
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') mem=$(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
-  echo "PIN=$PIN SERVER_CPUS=$SERVER_CPUS LOADGEN_CPUS=$LOADGEN_CPUS kubegate=$KUBEGATE_BIN ($(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo no-git), built $(date -r "$KUBEGATE_BIN" -Is 2>/dev/null))"
+  echo "KUBEGATE_ENV='$KUBEGATE_ENV' PIN=$PIN SERVER_CPUS=$SERVER_CPUS LOADGEN_CPUS=$LOADGEN_CPUS kubegate=$KUBEGATE_BIN (built $(date -r "$KUBEGATE_BIN" -Is 2>/dev/null); repo HEAD now $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo no-git))"
   nginx -v 2>&1 || true
 }

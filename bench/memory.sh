@@ -81,12 +81,12 @@ stop_kubegate
 } >>"$OUT/meta.txt"
 
 python3 - "$ROWS" "$n" "$one" "$db_kib" <<'EOF' | tee "$OUT/summary.txt"
-import sys
+import os, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 n, one, db = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 mib = lambda kb: int(kb) / 1024
 print()
-print(f"kubegate memory with {n} ConfigMaps of ~{one} B (GET body); data in kubegate.redb = {db / 1024:.1f} MiB; raw JSON = {n * one / 2**20:.1f} MiB")
+print(f"kubegate memory (env: {os.environ.get('KUBEGATE_ENV') or 'default'}) with {n} ConfigMaps of ~{one} B (GET body); data in kubegate.redb = {db / 1024:.1f} MiB; raw JSON = {n * one / 2**20:.1f} MiB")
 hdr = f"{'step':<44}{'VmRSS MiB':>10}{'VmHWM MiB':>10}{'RssAnon MiB':>12}{'threads':>8}"
 print(hdr); print("-" * len(hdr))
 for label, rss, hwm, anon, thr in rows:

@@ -224,7 +224,11 @@ pub struct ResourceDef {
 /// (status filled in), which the registry encodes with code 201.
 #[async_trait::async_trait]
 pub trait VirtualHandler: Send + Sync {
-    async fn create(&self, request: &crate::api::ApiRequest, object: Value) -> crate::status::ApiResult<Value>;
+    async fn create(
+        &self,
+        request: &crate::api::ApiRequest,
+        object: Value,
+    ) -> crate::status::ApiResult<Value>;
 }
 
 /// Serves a create (POST) on a subresource of a stored object, e.g. a TokenRequest on

@@ -88,7 +88,7 @@ pub struct StorageConfig {
 
 /// Authentication settings: which authenticators run (each off unless configured; x509
 /// client certificates are always on, against `tls.clientCAFile`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct AuthenticationConfig {
     /// Requests without credentials become `system:anonymous` (`--anonymous-auth`). Off by
@@ -138,7 +138,10 @@ pub struct WebhookTokenConfig {
     #[serde(default = "default_webhook_ttl", with = "duration::serde_duration")]
     pub cache_ttl: Duration,
     /// How long failed reviews are cached.
-    #[serde(default = "default_webhook_failure_ttl", with = "duration::serde_duration")]
+    #[serde(
+        default = "default_webhook_failure_ttl",
+        with = "duration::serde_duration"
+    )]
     pub failure_cache_ttl: Duration,
 }
 
@@ -199,21 +202,6 @@ pub struct TokenCacheConfig {
     pub success_ttl: Duration,
     #[serde(with = "duration::serde_duration")]
     pub failure_ttl: Duration,
-}
-
-impl Default for AuthenticationConfig {
-    fn default() -> Self {
-        AuthenticationConfig {
-            anonymous: false,
-            token_auth_file: None,
-            bootstrap_tokens: false,
-            service_accounts: ServiceAccountConfig::default(),
-            config_file: None,
-            webhook: None,
-            request_header: None,
-            token_cache: TokenCacheConfig::default(),
-        }
-    }
 }
 
 impl Default for ServiceAccountConfig {
@@ -505,11 +493,17 @@ mod tests {
         .unwrap();
         let a = &c.authentication;
         assert!(a.anonymous);
-        assert_eq!(a.webhook.as_ref().unwrap().cache_ttl, Duration::from_secs(120));
+        assert_eq!(
+            a.webhook.as_ref().unwrap().cache_ttl,
+            Duration::from_secs(120)
+        );
         let rh = a.request_header.as_ref().unwrap();
         assert_eq!(rh.username_headers, vec!["X-Remote-User"]);
         assert_eq!(rh.extra_headers_prefix, vec!["X-Remote-Extra-"]);
-        assert_eq!(a.service_accounts.max_token_expiration, Duration::from_secs(48 * 3600));
+        assert_eq!(
+            a.service_accounts.max_token_expiration,
+            Duration::from_secs(48 * 3600)
+        );
         c.validate().unwrap();
         let err = Config::from_yaml("authentication:\n  webhook: {}\n").unwrap_err();
         assert!(err.contains("configFile"), "{err}");

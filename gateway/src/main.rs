@@ -5,6 +5,7 @@
 //! generated on first start). Flags take kube-apiserver's names; `--config` reads the same
 //! settings from YAML, and flags override it.
 
+mod authn;
 mod certs;
 mod cli;
 mod controllers;

@@ -23,6 +23,8 @@ pub struct Metrics {
     pub request_duration: HistogramVec,
     pub inflight: IntGaugeVec,
     pub long_running: IntGaugeVec,
+    pub authentication_attempts: IntCounterVec,
+    pub authentication_duration: HistogramVec,
 }
 
 /// One finished request, as the metrics see it.
@@ -76,13 +78,32 @@ impl Metrics {
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(inflight.clone()))?;
+        let authentication_attempts = IntCounterVec::new(
+            Opts::new(
+                "authentication_attempts",
+                "Counter of authenticated attempts.",
+            ),
+            &["result"],
+        )?;
+        let authentication_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "authentication_duration_seconds",
+                "Authentication duration in seconds broken out by result.",
+            )
+            .buckets(prometheus::exponential_buckets(0.001, 2.0, 15)?),
+            &["result"],
+        )?;
         registry.register(Box::new(long_running.clone()))?;
+        registry.register(Box::new(authentication_attempts.clone()))?;
+        registry.register(Box::new(authentication_duration.clone()))?;
         Ok(Metrics {
             registry,
             requests,
             request_duration,
             inflight,
             long_running,
+            authentication_attempts,
+            authentication_duration,
         })
     }
 
@@ -109,6 +130,16 @@ impl Metrics {
                 .with_label_values(&base)
                 .observe(seconds);
         }
+    }
+
+    /// Records one authentication: `success`, `failure` or `error`, as kube labels them.
+    pub fn observe_authentication(&self, result: &str, seconds: f64) {
+        self.authentication_attempts
+            .with_label_values(&[result])
+            .inc();
+        self.authentication_duration
+            .with_label_values(&[result])
+            .observe(seconds);
     }
 
     /// The text exposition of every metric.

@@ -10,8 +10,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use kubegate_backends::api::{ApiRequest, ApiResponse};
 use kubegate_backends::status::ApiError;
+use kubegate_policy::authn::request_header::IdentityHeaders;
 use kubegate_policy::authn::{AuthnOutcome, AuthnRequest, PeerCertificate};
 use kubegate_policy::authz::{forbidden_message, Attributes, Decision};
+use kubegate_policy::impersonation::{impersonate, impersonation_header_names, ImpersonationError};
 use kubegate_policy::request_info::{self, RequestInfo};
 use kubegate_policy::{Authenticator, Authorizer, RequestInfoError, UserInfo};
 use pingora::prelude::*;
@@ -24,6 +26,11 @@ use crate::routes::Routes;
 /// Everything the pipeline needs, shared by every request.
 pub struct Gateway {
     pub authenticator: Arc<dyn Authenticator>,
+    /// Which requests without credentials become `system:anonymous`.
+    pub anonymous: crate::authn::Anonymous,
+    /// Front-proxy identity headers: stripped from every request once authentication has
+    /// read them, so nothing later can mistake a client's claim for an identity.
+    pub identity_headers: IdentityHeaders,
     pub authorizer: Arc<dyn Authorizer>,
     pub routes: Arc<Routes>,
     pub max_request_bytes: usize,
@@ -69,9 +76,6 @@ pub struct RequestCtx {
     dry_run: bool,
 }
 
-/// Headers that carry identity claims a client must never be able to set for itself.
-const IDENTITY_HEADER_PREFIXES: &[&str] = &["impersonate-", "x-remote-"];
-
 /// Paths anyone may read without credentials: exactly those kube's
 /// `system:public-info-viewer` role lists (not the per-check sub-paths).
 fn is_public_info_path(path: &str) -> bool {
@@ -116,37 +120,66 @@ impl Gateway {
             .and_then(|d| d.ssl_digest.as_ref())
             .and_then(|ssl| ssl.extension.get::<PeerCertificate>())
             .cloned();
-        let user = {
+        let started = Instant::now();
+        let outcome = {
             let request = AuthnRequest {
                 headers: &session.req_header().headers,
                 peer_certificate: peer.as_ref(),
             };
-            match self.authenticator.authenticate(&request).await {
-                AuthnOutcome::Authenticated(user) => user,
-                AuthnOutcome::Failed(reason) => {
-                    tracing::info!(audit_id = %ctx.audit_id, %reason, "authentication failed");
-                    return ApiError::unauthorized().into();
-                }
-                AuthnOutcome::NoCredential if is_public_info_path(&info.path) => {
-                    UserInfo::anonymous()
-                }
-                AuthnOutcome::NoCredential => return ApiError::unauthorized().into(),
-            }
+            self.authenticator.authenticate(&request).await
         };
-
-        // 5. impersonation is a later stage; until then a request asking for it is refused
-        // rather than silently served as the caller.
-        let asks_impersonation = session
+        let user = match outcome {
+            AuthnOutcome::Authenticated(user) => {
+                self.routes
+                    .metrics
+                    .observe_authentication("success", started.elapsed().as_secs_f64());
+                user
+            }
+            AuthnOutcome::Failed(reason) => {
+                self.routes
+                    .metrics
+                    .observe_authentication("failure", started.elapsed().as_secs_f64());
+                tracing::info!(audit_id = %ctx.audit_id, %reason, "authentication failed");
+                return ApiError::unauthorized().into();
+            }
+            AuthnOutcome::NoCredential
+                if self.anonymous.allows(&info.path) || is_public_info_path(&info.path) =>
+            {
+                UserInfo::anonymous()
+            }
+            AuthnOutcome::NoCredential => return ApiError::unauthorized().into(),
+        };
+        let stripped: Vec<_> = session
             .req_header()
             .headers
             .keys()
-            .any(|k| k.as_str().starts_with(IDENTITY_HEADER_PREFIXES[0]));
-        if asks_impersonation {
-            return ApiError::forbidden(format!(
-                "User \"{}\" cannot impersonate: impersonation is not enabled on this server",
-                user.name
-            ))
-            .into();
+            .filter(|name| self.identity_headers.matches(name))
+            .cloned()
+            .collect();
+        for name in stripped {
+            session.req_header_mut().remove_header(&name);
+        }
+
+        // 5. impersonation: each requested attribute is authorized for the real user; the
+        // headers are removed afterwards so nothing later can read them.
+        let user = match impersonate(
+            &session.req_header().headers,
+            &user,
+            self.authorizer.as_ref(),
+        )
+        .await
+        {
+            Ok(Some(impersonated)) => impersonated,
+            Ok(None) => user,
+            Err(ImpersonationError::Forbidden(message)) => {
+                return ApiError::forbidden(message).into()
+            }
+            Err(ImpersonationError::Invalid(message)) => {
+                return ApiError::bad_request(message).into()
+            }
+        };
+        for name in impersonation_header_names(&session.req_header().headers) {
+            session.req_header_mut().remove_header(&name);
         }
 
         // 7. authorization.

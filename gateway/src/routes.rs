@@ -21,6 +21,8 @@ pub struct Routes {
     pub health: Health,
     pub metrics: Arc<Metrics>,
     pub version: serde_json::Value,
+    /// The ServiceAccount issuer's `/.well-known/openid-configuration` and JWKS.
+    pub issuer_discovery: Option<(bytes::Bytes, bytes::Bytes)>,
 }
 
 impl Routes {
@@ -66,6 +68,18 @@ impl Routes {
                     "text/plain; version=0.0.4; charset=utf-8",
                     self.metrics.render(),
                 )
+            }
+            "/.well-known/openid-configuration" | "/openid/v1/jwks" => {
+                let Some((config, jwks)) = &self.issuer_discovery else {
+                    return ApiError::path_not_found().into();
+                };
+                let (content_type, body) = if path == "/openid/v1/jwks" {
+                    ("application/jwk-set+json", jwks.clone())
+                } else {
+                    ("application/json", config.clone())
+                };
+                return ApiResponse::with_type(200, content_type, body)
+                    .with_header("Cache-Control", "public, max-age=3600".to_string());
             }
             "/openapi/v2" => {
                 // client-go's OpenAPISchema() accepts only the protobuf form.

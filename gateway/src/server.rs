@@ -15,11 +15,9 @@ use kubegate_backends::storage::cacher::Cacher;
 use kubegate_backends::storage::embedded::{EmbeddedOptions, EmbeddedStore};
 use kubegate_backends::storage::Store;
 use kubegate_config::Config;
-use kubegate_policy::authn::union::UnionAuthenticator;
-use kubegate_policy::authn::x509::X509Authenticator;
 use kubegate_policy::authz::always::{AlwaysAllow, AlwaysDeny};
 use kubegate_policy::authz::union::{PrivilegedGroups, UnionAuthorizer};
-use kubegate_policy::{Authenticator, Authorizer};
+use kubegate_policy::Authorizer;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 
@@ -110,6 +108,39 @@ fn authorizer(config: &Config) -> Result<Arc<dyn Authorizer>, StartError> {
     Ok(Arc::new(UnionAuthorizer::new(chain)))
 }
 
+/// The built-in resources plus those that need the authenticators: the
+/// `serviceaccounts/token` subresource (TokenRequest), TokenReview and SelfSubjectReview.
+fn served_resources(
+    authentication: &crate::authn::Authentication,
+    lookup: Arc<crate::authn::LateLookup>,
+) -> Vec<kubegate_backends::ResourceDef> {
+    use kubegate_backends::core::authentication::{selfsubjectreviews_def, tokenreviews_def};
+    use kubegate_backends::core::tokenrequest::TokenRequestHandler;
+    use kubegate_backends::resource::SubresourceDef;
+    let mut resources = builtin_resources();
+    for def in resources.iter_mut() {
+        if def.group.is_empty() && def.plural == "serviceaccounts" {
+            def.subresources.push(SubresourceDef {
+                name: "token",
+                kind: "TokenRequest".into(),
+                verbs: vec!["create"],
+            });
+            def.subresource_handlers.push((
+                "token",
+                Arc::new(TokenRequestHandler::new(
+                    authentication.issuer.clone(),
+                    lookup.clone(),
+                )),
+            ));
+        }
+    }
+    resources.push(tokenreviews_def(Arc::new(crate::authn::BearerReviewer(
+        authentication.bearer.clone(),
+    ))));
+    resources.push(selfsubjectreviews_def());
+    resources
+}
+
 /// `ip:port`, with IPv6 addresses bracketed.
 fn socket_address(ip: &str, port: u16) -> String {
     if ip.contains(':') {
@@ -159,7 +190,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         &pki.ca_cert,
         &format!("https://{host}:{}", config.secure_port),
     )?;
-    let tls_settings = crate::tls::settings(&cert, &key, &client_ca)?;
+    let server_address = format!("{host}:{}", config.secure_port);
+    // Authenticators come first: the registry's TokenRequest and TokenReview handlers use
+    // them; their object lookups are bound to the registry once it exists.
+    let lookup = Arc::new(crate::authn::LateLookup::default());
+    let authentication = crate::authn::build(&config, &client_ca, &server_address, lookup.clone())
+        .map_err(StartError::Other)?;
+    let tls_settings = crate::tls::settings(&cert, &key, authentication.ca_bundles.clone())?;
 
     // Storage, watch cache and registry live on their own runtime: pingora runs its own
     // runtimes per service and must not be started inside one.
@@ -184,7 +221,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .await
             .map_err(|e| StartError::Storage(e.to_string()))?;
         let registry = Arc::new(Registry::new(
-            builtin_resources(),
+            served_resources(&authentication, lookup.clone()),
             cacher,
             RegistryOptions::default(),
         ));
@@ -194,6 +231,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .map_err(|e| StartError::Storage(e.message))?;
         Ok::<_, StartError>(registry)
     })?;
+    lookup.bind(registry.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     background.spawn(crate::controllers::namespace_controller(
         registry.clone(),
@@ -219,16 +257,18 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let resources: Vec<_> = registry.resources().iter().map(|r| (**r).clone()).collect();
     let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Other(e.to_string()))?);
     let routes = Arc::new(Routes {
-        discovery: Discovery::build(&resources, &format!("{host}:{}", config.secure_port)),
+        discovery: Discovery::build(&resources, &server_address),
         openapi: OpenApi::build(&resources),
         registry: registry.clone(),
         health,
         metrics,
         version: crate::version::version_info(),
+        issuer_discovery: authentication.discovery.clone(),
     });
-    let authenticators: Vec<Arc<dyn Authenticator>> = vec![Arc::new(X509Authenticator)];
     let gateway = Gateway {
-        authenticator: Arc::new(UnionAuthenticator::new(authenticators)),
+        authenticator: authentication.authenticator.clone(),
+        anonymous: authentication.anonymous,
+        identity_headers: authentication.identity_headers,
         authorizer: authorizer(&config)?,
         routes,
         max_request_bytes: config.max_request_bytes,

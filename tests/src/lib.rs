@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod fixtures;
+
 /// A running kubegate process with its data dir.
 pub struct Kubegate {
     pub port: u16,

@@ -1,6 +1,9 @@
 //! Acknowledged writes survive `kill -9`: write, kill the server hard, restart on the same
 //! data dir, read everything back.
 
+// Test helpers may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use kubegate_tests::Kubegate;
 
 #[test]

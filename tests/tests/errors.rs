@@ -1,5 +1,8 @@
 //! Bad input gets a `Status` body with kube's code, reason and wording, and changes nothing.
 
+// Test helpers may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use kubegate_tests::Kubegate;
 use serde_json::Value;
 

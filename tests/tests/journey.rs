@@ -2,6 +2,9 @@
 //! apply and re-apply, YAML output, label selectors, api-resources, explain, and namespace
 //! deletion that removes the namespace's content first.
 
+// Test helpers may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use kubegate_tests::{eventually, Kubegate};

@@ -1,6 +1,9 @@
 //! Operations: protocols (HTTP/2 and HTTP/1.1 by ALPN, TLS 1.2 and 1.3), `Audit-Id`, health
 //! endpoints, `/metrics`, `/version`, discovery negotiation and OpenAPI caching.
 
+// Test helpers may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::process::Command;
 
 use kubegate_tests::Kubegate;

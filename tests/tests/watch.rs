@@ -1,6 +1,9 @@
 //! Watches: `kubectl get -w` sees ADDED/MODIFIED/DELETED live and in order, and a raw watch
 //! resumed from a resourceVersion replays exactly the events after it.
 
+// Test helpers may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use kubegate_tests::Kubegate;

@@ -7,6 +7,7 @@
 //! messages). This module holds what they share: the resource list, Age formatting as
 //! `kubectl get` shows it, and small JSON accessors.
 
+pub mod authentication;
 pub mod b64;
 mod causes;
 pub mod configmaps;
@@ -23,6 +24,7 @@ pub mod services;
 mod services_alloc;
 mod services_ip_rules;
 mod services_validation;
+pub mod tokenrequest;
 
 use std::sync::Arc;
 

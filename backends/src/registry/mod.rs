@@ -148,7 +148,9 @@ impl Registry {
             return self.create_virtual(&def, handler.as_ref(), request).await;
         }
         if let Some(handler) = def.subresource_handler(&info.subresource).cloned() {
-            return self.create_subresource(&def, handler.as_ref(), request).await;
+            return self
+                .create_subresource(&def, handler.as_ref(), request)
+                .await;
         }
         if info.subresource.is_empty() && !def.supports_verb(verb) {
             return Err(ApiError::method_not_supported(&def.group_resource(), verb));

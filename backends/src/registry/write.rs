@@ -348,7 +348,10 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         if request.info.verb != "create" || !request.info.name.is_empty() {
-            return Err(ApiError::method_not_supported(&def.group_resource(), &request.info.verb));
+            return Err(ApiError::method_not_supported(
+                &def.group_resource(),
+                &request.info.verb,
+            ));
         }
         let output = negotiate_output(request.accept.as_deref(), false)?;
         let mut object = decode_request_body(request)?;
@@ -370,7 +373,10 @@ impl Registry {
         let info = &request.info;
         if info.verb != "create" {
             return Err(ApiError::method_not_supported(
-                &GroupResource::new(def.group.clone(), format!("{}/{}", def.plural, info.subresource)),
+                &GroupResource::new(
+                    def.group.clone(),
+                    format!("{}/{}", def.plural, info.subresource),
+                ),
                 &info.verb,
             ));
         }
@@ -389,9 +395,12 @@ impl Registry {
                     )))
                 }
             }
-            map.entry("apiVersion").or_insert_with(|| json!(api_version));
+            map.entry("apiVersion")
+                .or_insert_with(|| json!(api_version));
         } else {
-            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
         }
         let parent = self.get_object(def, &info.namespace, &info.name).await?;
         let answer = handler.create(request, &parent, body).await?;

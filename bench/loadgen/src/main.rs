@@ -77,7 +77,10 @@ fn parse_opts() -> Opts {
     let mut timeout = Duration::from_secs(10);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut val = || args.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
+        let mut val = || {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{a} needs a value")))
+        };
         match a.as_str() {
             "--url" => url = Some(val()),
             "-c" | "--conns" => conns = val().parse().unwrap_or_else(|_| usage("bad -c")),
@@ -124,7 +127,10 @@ fn parse_opts() -> Opts {
         Some(i) => (&rest[..i], rest[i..].to_string()),
         None => (rest, "/".to_string()),
     };
-    let with_port = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+    let with_port = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
         authority.to_string()
     } else {
         format!("{authority}:{}", if https { 443 } else { 80 })
@@ -215,7 +221,8 @@ fn tls_config(o: &Opts) -> Arc<rustls::ClientConfig> {
     } else {
         let mut roots = rustls::RootCertStore::empty();
         let ca = o.ca.as_deref().unwrap_or_default();
-        for c in CertificateDer::pem_file_iter(ca).unwrap_or_else(|e| usage(&format!("{ca}: {e}"))) {
+        for c in CertificateDer::pem_file_iter(ca).unwrap_or_else(|e| usage(&format!("{ca}: {e}")))
+        {
             roots
                 .add(c.unwrap_or_else(|e| usage(&format!("{ca}: {e}"))))
                 .unwrap_or_else(|e| usage(&format!("{ca}: {e}")));
@@ -228,7 +235,8 @@ fn tls_config(o: &Opts) -> Arc<rustls::ClientConfig> {
                 .unwrap_or_else(|e| usage(&format!("{c}: {e}")))
                 .collect::<Result<_, _>>()
                 .unwrap_or_else(|e| usage(&format!("{c}: {e}")));
-            let key = PrivateKeyDer::from_pem_file(k).unwrap_or_else(|e| usage(&format!("{k}: {e}")));
+            let key =
+                PrivateKeyDer::from_pem_file(k).unwrap_or_else(|e| usage(&format!("{k}: {e}")));
             builder
                 .with_client_auth_cert(certs, key)
                 .unwrap_or_else(|e| usage(&format!("client cert: {e}")))
@@ -276,9 +284,12 @@ async fn connect(sh: &Shared) -> io::Result<Box<dyn Io>> {
                     let (_, conn) = s.get_ref();
                     *p = format!(
                         "proto={:?} cipher={:?} alpn={}",
-                        conn.protocol_version().unwrap_or(rustls::ProtocolVersion::Unknown(0)),
+                        conn.protocol_version()
+                            .unwrap_or(rustls::ProtocolVersion::Unknown(0)),
                         conn.negotiated_cipher_suite().map(|c| c.suite()),
-                        conn.alpn_protocol().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or("-".into())
+                        conn.alpn_protocol()
+                            .map(|a| String::from_utf8_lossy(a).into_owned())
+                            .unwrap_or("-".into())
                     );
                 }
             }
@@ -294,7 +305,12 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// Reads one HTTP/1.1 response. `buf` keeps bytes beyond this response (none in practice).
 /// Returns (status, body bytes, server wants close).
 async fn read_response(s: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> io::Result<(u16, usize, bool)> {
-    let eof = || io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed mid-response");
+    let eof = || {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed mid-response",
+        )
+    };
     let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
     let mut tmp = [0u8; 16384];
     let head_end = loop {
@@ -402,7 +418,9 @@ fn build_request(o: &Opts, idx: u64, out: &mut Vec<u8>) {
     out.clear();
     let n = idx.to_string();
     let path = o.path.replace("{n}", &n);
-    out.extend_from_slice(format!("{} {} HTTP/1.1\r\nHost: {}\r\n", o.method, path, o.host).as_bytes());
+    out.extend_from_slice(
+        format!("{} {} HTTP/1.1\r\nHost: {}\r\n", o.method, path, o.host).as_bytes(),
+    );
     let mut has_accept = false;
     let mut has_ct = false;
     for h in &o.headers {
@@ -514,12 +532,14 @@ async fn run_conn(sh: Arc<Shared>, ready: Arc<Barrier>, go: Arc<Barrier>) -> Con
             }
             Ok(Err(e)) => {
                 st.errors += 1;
-                st.first_error.get_or_insert_with(|| format!("request: {e}"));
+                st.first_error
+                    .get_or_insert_with(|| format!("request: {e}"));
                 conn = None;
             }
             Err(_) => {
                 st.errors += 1;
-                st.first_error.get_or_insert_with(|| "request: timeout".into());
+                st.first_error
+                    .get_or_insert_with(|| "request: timeout".into());
                 conn = None;
             }
         }
@@ -532,11 +552,15 @@ async fn run_conn(sh: Arc<Shared>, ready: Arc<Barrier>, go: Arc<Barrier>) -> Con
 
 fn main() {
     let opts = parse_opts();
-    let tls = opts.https.then(|| tokio_rustls::TlsConnector::from(tls_config(&opts)));
-    let server_name = ServerName::try_from(opts.host.clone())
-        .unwrap_or_else(|_| usage("bad host name"));
+    let tls = opts
+        .https
+        .then(|| tokio_rustls::TlsConnector::from(tls_config(&opts)));
+    let server_name =
+        ServerName::try_from(opts.host.clone()).unwrap_or_else(|_| usage("bad host name"));
     let rt = if opts.threads <= 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(opts.threads)
@@ -560,7 +584,11 @@ fn main() {
         let go = Arc::new(Barrier::new(conns + 1));
         let mut tasks = Vec::with_capacity(conns);
         for _ in 0..conns {
-            tasks.push(tokio::spawn(run_conn(sh.clone(), ready.clone(), go.clone())));
+            tasks.push(tokio::spawn(run_conn(
+                sh.clone(),
+                ready.clone(),
+                go.clone(),
+            )));
         }
         // start the clock once every connection is up (TLS handshakes are not measured)
         ready.wait().await;
@@ -599,7 +627,11 @@ fn main() {
         }
     };
     let requests = lat.len() as u64;
-    let non2xx: u64 = status.iter().filter(|(k, _)| !(200..300).contains(*k)).map(|(_, v)| v).sum();
+    let non2xx: u64 = status
+        .iter()
+        .filter(|(k, _)| !(200..300).contains(*k))
+        .map(|(_, v)| v)
+        .sum();
     let status_s: Vec<String> = status.iter().map(|(k, v)| format!("{k}:{v}")).collect();
     let dur_us = elapsed.as_micros().max(1);
     if let Some(e) = &first_error {

@@ -6,5 +6,11 @@
 pub trait ObjectLookup: Send + Sync {
     /// The object of `resource` in `group` (`""` for core) named `name` in `namespace`
     /// (empty for cluster-scoped), as JSON; `None` when it does not exist.
-    fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<serde_json::Value>;
+    fn get(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<serde_json::Value>;
 }

@@ -5,19 +5,46 @@
 //! [`AuthnOutcome::NoCredential`]; one that finds a credential it cannot accept answers
 //! [`AuthnOutcome::Failed`], which is a 401 and never falls back to anonymous.
 
+pub mod bearer;
+pub mod bootstrap;
+pub mod ca_bundle;
+pub mod cache;
+pub mod jwt;
 pub mod lookup;
+pub mod request_header;
+pub mod serviceaccount;
+pub mod token_file;
 pub mod union;
+pub mod webhook;
 pub mod x509;
 
 use crate::user::UserInfo;
 
-/// The identity the TLS layer extracted from a verified client certificate.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The client certificate the TLS handshake presented, as the TLS layer hands it over.
+///
+/// The TLS layer accepts a chain that leads to any of the CAs it trusts (client CA and
+/// request-header CA alike), so this says nothing about *which* CA signed it: each
+/// authenticator verifies [`PeerCertificate::chain`] against its own bundle, on every request
+/// (a connection may outlive the certificate, or the CA may have been removed since).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct PeerCertificate {
-    /// Subject common name.
+    /// Subject common name of the leaf (`chain[0]`).
     pub common_name: String,
-    /// Every subject organization, in order.
+    /// Every subject organization of the leaf, in order.
     pub organizations: Vec<String>,
+    /// The presented chain in DER, leaf first, then the intermediates the client sent.
+    pub chain: Vec<Vec<u8>>,
+}
+
+/// Leaves the DER bytes out: they would flood any log line the identity ends up in.
+impl std::fmt::Debug for PeerCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerCertificate")
+            .field("common_name", &self.common_name)
+            .field("organizations", &self.organizations)
+            .field("chain_len", &self.chain.len())
+            .finish()
+    }
 }
 
 /// What an authenticator may look at: the request headers and the verified client

@@ -66,7 +66,6 @@ impl Authenticator for UnionAuthenticator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authn::PeerCertificate;
     use crate::user::{UserInfo, ALL_AUTHENTICATED, ANONYMOUS};
     use std::future::Future;
     use std::pin::pin;
@@ -191,27 +190,5 @@ mod tests {
         let none = fixed(AuthnOutcome::NoCredential);
         assert_eq!(run(&[none.clone(), none]), AuthnOutcome::NoCredential);
         assert_eq!(run(&[]), AuthnOutcome::NoCredential);
-    }
-
-    #[test]
-    fn works_with_the_x509_authenticator() {
-        let union = UnionAuthenticator::new(vec![Arc::new(crate::authn::x509::X509Authenticator)]);
-        let headers = http::HeaderMap::new();
-        let peer = PeerCertificate {
-            common_name: "admin".into(),
-            organizations: vec!["system:masters".into()],
-        };
-        let request = AuthnRequest {
-            headers: &headers,
-            peer_certificate: Some(&peer),
-        };
-        assert_eq!(
-            block_on(union.authenticate(&request)),
-            AuthnOutcome::Authenticated(user("admin", &["system:masters", ALL_AUTHENTICATED]))
-        );
-        assert_eq!(
-            format!("{union:?}"),
-            "UnionAuthenticator { authenticators: [\"x509\"] }"
-        );
     }
 }

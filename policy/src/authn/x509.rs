@@ -1,23 +1,37 @@
-//! Client-certificate authentication, as kube's `x509.CommonNameUserConversion`: the subject
-//! common name is the user name and every subject organization is a group.
+//! Client-certificate authentication, as kube's `request/x509` authenticator with
+//! `CommonNameUserConversion`: the presented chain must verify against the client CA bundle
+//! (`--client-ca-file`) for client authentication, on every request; then the subject common
+//! name is the user name, every subject organization a group, and the leaf's SHA-256 the
+//! credential id.
 //!
-//! The TLS layer verifies the chain against the client CA and hands over the leaf as a
-//! [`PeerCertificate`] (see [`PeerCertificate::from_der`]); this module only maps it to a
-//! user.
+//! The TLS layer accepts chains from the client CA *and* the request-header CA, and re-checks
+//! nothing once a connection is up, so the verification here is what decides: it catches a
+//! certificate that expired on a long-lived connection, a CA removed from the bundle, and a
+//! front proxy's certificate, which is left to the request-header authenticator.
 
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
 use x509_parser::asn1_rs::Tag;
 use x509_parser::oid_registry::{OID_X509_COMMON_NAME, OID_X509_ORGANIZATION_NAME};
-use x509_parser::prelude::{FromDer, X509Certificate};
+use x509_parser::prelude::{FromDer, ParsedExtension, X509Certificate};
 use x509_parser::x509::AttributeTypeAndValue;
 
+use super::ca_bundle::CaBundle;
 use super::{Authenticator, AuthnOutcome, AuthnRequest, PeerCertificate};
 use crate::user::UserInfo;
+
+/// The `user.Info` extra key under which kube records which credential authenticated a
+/// request (kube's `user.CredentialIDKey`).
+pub const CREDENTIAL_ID_KEY: &str = "authentication.kubernetes.io/credential-id";
 
 impl PeerCertificate {
     /// Reads the subject common name and organizations of a DER certificate the way Go's
     /// `crypto/x509` fills `pkix.Name`: attributes in certificate order, the last common name
     /// wins, every organization is kept in order. Like Go, a subject attribute whose value is
-    /// not a well-formed directory string makes the certificate unusable.
+    /// not a well-formed directory string makes the certificate unusable. The chain is just
+    /// this certificate.
     pub fn from_der(der: &[u8]) -> Result<PeerCertificate, String> {
         let (rest, certificate) = X509Certificate::from_der(der)
             .map_err(|e| format!("x509: cannot parse certificate: {e}"))?;
@@ -35,8 +49,55 @@ impl PeerCertificate {
                 }
             }
         }
+        identity.chain = vec![der.to_vec()];
         Ok(identity)
     }
+
+    /// The subject of the leaf (the first certificate, see [`PeerCertificate::from_der`]) with
+    /// the whole chain kept for verification.
+    pub fn from_chain(chain: Vec<Vec<u8>>) -> Result<PeerCertificate, String> {
+        let leaf = chain
+            .first()
+            .ok_or_else(|| "x509: empty certificate chain".to_string())?;
+        let mut identity = PeerCertificate::from_der(leaf)?;
+        identity.chain = chain;
+        Ok(identity)
+    }
+}
+
+/// Names a certificate in logs the way kube does (`SN=<decimal>, SKID=AB:CD.., AKID=..`),
+/// without echoing its subject.
+pub(crate) fn certificate_identifier(der: &[u8]) -> String {
+    let Ok((_, certificate)) = X509Certificate::from_der(der) else {
+        return "<unparsable certificate>".to_string();
+    };
+    let mut skid: &[u8] = &[];
+    let mut akid: &[u8] = &[];
+    for extension in certificate.extensions() {
+        match extension.parsed_extension() {
+            ParsedExtension::SubjectKeyIdentifier(id) => skid = id.0,
+            ParsedExtension::AuthorityKeyIdentifier(aki) => {
+                if let Some(id) = &aki.key_identifier {
+                    akid = id.0;
+                }
+            }
+            _ => {}
+        }
+    }
+    format!(
+        "SN={}, SKID={}, AKID={}",
+        certificate.tbs_certificate.serial,
+        colon_hex(skid),
+        colon_hex(akid)
+    )
+}
+
+fn colon_hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Decodes an attribute value as Go's `parseASN1String` does, with the same accepted string
@@ -112,9 +173,73 @@ fn decode_bmp_string(data: &[u8]) -> Option<String> {
         .collect()
 }
 
-/// Authenticates requests by their verified client certificate.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct X509Authenticator;
+/// Authenticates requests by a client certificate that verifies against the client CA bundle.
+#[derive(Debug, Clone)]
+pub struct X509Authenticator {
+    bundle: Arc<CaBundle>,
+    request_header: Option<Arc<CaBundle>>,
+}
+
+impl X509Authenticator {
+    /// Trusts client certificates that verify against `bundle` (`--client-ca-file`).
+    pub fn new(bundle: Arc<CaBundle>) -> Self {
+        X509Authenticator {
+            bundle,
+            request_header: None,
+        }
+    }
+
+    /// Names the request-header CA bundle, so that a front proxy's certificate (signed by it
+    /// and not by the client CA) counts as no credential here instead of a rejected one: the
+    /// request-header authenticator speaks for it, and a proxy request without identity
+    /// headers then goes on like any request without credentials.
+    pub fn with_request_header_bundle(mut self, bundle: Arc<CaBundle>) -> Self {
+        self.request_header = Some(bundle);
+        self
+    }
+
+    fn authenticate_certificate(
+        &self,
+        certificate: &PeerCertificate,
+        now: SystemTime,
+    ) -> AuthnOutcome {
+        let Some(leaf) = certificate.chain.first() else {
+            // Only a hand-built identity lacks its chain; with nothing to verify it cannot be
+            // trusted, and a presented certificate must never end up anonymous.
+            return AuthnOutcome::Failed("client certificate without its chain".to_string());
+        };
+        if let Err(reason) = self.bundle.verify(&certificate.chain, now) {
+            let front_proxy = self
+                .request_header
+                .as_ref()
+                .is_some_and(|rh| rh.issued(&certificate.chain))
+                && !self.bundle.issued(&certificate.chain);
+            if front_proxy {
+                return AuthnOutcome::NoCredential;
+            }
+            return AuthnOutcome::Failed(format!(
+                "verifying certificate {} failed: {reason}",
+                certificate_identifier(leaf)
+            ));
+        }
+        if certificate.common_name.is_empty() {
+            // kube skips such a certificate silently; here a presented credential that names no
+            // one is a failure, so it can never end up as anonymous.
+            return AuthnOutcome::Failed(
+                "client certificate has an empty subject common name".to_string(),
+            );
+        }
+        let mut user = UserInfo::new(
+            certificate.common_name.clone(),
+            certificate.organizations.clone(),
+        );
+        user.extra.insert(
+            CREDENTIAL_ID_KEY.to_string(),
+            vec![format!("X509SHA256={}", hex::encode(Sha256::digest(leaf)))],
+        );
+        AuthnOutcome::Authenticated(user)
+    }
+}
 
 #[async_trait::async_trait]
 impl Authenticator for X509Authenticator {
@@ -123,20 +248,10 @@ impl Authenticator for X509Authenticator {
     }
 
     async fn authenticate(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
-        let Some(certificate) = request.peer_certificate else {
-            return AuthnOutcome::NoCredential;
-        };
-        if certificate.common_name.is_empty() {
-            // kube skips such a certificate silently; here a presented credential that names no
-            // one is a failure, so it can never end up as anonymous.
-            return AuthnOutcome::Failed(
-                "client certificate has an empty subject common name".to_string(),
-            );
+        match request.peer_certificate {
+            None => AuthnOutcome::NoCredential,
+            Some(certificate) => self.authenticate_certificate(certificate, SystemTime::now()),
         }
-        AuthnOutcome::Authenticated(UserInfo::new(
-            certificate.common_name.clone(),
-            certificate.organizations.clone(),
-        ))
     }
 }
 
@@ -145,6 +260,7 @@ impl Authenticator for X509Authenticator {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::authn::ca_bundle::tests::{bundle_file, ca, replace, TestCa};
     use std::future::Future;
     use std::pin::pin;
     use std::task::{Context, Poll, Waker};
@@ -169,44 +285,29 @@ mod tests {
         }
     }
 
-    fn cert(cn: &str, orgs: &[&str]) -> PeerCertificate {
-        PeerCertificate {
-            common_name: cn.to_string(),
-            organizations: orgs.iter().map(|o| o.to_string()).collect(),
-        }
+    fn cert(cn: &str, orgs: &[&str]) -> (String, Vec<String>) {
+        (cn.to_string(), orgs.iter().map(|o| o.to_string()).collect())
+    }
+
+    fn subject(der: &[u8]) -> (String, Vec<String>) {
+        let peer = PeerCertificate::from_der(der).unwrap();
+        assert_eq!(peer.chain, vec![der.to_vec()]);
+        (peer.common_name, peer.organizations)
     }
 
     #[test]
     fn from_der_reads_cn_and_every_o_in_order() {
         assert_eq!(
-            PeerCertificate::from_der(ALICE_3_ORGS).unwrap(),
+            subject(ALICE_3_ORGS),
             cert("alice", &["system:masters", "dev", "ops"])
         );
-        assert_eq!(
-            PeerCertificate::from_der(NO_CN).unwrap(),
-            cert("", &["team-a"])
-        );
+        assert_eq!(subject(NO_CN), cert("", &["team-a"]));
         // Go keeps the last common name.
-        assert_eq!(
-            PeerCertificate::from_der(TWO_CNS).unwrap(),
-            cert("second", &["g1"])
-        );
-        assert_eq!(
-            PeerCertificate::from_der(UTF8_CN).unwrap(),
-            cert("jöhn", &["équipe"])
-        );
-        assert_eq!(
-            PeerCertificate::from_der(MULTIVALUE_RDN).unwrap(),
-            cert("bob", &["rdn-org", "after"])
-        );
-        assert_eq!(
-            PeerCertificate::from_der(PRINTABLE).unwrap(),
-            cert("printable-user", &["grp one"])
-        );
-        assert_eq!(
-            PeerCertificate::from_der(BMP).unwrap(),
-            cert("zoë", &["grp"])
-        );
+        assert_eq!(subject(TWO_CNS), cert("second", &["g1"]));
+        assert_eq!(subject(UTF8_CN), cert("jöhn", &["équipe"]));
+        assert_eq!(subject(MULTIVALUE_RDN), cert("bob", &["rdn-org", "after"]));
+        assert_eq!(subject(PRINTABLE), cert("printable-user", &["grp one"]));
+        assert_eq!(subject(BMP), cert("zoë", &["grp"]));
     }
 
     #[test]
@@ -236,35 +337,234 @@ mod tests {
         assert!(!is_printable(b'@') && !is_printable(b'_') && !is_printable(b'!'));
     }
 
-    fn authenticate(peer: Option<&PeerCertificate>) -> AuthnOutcome {
+    fn authenticate(
+        authenticator: &X509Authenticator,
+        peer: Option<&PeerCertificate>,
+    ) -> AuthnOutcome {
         let headers = http::HeaderMap::new();
         let request = AuthnRequest {
             headers: &headers,
             peer_certificate: peer,
         };
-        block_on(X509Authenticator.authenticate(&request))
+        block_on(authenticator.authenticate(&request))
+    }
+
+    fn peer(chain: &[&[u8]]) -> PeerCertificate {
+        PeerCertificate::from_chain(chain.iter().map(|c| c.to_vec()).collect()).unwrap()
+    }
+
+    fn credential_id(leaf: &[u8]) -> String {
+        format!("X509SHA256={}", hex::encode(Sha256::digest(leaf)))
+    }
+
+    fn failure(outcome: AuthnOutcome) -> String {
+        match outcome {
+            AuthnOutcome::Failed(reason) => reason,
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    /// A client CA bundle of two CAs (the second one signing through an intermediate), a
+    /// request-header CA, and a CA nobody trusts.
+    struct Setup {
+        _dir: tempfile::TempDir,
+        first: TestCa,
+        second: TestCa,
+        intermediate: TestCa,
+        proxy_ca: TestCa,
+        stranger: TestCa,
+        client_bundle: Arc<CaBundle>,
+        proxy_bundle: Arc<CaBundle>,
+    }
+
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second, proxy_ca, stranger) = (
+            ca("client-ca-1"),
+            ca("client-ca-2"),
+            ca("front-proxy-ca"),
+            ca("stranger"),
+        );
+        let intermediate = second.intermediate("client-intermediate");
+        let client_pem = format!("{}{}", first.pem, second.pem);
+        let client_bundle =
+            Arc::new(CaBundle::load(bundle_file(&dir, "client-ca.crt", &client_pem)).unwrap());
+        let proxy_bundle =
+            Arc::new(CaBundle::load(bundle_file(&dir, "rh-ca.crt", &proxy_ca.pem)).unwrap());
+        Setup {
+            _dir: dir,
+            first,
+            second,
+            intermediate,
+            proxy_ca,
+            stranger,
+            client_bundle,
+            proxy_bundle,
+        }
     }
 
     #[test]
-    fn authenticator_maps_certificate_to_user() {
-        let peer = PeerCertificate::from_der(ALICE_3_ORGS).unwrap();
+    fn verified_certificate_maps_to_user_with_credential_id() {
+        let s = setup();
+        let x509 = X509Authenticator::new(s.client_bundle.clone());
+        let leaf = s.first.leaf("alice", &["system:masters", "dev"]);
+        let mut alice = UserInfo::new("alice", vec!["system:masters".into(), "dev".into()]);
+        alice
+            .extra
+            .insert(CREDENTIAL_ID_KEY.into(), vec![credential_id(&leaf)]);
         assert_eq!(
-            authenticate(Some(&peer)),
-            AuthnOutcome::Authenticated(UserInfo::new(
-                "alice",
-                vec!["system:masters".into(), "dev".into(), "ops".into()]
-            ))
+            authenticate(&x509, Some(&peer(&[&leaf]))),
+            AuthnOutcome::Authenticated(alice)
         );
-        assert_eq!(
-            authenticate(Some(&cert("node:n1", &[]))),
-            AuthnOutcome::Authenticated(UserInfo::new("node:n1", vec![]))
+        let id = credential_id(&leaf);
+        assert_eq!(id.len(), "X509SHA256=".len() + 64);
+        assert!(id[11..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+
+        // The second CA of the bundle, through an intermediate the client sends.
+        let leaf = s.intermediate.leaf("system:node:n1", &["system:nodes"]);
+        match authenticate(&x509, Some(&peer(&[&leaf, &s.intermediate.der]))) {
+            AuthnOutcome::Authenticated(user) => {
+                assert_eq!(user.name, "system:node:n1");
+                assert_eq!(user.groups, vec!["system:nodes".to_string()]);
+                assert_eq!(user.extra[CREDENTIAL_ID_KEY], vec![credential_id(&leaf)]);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(authenticate(&x509, None), AuthnOutcome::NoCredential);
+        assert_eq!(x509.name(), "x509");
+    }
+
+    #[test]
+    fn unverifiable_certificates_fail() {
+        let s = setup();
+        let x509 = X509Authenticator::new(s.client_bundle.clone())
+            .with_request_header_bundle(s.proxy_bundle.clone());
+        let client = Some(rcgen::ExtendedKeyUsagePurpose::ClientAuth);
+        let expired = s
+            .second
+            .leaf_with("old", &[], ((2000, 1, 1), (2001, 1, 1)), client.clone());
+        let reason = failure(authenticate(&x509, Some(&peer(&[&expired]))));
+        assert!(
+            reason.starts_with("verifying certificate SN=") && reason.contains("has expired"),
+            "{reason}"
         );
-        assert_eq!(authenticate(None), AuthnOutcome::NoCredential);
-        let no_cn = PeerCertificate::from_der(NO_CN).unwrap();
+        let future = s
+            .first
+            .leaf_with("new", &[], ((2090, 1, 1), (2091, 1, 1)), client);
+        let reason = failure(authenticate(&x509, Some(&peer(&[&future]))));
+        assert!(reason.contains("is before 2090-01-01"), "{reason}");
+        let reason = failure(authenticate(
+            &x509,
+            Some(&peer(&[&s.stranger.leaf("eve", &[])])),
+        ));
+        assert!(
+            reason.ends_with("x509: certificate signed by unknown authority"),
+            "{reason}"
+        );
+        // Without the intermediate the chain leads nowhere.
+        let leaf = s.intermediate.leaf("bob", &[]);
         assert!(matches!(
-            authenticate(Some(&no_cn)),
+            authenticate(&x509, Some(&peer(&[&leaf]))),
             AuthnOutcome::Failed(_)
         ));
-        assert_eq!(X509Authenticator.name(), "x509");
+        // A verified certificate that names no one.
+        let reason = failure(authenticate(
+            &x509,
+            Some(&peer(&[&s.first.leaf("", &["team-a"])])),
+        ));
+        assert_eq!(
+            reason,
+            "client certificate has an empty subject common name"
+        );
+        // An identity without its chain cannot be verified.
+        let bare = PeerCertificate {
+            common_name: "admin".into(),
+            organizations: vec!["system:masters".into()],
+            chain: vec![],
+        };
+        assert!(matches!(
+            authenticate(&x509, Some(&bare)),
+            AuthnOutcome::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn front_proxy_certificates_are_not_x509_users() {
+        let s = setup();
+        let proxy_leaf = s.proxy_ca.leaf("front-proxy-client", &[]);
+        let proxy = peer(&[&proxy_leaf]);
+        let x509 = X509Authenticator::new(s.client_bundle.clone())
+            .with_request_header_bundle(s.proxy_bundle.clone());
+        assert_eq!(
+            authenticate(&x509, Some(&proxy)),
+            AuthnOutcome::NoCredential
+        );
+        // Also once expired: it is still the proxy's, for the request-header authenticator.
+        let expired = s.proxy_ca.leaf_with(
+            "front-proxy-client",
+            &[],
+            ((2000, 1, 1), (2001, 1, 1)),
+            None,
+        );
+        assert_eq!(
+            authenticate(&x509, Some(&peer(&[&expired]))),
+            AuthnOutcome::NoCredential
+        );
+        // Without knowing the request-header CA it is just an unknown authority.
+        let plain = X509Authenticator::new(s.client_bundle.clone());
+        assert!(matches!(
+            authenticate(&plain, Some(&proxy)),
+            AuthnOutcome::Failed(_)
+        ));
+        // When both flags name the same CA, its certificates are x509 users (as in kube).
+        let shared = X509Authenticator::new(s.proxy_bundle.clone())
+            .with_request_header_bundle(s.proxy_bundle.clone());
+        assert!(matches!(
+            authenticate(&shared, Some(&proxy)),
+            AuthnOutcome::Authenticated(_)
+        ));
+    }
+
+    #[test]
+    fn a_ca_removed_from_the_bundle_stops_authenticating() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, two) = (ca("one"), ca("two"));
+        let path = bundle_file(&dir, "ca.crt", &format!("{}{}", one.pem, two.pem));
+        let bundle = Arc::new(
+            CaBundle::load(&path)
+                .unwrap()
+                .with_check_interval(std::time::Duration::ZERO),
+        );
+        let x509 = X509Authenticator::new(bundle);
+        let alice = peer(&[&one.leaf("alice", &[])]);
+        assert!(matches!(
+            authenticate(&x509, Some(&alice)),
+            AuthnOutcome::Authenticated(_)
+        ));
+        replace(&path, &two.pem);
+        let reason = failure(authenticate(&x509, Some(&alice)));
+        assert!(reason.ends_with("signed by unknown authority"), "{reason}");
+    }
+
+    #[test]
+    fn certificate_identifier_reads_like_kube() {
+        let s = setup();
+        let id = certificate_identifier(&s.intermediate.leaf("x", &[]));
+        assert!(id.starts_with("SN="), "{id}");
+        let (_, rest) = id.split_once(", SKID=").unwrap();
+        let (skid, akid) = rest.split_once(", AKID=").unwrap();
+        assert!(
+            skid.is_empty() || skid.split(':').all(|b| b.len() == 2),
+            "{id}"
+        );
+        assert!(
+            !akid.is_empty() && akid.split(':').all(|b| b.len() == 2),
+            "{id}"
+        );
+        assert_eq!(colon_hex(&[0xab, 0x01]), "AB:01");
+        assert_eq!(certificate_identifier(b"junk"), "<unparsable certificate>");
+        assert!(PeerCertificate::from_chain(vec![]).is_err());
     }
 }

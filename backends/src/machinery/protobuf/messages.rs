@@ -383,6 +383,26 @@ messages! {
     authnv1::SelfSubjectReviewStatus {
         omit "userInfo" => user_info,
     }
+    authnv1::TokenRequest {
+        omit "metadata" => metadata,
+        req "spec" => spec,
+        omit "status" => status,
+    }
+    authnv1::TokenRequestSpec {
+        req "audiences" => audiences,
+        ptr "expirationSeconds" => expiration_seconds,
+        ptr "boundObjectRef" => bound_object_ref,
+    }
+    authnv1::TokenRequestStatus {
+        req "token" => token,
+        req "expirationTimestamp" => expiration_timestamp,
+    }
+    authnv1::BoundObjectReference {
+        omit "kind" => kind,
+        omit "apiVersion" => api_version,
+        omit "name" => name,
+        omit "uid" => u_id,
+    }
     authnv1::TokenReview {
         omit "metadata" => metadata,
         req "spec" => spec,

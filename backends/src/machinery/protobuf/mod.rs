@@ -283,6 +283,8 @@ const REQUEST_KINDS: &[Codec] = &[
     kind::<discv1::EndpointSlice>(),
     kind::<authnv1::SelfSubjectReview>(),
     kind::<authnv1::TokenReview>(),
+    // k8s-pb gives the TokenRequest subresource kind no `Resource` impl.
+    named::<authnv1::TokenRequest>("authentication.k8s.io/v1", "TokenRequest"),
     kind::<authzv1::SelfSubjectAccessReview>(),
     kind::<authzv1::SubjectAccessReview>(),
     kind::<authzv1::LocalSubjectAccessReview>(),

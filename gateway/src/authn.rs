@@ -1,0 +1,238 @@
+//! Assembles the configured authenticators in kube-apiserver's order (front proxy, x509,
+//! then bearer tokens: token file, ServiceAccount, bootstrap, JWT issuers, webhook), with the
+//! pieces that share them: the ServiceAccount token issuer (for `serviceaccounts/token`),
+//! the TokenReview adapter, the CA bundles the TLS layer trusts, the identity headers to
+//! strip, and the issuer's discovery documents.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use kubegate_backends::core::authentication::TokenReviewer;
+use kubegate_config::Config;
+use kubegate_policy::authn::bearer::{
+    AudienceAgnosticToken, BearerAuthenticator, TokenAuthenticator, TokenOutcome,
+};
+use kubegate_policy::authn::bootstrap::BootstrapTokenAuthenticator;
+use kubegate_policy::authn::ca_bundle::CaBundle;
+use kubegate_policy::authn::cache::CachedTokenAuthenticator;
+use kubegate_policy::authn::jwt::{AnonymousConfig, AuthenticationConfiguration};
+use kubegate_policy::authn::lookup::ObjectLookup;
+use kubegate_policy::authn::request_header::{
+    identity_header_names, IdentityHeaders, RequestHeaderAuthenticator,
+};
+use kubegate_policy::authn::serviceaccount::{
+    self, ensure_signing_key, ServiceAccountTokenAuthenticator, SigningKey, TokenIssuer,
+    VerifyingKeys,
+};
+use kubegate_policy::authn::token_file::TokenFileAuthenticator;
+use kubegate_policy::authn::union::UnionAuthenticator;
+use kubegate_policy::authn::webhook::WebhookTokenAuthenticator;
+use kubegate_policy::authn::x509::X509Authenticator;
+use kubegate_policy::{Authenticator, UserInfo};
+
+/// An [`ObjectLookup`] bound after the registry exists (authenticators are built first,
+/// because the registry's TokenRequest handler needs the issuer).
+#[derive(Default)]
+pub struct LateLookup(OnceLock<Arc<dyn ObjectLookup>>);
+
+impl LateLookup {
+    pub fn bind(&self, lookup: Arc<dyn ObjectLookup>) {
+        let _ = self.0.set(lookup);
+    }
+}
+
+impl ObjectLookup for LateLookup {
+    fn get(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<serde_json::Value> {
+        self.0.get()?.get(group, resource, namespace, name)
+    }
+}
+
+/// Which requests without credentials become `system:anonymous`.
+pub enum Anonymous {
+    Off,
+    On,
+    /// The AuthenticationConfiguration's `anonymous` block (only its listed paths).
+    Paths(AnonymousConfig),
+}
+
+impl Anonymous {
+    pub fn allows(&self, path: &str) -> bool {
+        match self {
+            Anonymous::Off => false,
+            Anonymous::On => true,
+            Anonymous::Paths(c) => c.allows(path),
+        }
+    }
+}
+
+/// Everything authentication-related the server wires.
+pub struct Authentication {
+    pub authenticator: Arc<dyn Authenticator>,
+    pub bearer: Arc<BearerAuthenticator>,
+    pub anonymous: Anonymous,
+    pub identity_headers: IdentityHeaders,
+    pub ca_bundles: Vec<Arc<CaBundle>>,
+    pub issuer: Arc<TokenIssuer>,
+    /// `/.well-known/openid-configuration` and `/openid/v1/jwks`, when the issuer is a
+    /// discoverable https URL.
+    pub discovery: Option<(Bytes, Bytes)>,
+}
+
+/// Builds the authenticators from the configuration.
+pub fn build(
+    config: &Config,
+    client_ca: &Path,
+    server_address: &str,
+    lookup: Arc<dyn ObjectLookup>,
+) -> Result<Authentication, String> {
+    let auth = &config.authentication;
+    let sa = &auth.service_accounts;
+    let api_audiences = if sa.api_audiences.is_empty() {
+        vec![sa.issuer.clone()]
+    } else {
+        sa.api_audiences.clone()
+    };
+
+    // Certificates: the client CA (x509 users) and the front proxy's CA.
+    let client_bundle = Arc::new(CaBundle::load(client_ca)?);
+    let mut ca_bundles = vec![client_bundle.clone()];
+    let mut chain: Vec<Arc<dyn Authenticator>> = Vec::new();
+    let mut x509 = X509Authenticator::new(client_bundle);
+    let identity_headers = match &auth.request_header {
+        Some(rh) => {
+            let bundle = Arc::new(CaBundle::load(&rh.client_ca_file)?);
+            ca_bundles.push(bundle.clone());
+            x509 = x509.with_request_header_bundle(bundle.clone());
+            let front_proxy = RequestHeaderAuthenticator::new(
+                bundle,
+                rh.allowed_names.clone(),
+                rh.username_headers.clone(),
+                rh.uid_headers.clone(),
+                rh.group_headers.clone(),
+                rh.extra_headers_prefix.clone(),
+            )
+            .map_err(|e| format!("authentication.requestHeader: {e}"))?;
+            let headers = front_proxy.identity_headers();
+            chain.push(Arc::new(front_proxy));
+            headers
+        }
+        None => identity_header_names(&[], &[], &[], &[]),
+    };
+    chain.push(Arc::new(x509));
+
+    // ServiceAccount tokens: kubegate is an issuer.
+    let signing_key = match &sa.signing_key_file {
+        Some(path) => SigningKey::from_file(path)?,
+        None => ensure_signing_key(&config.data_dir.join("pki").join("service-account.key"))?,
+    };
+    let keys = VerifyingKeys::load(Some(&signing_key), &sa.key_files)?;
+    let issuer = Arc::new(TokenIssuer::new(
+        sa.issuer.clone(),
+        signing_key,
+        api_audiences.clone(),
+        Some(sa.max_token_expiration),
+    ));
+
+    // Bearer tokens, in kube's order.
+    let mut tokens: Vec<Arc<dyn TokenAuthenticator>> = Vec::new();
+    let agnostic = |inner: Arc<dyn TokenAuthenticator>| -> Arc<dyn TokenAuthenticator> {
+        Arc::new(AudienceAgnosticToken::new(api_audiences.clone(), inner))
+    };
+    if let Some(path) = &auth.token_auth_file {
+        tokens.push(agnostic(Arc::new(TokenFileAuthenticator::load(path)?)));
+    }
+    tokens.push(Arc::new(ServiceAccountTokenAuthenticator::new(
+        vec![sa.issuer.clone()],
+        keys.clone(),
+        api_audiences.clone(),
+        lookup.clone(),
+    )));
+    if auth.bootstrap_tokens {
+        tokens.push(agnostic(Arc::new(BootstrapTokenAuthenticator::new(lookup))));
+    }
+    let mut anonymous = if auth.anonymous {
+        Anonymous::On
+    } else {
+        Anonymous::Off
+    };
+    if let Some(path) = &auth.config_file {
+        let structured = AuthenticationConfiguration::load(path, std::slice::from_ref(&sa.issuer))?;
+        for jwt in structured.jwt_authenticators()? {
+            tokens.push(agnostic(Arc::new(jwt)));
+        }
+        if let Some(block) = structured.anonymous.clone() {
+            if auth.anonymous {
+                return Err(
+                    "authentication.anonymous and the anonymous block of authentication.configFile are mutually exclusive"
+                        .into(),
+                );
+            }
+            anonymous = Anonymous::Paths(block);
+        }
+    }
+    if let Some(webhook) = &auth.webhook {
+        let remote = WebhookTokenAuthenticator::from_kubeconfig(&webhook.config_file)?
+            .with_implicit_audiences(api_audiences.clone());
+        tokens.push(Arc::new(CachedTokenAuthenticator::new(
+            Arc::new(remote),
+            webhook.cache_ttl,
+            webhook.failure_cache_ttl,
+        )));
+    }
+    let cached = CachedTokenAuthenticator::new(
+        Arc::new(kubegate_policy::authn::bearer::TokenUnion::new(tokens)),
+        auth.token_cache.success_ttl,
+        auth.token_cache.failure_ttl,
+    );
+    let bearer = Arc::new(BearerAuthenticator::new(
+        vec![Arc::new(cached)],
+        api_audiences,
+    ));
+    chain.push(bearer.clone());
+
+    let jwks_uri = serviceaccount::default_jwks_uri(server_address);
+    let discovery = serviceaccount::validate_discovery_urls(&sa.issuer, &jwks_uri)
+        .ok()
+        .map(|()| {
+            (
+                Bytes::from(
+                    serviceaccount::openid_configuration(&sa.issuer, &jwks_uri, &keys).to_string(),
+                ),
+                Bytes::from(serviceaccount::jwks(&keys).to_string()),
+            )
+        });
+    Ok(Authentication {
+        authenticator: Arc::new(UnionAuthenticator::new(chain)),
+        bearer,
+        anonymous,
+        identity_headers,
+        ca_bundles,
+        issuer,
+        discovery,
+    })
+}
+
+/// TokenReview answers from kubegate's own bearer-token authenticators.
+pub struct BearerReviewer(pub Arc<BearerAuthenticator>);
+
+#[async_trait::async_trait]
+impl TokenReviewer for BearerReviewer {
+    async fn review(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<Option<(UserInfo, Vec<String>)>, String> {
+        match self.0.review(token, audiences).await {
+            TokenOutcome::Authenticated(result) => Ok(Some((result.user, result.audiences))),
+            TokenOutcome::NotMine => Ok(None),
+            TokenOutcome::Invalid(reason) => Err(reason),
+        }
+    }
+}

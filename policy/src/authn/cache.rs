@@ -1,0 +1,366 @@
+//! A caching wrapper for token authenticators, as kube's `authentication/token/cache`: results
+//! are remembered for a success TTL or a failure TTL so remote checks (webhooks, OIDC) and
+//! storage lookups are not repeated on every request, and concurrent checks of the same token
+//! share one call to the wrapped authenticator.
+//!
+//! Cache keys are a salted SHA-256 of the audiences and the token, never the token itself, so
+//! memory (or a debug dump of the cache) does not hold usable credentials. A cached success is
+//! never served past the token's own `expires_at`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use sha2::{Digest, Sha256};
+
+use super::bearer::{TokenAuthenticator, TokenOutcome};
+
+/// Upper bound on remembered tokens; kube's striped cache holds 32 × 4096 entries.
+const MAX_ENTRIES: u64 = 32 * 4096;
+
+type Key = [u8; 32];
+
+/// A remembered outcome and how long it may be remembered (decided when it was stored).
+#[derive(Debug)]
+struct Entry {
+    outcome: TokenOutcome,
+    ttl: Duration,
+}
+
+impl Entry {
+    /// Whether the entry may still be served: moka expires it on its monotonic clock, but a
+    /// success is also re-checked against the wall clock its `expires_at` is written in.
+    fn usable(&self, now: SystemTime) -> bool {
+        match &self.outcome {
+            TokenOutcome::Authenticated(result) => result.expires_at.is_none_or(|at| at > now),
+            _ => true,
+        }
+    }
+}
+
+/// Gives every entry the TTL chosen when it was stored.
+struct PerEntryTtl;
+
+impl moka::Expiry<Key, Arc<Entry>> for PerEntryTtl {
+    fn expire_after_create(
+        &self,
+        _key: &Key,
+        value: &Arc<Entry>,
+        _created_at: Instant,
+    ) -> Option<Duration> {
+        Some(value.ttl)
+    }
+}
+
+/// Remembers the outcomes of a token authenticator; see the module documentation.
+pub struct CachedTokenAuthenticator {
+    inner: Arc<dyn TokenAuthenticator>,
+    success_ttl: Duration,
+    failure_ttl: Duration,
+    /// Per-instance random salt for the key hash (kube keys with an HMAC under a random key),
+    /// so a key seen in memory cannot be checked against guessed tokens offline.
+    salt: [u8; 32],
+    cache: moka::future::Cache<Key, Arc<Entry>>,
+}
+
+impl std::fmt::Debug for CachedTokenAuthenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedTokenAuthenticator")
+            .field("inner", &self.inner.name())
+            .field("success_ttl", &self.success_ttl)
+            .field("failure_ttl", &self.failure_ttl)
+            .field("entries", &self.cache.entry_count())
+            .finish()
+    }
+}
+
+impl CachedTokenAuthenticator {
+    /// Caches accepted tokens for `success_ttl` (capped by each token's expiry) and rejected
+    /// or unknown ones (`NotMine` and `Invalid`, as kube's apiserver cache, which caches
+    /// errors too) for `failure_ttl`. A zero TTL disables caching of that kind of result;
+    /// concurrent checks of one token are still shared.
+    pub fn new(
+        inner: Arc<dyn TokenAuthenticator>,
+        success_ttl: Duration,
+        failure_ttl: Duration,
+    ) -> Self {
+        CachedTokenAuthenticator {
+            inner,
+            success_ttl,
+            failure_ttl,
+            salt: rand::random(),
+            cache: moka::future::Cache::builder()
+                .max_capacity(MAX_ENTRIES)
+                .expire_after(PerEntryTtl)
+                .build(),
+        }
+    }
+
+    /// A hash of everything the outcome depends on. Each part is length-prefixed so that
+    /// different (audiences, token) pairs can never produce the same byte stream.
+    fn key(&self, token: &str, audiences: &[String]) -> Key {
+        let mut hasher = Sha256::new();
+        hasher.update(self.salt);
+        hasher.update((audiences.len() as u64).to_be_bytes());
+        for audience in audiences {
+            hasher.update((audience.len() as u64).to_be_bytes());
+            hasher.update(audience.as_bytes());
+        }
+        hasher.update((token.len() as u64).to_be_bytes());
+        hasher.update(token.as_bytes());
+        hasher.finalize().into()
+    }
+
+    /// How long `outcome` may be remembered, or `None` if it must not be.
+    fn ttl_for(&self, outcome: &TokenOutcome, now: SystemTime) -> Option<Duration> {
+        let ttl = match outcome {
+            TokenOutcome::Authenticated(result) => match result.expires_at {
+                // A token that has already expired is passed on once, never remembered.
+                Some(at) => self
+                    .success_ttl
+                    .min(at.duration_since(now).unwrap_or(Duration::ZERO)),
+                None => self.success_ttl,
+            },
+            TokenOutcome::NotMine | TokenOutcome::Invalid(_) => self.failure_ttl,
+        };
+        (!ttl.is_zero()).then_some(ttl)
+    }
+}
+
+#[async_trait::async_trait]
+impl TokenAuthenticator for CachedTokenAuthenticator {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
+        let key = self.key(token, audiences);
+        // Two rounds at most: a hit that outlived its token's expiry is dropped and looked up
+        // again once; should that race with another stale insert, ask the source directly.
+        for _ in 0..2 {
+            let looked_up = self
+                .cache
+                .try_get_with(key, async {
+                    let outcome = self.inner.authenticate_token(token, audiences).await;
+                    match self.ttl_for(&outcome, SystemTime::now()) {
+                        Some(ttl) => Ok(Arc::new(Entry { outcome, ttl })),
+                        // Not stored, but still handed to every caller waiting on this key,
+                        // which is how concurrent checks share one call.
+                        None => Err(outcome),
+                    }
+                })
+                .await;
+            match looked_up {
+                Ok(entry) if entry.usable(SystemTime::now()) => return entry.outcome.clone(),
+                Ok(_) => self.cache.invalidate(&key).await,
+                Err(shared) => return (*shared).clone(),
+            }
+        }
+        self.inner.authenticate_token(token, audiences).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authn::bearer::TokenReviewResult;
+    use crate::user::UserInfo;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Accepts `good` (optionally expiring), rejects `bad`, ignores the rest, slowly.
+    struct Counting {
+        calls: AtomicUsize,
+        delay: Duration,
+        expires_in: Option<Duration>,
+    }
+
+    fn counting(delay: Duration, expires_in: Option<Duration>) -> Arc<Counting> {
+        Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            delay,
+            expires_in,
+        })
+    }
+
+    #[async_trait::async_trait]
+    impl TokenAuthenticator for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if !self.delay.is_zero() {
+                tokio::time::sleep(self.delay).await;
+            }
+            match token {
+                "good" => TokenOutcome::Authenticated(TokenReviewResult {
+                    user: UserInfo::new("alice", vec![]),
+                    audiences: audiences.to_vec(),
+                    expires_at: self.expires_in.map(|d| SystemTime::now() + d),
+                }),
+                "bad" => TokenOutcome::Invalid("rejected".into()),
+                _ => TokenOutcome::NotMine,
+            }
+        }
+    }
+
+    fn calls(c: &Counting) -> usize {
+        c.calls.load(Ordering::SeqCst)
+    }
+
+    const SHORT: Duration = Duration::from_millis(300);
+    const LONG: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn success_is_cached_for_its_ttl() {
+        let inner = counting(Duration::ZERO, None);
+        let cached = CachedTokenAuthenticator::new(inner.clone(), SHORT, Duration::ZERO);
+        let first = cached.authenticate_token("good", &[]).await;
+        assert!(matches!(first, TokenOutcome::Authenticated(_)));
+        assert_eq!(cached.authenticate_token("good", &[]).await, first);
+        assert_eq!(calls(&inner), 1);
+        tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+        assert_eq!(cached.authenticate_token("good", &[]).await, first);
+        assert_eq!(calls(&inner), 2, "asked again after the TTL");
+    }
+
+    #[tokio::test]
+    async fn failures_follow_the_failure_ttl() {
+        let inner = counting(Duration::ZERO, None);
+        let uncached = CachedTokenAuthenticator::new(inner.clone(), LONG, Duration::ZERO);
+        for _ in 0..3 {
+            assert_eq!(
+                uncached.authenticate_token("bad", &[]).await,
+                TokenOutcome::Invalid("rejected".into())
+            );
+            assert_eq!(
+                uncached.authenticate_token("unknown", &[]).await,
+                TokenOutcome::NotMine
+            );
+        }
+        assert_eq!(calls(&inner), 6, "failure TTL 0 caches nothing");
+
+        let inner = counting(Duration::ZERO, None);
+        let cached = CachedTokenAuthenticator::new(inner.clone(), LONG, SHORT);
+        for _ in 0..3 {
+            cached.authenticate_token("bad", &[]).await;
+            cached.authenticate_token("unknown", &[]).await;
+        }
+        assert_eq!(calls(&inner), 2);
+        tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+        assert_eq!(
+            cached.authenticate_token("bad", &[]).await,
+            TokenOutcome::Invalid("rejected".into())
+        );
+        assert_eq!(calls(&inner), 3);
+    }
+
+    #[tokio::test]
+    async fn success_never_outlives_token_expiry() {
+        let inner = counting(Duration::ZERO, Some(SHORT));
+        let cached = CachedTokenAuthenticator::new(inner.clone(), LONG, Duration::ZERO);
+        cached.authenticate_token("good", &[]).await;
+        cached.authenticate_token("good", &[]).await;
+        assert_eq!(calls(&inner), 1);
+        tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+        cached.authenticate_token("good", &[]).await;
+        assert_eq!(calls(&inner), 2, "the entry ended with the token");
+
+        // Already expired when returned: passed on, never remembered.
+        let inner = counting(Duration::ZERO, Some(Duration::ZERO));
+        let cached = CachedTokenAuthenticator::new(inner.clone(), LONG, Duration::ZERO);
+        cached.authenticate_token("good", &[]).await;
+        cached.authenticate_token("good", &[]).await;
+        assert_eq!(calls(&inner), 2);
+    }
+
+    #[test]
+    fn stale_entries_are_not_usable() {
+        let past = SystemTime::now() - Duration::from_secs(1);
+        let entry = Entry {
+            outcome: TokenOutcome::Authenticated(TokenReviewResult {
+                user: UserInfo::new("alice", vec![]),
+                audiences: vec![],
+                expires_at: Some(past),
+            }),
+            ttl: LONG,
+        };
+        assert!(!entry.usable(SystemTime::now()));
+        let failure = Entry {
+            outcome: TokenOutcome::NotMine,
+            ttl: LONG,
+        };
+        assert!(failure.usable(SystemTime::now()));
+    }
+
+    #[tokio::test]
+    async fn audiences_are_part_of_the_key() {
+        let inner = counting(Duration::ZERO, None);
+        let cached = CachedTokenAuthenticator::new(inner.clone(), LONG, LONG);
+        let a = vec!["a".to_string()];
+        let ab = vec!["a".to_string(), "b".to_string()];
+        match cached.authenticate_token("good", &a).await {
+            TokenOutcome::Authenticated(r) => assert_eq!(r.audiences, a),
+            other => panic!("unexpected {other:?}"),
+        }
+        match cached.authenticate_token("good", &ab).await {
+            TokenOutcome::Authenticated(r) => assert_eq!(r.audiences, ab),
+            other => panic!("unexpected {other:?}"),
+        }
+        cached.authenticate_token("good", &a).await;
+        assert_eq!(calls(&inner), 2);
+        // Length prefixes keep ("ab", token "c") apart from ("a", token "bc").
+        assert_ne!(
+            cached.key("c", &["ab".to_string()]),
+            cached.key("bc", &["a".to_string()])
+        );
+        assert_ne!(
+            cached.key("good", &[]),
+            cached.key("good", &[String::new()])
+        );
+    }
+
+    #[tokio::test]
+    async fn keys_do_not_contain_the_token() {
+        let cached = CachedTokenAuthenticator::new(counting(Duration::ZERO, None), LONG, LONG);
+        let other = CachedTokenAuthenticator::new(counting(Duration::ZERO, None), LONG, LONG);
+        let token = "a-fairly-long-secret-token-value";
+        let key = cached.key(token, &[]);
+        assert!(!key
+            .windows(8)
+            .any(|w| token.as_bytes().windows(8).any(|t| t == w)));
+        assert_ne!(key, other.key(token, &[]), "salted per instance");
+        assert!(!format!("{cached:?}").contains(token));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_lookups_share_one_call() {
+        for (success_ttl, failure_ttl, token) in [
+            (LONG, LONG, "good"),
+            (LONG, Duration::ZERO, "bad"),
+            (Duration::ZERO, Duration::ZERO, "good"),
+        ] {
+            let inner = counting(Duration::from_millis(200), None);
+            let cached = Arc::new(CachedTokenAuthenticator::new(
+                inner.clone(),
+                success_ttl,
+                failure_ttl,
+            ));
+            let tasks: Vec<_> = (0..16)
+                .map(|_| {
+                    let cached = cached.clone();
+                    tokio::spawn(async move { cached.authenticate_token(token, &[]).await })
+                })
+                .collect();
+            let mut outcomes = Vec::new();
+            for task in tasks {
+                outcomes.push(task.await.expect("task"));
+            }
+            assert!(outcomes.windows(2).all(|w| w[0] == w[1]));
+            assert_eq!(
+                calls(&inner),
+                1,
+                "token {token}, ttls {success_ttl:?}/{failure_ttl:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! Authentication end to end with the real kubectl: static tokens, ServiceAccount tokens
+//! from `kubectl create token`, bootstrap tokens, front-proxy headers, x509 failures,
+//! anonymous access, impersonation, and the TokenReview / SelfSubjectReview APIs.
+
+// Test helpers may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use kubegate_tests::Kubegate;
+use serde_json::Value;
+
+/// `kubectl auth whoami -o json` with extra flags.
+fn whoami(gate: &Kubegate, extra: &[&str]) -> Result<Value, String> {
+    let mut args = extra.to_vec();
+    args.extend(["auth", "whoami", "-o", "json"]);
+    let out = gate.kubectl(&args);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+fn username(review: &Value) -> &str {
+    review["status"]["userInfo"]["username"]
+        .as_str()
+        .unwrap_or("")
+}
+
+fn groups(review: &Value) -> Vec<String> {
+    review["status"]["userInfo"]["groups"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A kubeconfig-less kubectl call against the server with only a bearer token.
+fn with_token(gate: &Kubegate, token: &str) -> Vec<String> {
+    vec![
+        "--kubeconfig=/dev/null".into(),
+        format!("--server={}", gate.url()),
+        format!(
+            "--certificate-authority={}",
+            gate.data_dir.join("pki/ca.crt").display()
+        ),
+        format!("--token={token}"),
+    ]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA and a client certificate signed by it (`subject` like `/CN=x/O=g`).
+fn make_client_cert(dir: &Path, name: &str, subject: &str, days: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &format!("{name}-ca.key"),
+            "-out",
+            &format!("{name}-ca.crt"),
+            "-days",
+            "30",
+            "-subj",
+            &format!("/CN={name}-ca"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            subject,
+        ],
+    );
+    std::fs::write(dir.join("ext.cnf"), "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{name}-ca.crt"),
+            "-CAkey",
+            &format!("{name}-ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.crt"),
+            "-days",
+            days,
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+}
+
+/// curl with a given client certificate; returns (status, body).
+fn curl_cert(
+    gate: &Kubegate,
+    cert: &Path,
+    key: &Path,
+    headers: &[&str],
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
+        .arg("--cacert")
+        .arg(gate.data_dir.join("pki/ca.crt"))
+        .arg("--cert")
+        .arg(cert)
+        .arg("--key")
+        .arg(key);
+    for h in headers {
+        cmd.arg("-H").arg(h);
+    }
+    if let Some(b) = body {
+        cmd.args(["-H", "Content-Type: application/json", "--data-binary", b]);
+    }
+    let out = cmd
+        .arg(format!("{}{}", gate.url(), path))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+const WHOAMI_BODY: &str = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+const WHOAMI_PATH: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+#[test]
+fn tokens_serviceaccounts_bootstrap_and_reviews() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "s3cr3t-token,alice,alice-uid,\"devs,ops\"\n").unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "authentication:\n  tokenAuthFile: {}\n  bootstrapTokens: true\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    let gate = Kubegate::start_with(&["--config", config.to_str().unwrap()]);
+
+    // The admin certificate (x509).
+    let me = whoami(&gate, &[]).unwrap();
+    assert_eq!(username(&me), "kubegate-admin");
+    assert!(groups(&me).contains(&"system:masters".to_string()));
+    assert!(groups(&me).contains(&"system:authenticated".to_string()));
+
+    // Static token file.
+    let alice = whoami(&gate, &strs(&with_token(&gate, "s3cr3t-token"))).unwrap();
+    assert_eq!(username(&alice), "alice");
+    assert_eq!(alice["status"]["userInfo"]["uid"], "alice-uid");
+    assert_eq!(groups(&alice), vec!["devs", "ops", "system:authenticated"]);
+    let err = whoami(&gate, &strs(&with_token(&gate, "wrong-token"))).unwrap_err();
+    assert!(err.contains("Unauthorized"), "{err}");
+    // The token file is re-read when it changes.
+    std::fs::write(&tokens, "other-token,carol,carol-uid\n").unwrap();
+    assert!(kubegate_tests::eventually(
+        std::time::Duration::from_secs(15),
+        || { whoami(&gate, &strs(&with_token(&gate, "other-token"))).is_ok() }
+    ));
+    // The removed token stops working once its cached success (10 s) expires.
+    assert!(kubegate_tests::eventually(
+        std::time::Duration::from_secs(20),
+        || { whoami(&gate, &strs(&with_token(&gate, "s3cr3t-token"))).is_err() }
+    ));
+
+    // ServiceAccount tokens from `kubectl create token`.
+    gate.ok(&["create", "serviceaccount", "robot"]);
+    let token = gate.ok(&["create", "token", "robot"]).trim().to_string();
+    let robot = whoami(&gate, &strs(&with_token(&gate, &token))).unwrap();
+    assert_eq!(username(&robot), "system:serviceaccount:default:robot");
+    let g = groups(&robot);
+    assert!(
+        g.contains(&"system:serviceaccounts".to_string())
+            && g.contains(&"system:serviceaccounts:default".to_string()),
+        "{g:?}"
+    );
+    assert!(
+        robot["status"]["userInfo"]["extra"]["authentication.kubernetes.io/credential-id"][0]
+            .as_str()
+            .is_some_and(|c| c.starts_with("JTI="))
+    );
+    // The issuer publishes its discovery document and keys.
+    let (code, body) = gate.curl("GET", "/.well-known/openid-configuration", &[], None);
+    assert_eq!(code, 200);
+    let discovery: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        discovery["jwks_uri"]
+            .as_str()
+            .map(|u| u.ends_with("/openid/v1/jwks")),
+        Some(true)
+    );
+    let (code, body) = gate.curl("GET", "/openid/v1/jwks", &[], None);
+    assert_eq!(code, 200);
+    let jwks: Value = serde_json::from_slice(&body).unwrap();
+    assert!(!jwks["keys"].as_array().unwrap().is_empty());
+    // TokenReview answers for the same token.
+    let review = gate.ok_stdin(
+        &["create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews", "-f", "-"],
+        &format!(r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{{"token":"{token}"}}}}"#),
+    );
+    let review: Value = serde_json::from_str(&review).unwrap();
+    assert_eq!(review["status"]["authenticated"], true, "{review}");
+    assert_eq!(
+        review["status"]["user"]["username"],
+        "system:serviceaccount:default:robot"
+    );
+    // Deleting the ServiceAccount invalidates its tokens.
+    gate.ok(&["delete", "serviceaccount", "robot"]);
+    assert!(kubegate_tests::eventually(
+        std::time::Duration::from_secs(15),
+        || { whoami(&gate, &strs(&with_token(&gate, &token))).is_err() }
+    ));
+    let review = gate.ok_stdin(
+        &["create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews", "-f", "-"],
+        &format!(r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{{"token":"{token}"}}}}"#),
+    );
+    let review: Value = serde_json::from_str(&review).unwrap();
+    assert_ne!(review["status"]["authenticated"], true, "{review}");
+
+    // Bootstrap tokens.
+    gate.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\nstringData:\n  token-id: abcdef\n  token-secret: 0123456789abcdef\n  usage-bootstrap-authentication: \"true\"\n  auth-extra-groups: system:bootstrappers:worker\n",
+    );
+    let boot = whoami(&gate, &strs(&with_token(&gate, "abcdef.0123456789abcdef"))).unwrap();
+    assert_eq!(username(&boot), "system:bootstrap:abcdef");
+    let g = groups(&boot);
+    assert!(
+        g.contains(&"system:bootstrappers".to_string())
+            && g.contains(&"system:bootstrappers:worker".to_string()),
+        "{g:?}"
+    );
+    assert!(whoami(&gate, &strs(&with_token(&gate, "abcdef.ffffffffffffffff"))).is_err());
+}
+
+#[test]
+fn impersonation_and_anonymous() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "authentication:\n  anonymous: true\n").unwrap();
+    let gate = Kubegate::start_with(&["--config", config.to_str().unwrap()]);
+    let bob = whoami(&gate, &["--as", "bob", "--as-group", "devs"]).unwrap();
+    assert_eq!(username(&bob), "bob");
+    assert_eq!(groups(&bob), vec!["devs", "system:authenticated"]);
+    let sa = whoami(&gate, &["--as", "system:serviceaccount:team:builder"]).unwrap();
+    let g = groups(&sa);
+    assert!(
+        g.contains(&"system:serviceaccounts:team".to_string()),
+        "{g:?}"
+    );
+    // Anonymous, when enabled.
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-k",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            WHOAMI_BODY,
+        ])
+        .arg(format!("{}{}", gate.url(), WHOAMI_PATH))
+        .output()
+        .unwrap();
+    let anon: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(username(&anon), "system:anonymous");
+    assert_eq!(groups(&anon), vec!["system:unauthenticated"]);
+    // A presented but invalid credential is never anonymous.
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-k",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            "Authorization: Bearer nope",
+        ])
+        .arg(format!("{}/api/v1/namespaces", gate.url()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "401");
+}
+
+#[test]
+fn front_proxy_headers_only_from_the_front_proxy_and_bad_certificates_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    make_client_cert(dir.path(), "front-proxy", "/CN=front-proxy-client", "30");
+    make_client_cert(dir.path(), "stranger", "/CN=mallory/O=system:masters", "30");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "authentication:\n  requestHeader:\n    clientCAFile: {}\n    allowedNames: [front-proxy-client]\n",
+            dir.path().join("front-proxy-ca.crt").display()
+        ),
+    )
+    .unwrap();
+    let gate = Kubegate::start_with(&["--config", config.to_str().unwrap()]);
+    let proxy_cert = dir.path().join("front-proxy.crt");
+    let proxy_key = dir.path().join("front-proxy.key");
+    let (code, body) = curl_cert(
+        &gate,
+        &proxy_cert,
+        &proxy_key,
+        &[
+            "X-Remote-User: alice",
+            "X-Remote-Group: g1",
+            "X-Remote-Group: g2",
+            "X-Remote-Extra-Scopes: read",
+        ],
+        "POST",
+        WHOAMI_PATH,
+        Some(WHOAMI_BODY),
+    );
+    assert_eq!(code, 201, "{body}");
+    let review: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(username(&review), "alice");
+    assert_eq!(groups(&review), vec!["g1", "g2", "system:authenticated"]);
+    assert_eq!(review["status"]["userInfo"]["extra"]["scopes"][0], "read");
+    // The same headers from the admin (not a front proxy) are ignored.
+    let pki = gate.data_dir.join("pki");
+    let (code, body) = curl_cert(
+        &gate,
+        &pki.join("admin.crt"),
+        &pki.join("admin.key"),
+        &["X-Remote-User: alice"],
+        "POST",
+        WHOAMI_PATH,
+        Some(WHOAMI_BODY),
+    );
+    assert_eq!(code, 201);
+    assert_eq!(
+        username(&serde_json::from_str(&body).unwrap()),
+        "kubegate-admin"
+    );
+    // A certificate from an unknown CA never authenticates.
+    let (code, _) = curl_cert(
+        &gate,
+        &dir.path().join("stranger.crt"),
+        &dir.path().join("stranger.key"),
+        &[],
+        "GET",
+        "/api/v1/namespaces",
+        None,
+    );
+    assert!(
+        code == 401 || code == 0,
+        "unknown CA must be refused (TLS or 401), got {code}"
+    );
+}
