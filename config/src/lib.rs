@@ -135,7 +135,11 @@ pub struct WebhookTokenConfig {
     /// A kubeconfig-format file naming the remote service.
     pub config_file: PathBuf,
     /// How long successful reviews are cached (`--authentication-token-webhook-cache-ttl`).
-    #[serde(default = "default_webhook_ttl", with = "duration::serde_duration")]
+    #[serde(
+        rename = "cacheTTL",
+        default = "default_webhook_ttl",
+        with = "duration::serde_duration"
+    )]
     pub cache_ttl: Duration,
     /// How long failed reviews are cached.
     #[serde(

@@ -353,6 +353,11 @@ impl ProxyHttp for Gateway {
         }
         let response = self.handle(session, ctx).await;
         ctx.status = response.status();
+        // A request refused before its body was read (401, 403, 404...) still has the body in
+        // flight: read it (bounded) so the client gets the answer, not a connection reset.
+        if !session.as_downstream_mut().is_body_done() {
+            discard_body(session).await;
+        }
         // Open watches are counted for as long as they stream.
         let _streaming = match (&response, &ctx.info) {
             (ApiResponse::Watch(_), Some(info)) => Some(InFlight::enter(
