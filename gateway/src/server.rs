@@ -141,6 +141,9 @@ fn served_resources(
     resources
 }
 
+/// Largest request header block accepted (Go's `http.DefaultMaxHeaderBytes`).
+const MAX_HEADER_BYTES: u32 = 1 << 20;
+
 /// `ip:port`, with IPv6 addresses bracketed.
 fn socket_address(ip: &str, port: u16) -> String {
     if ip.contains(':') {
@@ -285,6 +288,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
     let mut service = pingora::proxy::http_proxy_service(&server.configuration, gateway);
+    if let Some(proxy) = service.app_logic_mut() {
+        // Go's servers (kube-apiserver) accept header blocks up to 1 MiB over HTTP/2 as over
+        // HTTP/1.1; pingora's default is smaller, which would drop large bearer tokens.
+        let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
+        h2.max_header_list_size(MAX_HEADER_BYTES);
+        proxy.h2_options = Some(h2);
+    }
     let secure_addr = socket_address(&config.bind_address, config.secure_port);
     service.add_tls_with_settings(&secure_addr, None, tls_settings);
     if let Some(port) = config.insecure_port {
