@@ -398,14 +398,14 @@ fn malformed_credentials_are_401_and_the_server_survives() {
     let gate = Kubegate::start();
     let url = format!("{}/api/v1/namespaces", gate.url());
     let ca = gate.data_dir.join("pki/ca.crt");
-    let status = |header: &[u8]| -> String {
-        // Raw bytes in a header value (not UTF-8) need the header from a file.
+    // Raw bytes in a header value (not UTF-8) need the header from a file.
+    let send = |header: &[u8], protocol: &str| -> String {
         let file = gate.data_dir.with_file_name("header.txt");
         let mut line = header.to_vec();
         line.push(b'\n');
         std::fs::write(&file, line).unwrap();
         let out = Command::new("curl")
-            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(["-sS", protocol, "-o", "/dev/null", "-w", "%{http_code}"])
             .arg("--cacert")
             .arg(&ca)
             .arg("-H")
@@ -415,6 +415,8 @@ fn malformed_credentials_are_401_and_the_server_survives() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    let status = |header: &[u8]| send(header, "--http2");
+    let status_h1 = |header: &[u8]| send(header, "--http1.1");
     assert_eq!(
         status(b"Authorization: Bearer \xff\xfe\xfd"),
         "401",
@@ -426,22 +428,6 @@ fn malformed_credentials_are_401_and_the_server_survives() {
         "empty bearer token"
     );
     assert_eq!(status(b"Authorization: Bearer a.b.c"), "401", "garbage JWT");
-    let status_h1 = |header: &[u8]| -> String {
-        let file = gate.data_dir.with_file_name("header-h1.txt");
-        let mut line = header.to_vec();
-        line.push(b'\n');
-        std::fs::write(&file, line).unwrap();
-        let out = Command::new("curl")
-            .args(["-sS", "--http1.1", "-o", "/dev/null", "-w", "%{http_code}"])
-            .arg("--cacert")
-            .arg(&ca)
-            .arg("-H")
-            .arg(format!("@{}", file.display()))
-            .arg(&url)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
     // A 64 KiB token (under Go's 1 MiB header limit) is judged and refused like any other.
     let huge = format!("Authorization: Bearer {}", "x".repeat(64 * 1024));
     assert_eq!(status_h1(huge.as_bytes()), "401", "oversized header");
