@@ -4,12 +4,16 @@
 # Starts the same targets as get.sh with bench/tools/mallocstat.so preloaded (it counts
 # malloc/calloc/realloc/memalign calls and requested bytes by size), drives exactly REQUESTS
 # GETs at CONNS connections, and divides the counter deltas by the number of requests.
-# Output: $RESULTS/allocs/summary.txt
-# Usage: bench/allocs.sh        REQUESTS=200000 CONNS=32 bench/allocs.sh      (needs gcc)
+# With BACKTRACE=1 (needs gdb), it then attaches gdb to kubegate once per allocation size over
+# 4 KiB that happens at least once per request, breaks on malloc of exactly that size, sends one
+# request and records the backtrace (kubegate is stopped while gdb holds it; detached after).
+# Output: $RESULTS/allocs/summary.txt (+ backtrace.<size>.txt)
+# Usage: bench/allocs.sh        REQUESTS=200000 CONNS=32 BACKTRACE=1 bench/allocs.sh    (needs gcc)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 REQUESTS=${REQUESTS:-100000}
+BACKTRACE=${BACKTRACE:-0}
 CONNS=${CONNS:-32}
 need_tools gcc
 prepare_common
@@ -50,6 +54,7 @@ import sys
 run, n, c = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def load(p):
     return {k: int(v) for k, v in (x.split("=") for x in open(p).read().split())}
+big = {}
 print(f"heap allocations per GET request ({n} requests, {c} connections; counters from mallocstat.so; nginx = its worker)")
 buckets = ["le64", "le256", "le1k", "le4k", "le16k", "le64k", "le256k", "gt256k"]
 hdr = f"{'target':<10}{'allocs/req':>11}{'frees/req':>10}{'KiB/req':>9}   " + " ".join(f"{b:>7}" for b in buckets)
@@ -59,7 +64,38 @@ for t in ("kubegate", "nginx"):
     d = {k: b[k] - a[k] for k in b if k != "max"}
     calls = sum(d[f"calls_{x}"] for x in buckets)
     byts = sum(d[f"bytes_{x}"] for x in buckets)
+    big[t] = sorted(((int(k[4:]), v / n) for k, v in d.items() if k.startswith("size") and v / n >= 0.05), key=lambda x: -x[1])
     print(f"{t:<10}{calls / n:>11.1f}{d['frees'] / n:>10.1f}{byts / n / 1024:>9.1f}   " + " ".join(f"{d[f'calls_{x}'] / n:>7.2f}" for x in buckets))
 print("(columns le64..gt256k = allocations per request by requested size)")
+for t, sizes in big.items():
+    print(f"{t}: allocations over 4 KiB per request by exact size: " + (", ".join(f"{s} B x {c:.2f}" for s, c in sizes) or "none"))
 EOF
+
+if [[ $BACKTRACE == 1 ]]; then
+  need_tools gdb
+  for size in $(python3 - "$RUN/kubegate.before" "$RUN/kubegate.after" "$REQUESTS" <<'EOF'
+import sys
+load = lambda p: {k: int(v) for k, v in (x.split("=") for x in open(p).read().split())}
+a, b, n = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3])
+print(" ".join(k[4:] for k in b if k.startswith("size") and (b[k] - a.get(k, 0)) / n >= 0.99))
+EOF
+  ); do
+    cat >"$RUN/gdb.$size" <<EOF
+set pagination off
+break malloc if \$rdi == $size
+continue
+bt 16
+detach
+quit
+EOF
+    timeout 60 gdb -q -batch -x "$RUN/gdb.$size" -p "$KG_PID" >"$RUN/gdb.$size.out" 2>&1 &
+    GDB_PID=$!; STARTED+=("$GDB_PID")
+    sleep 4   # gdb attached and continuing
+    kg_curl "$CM_PATH" --http1.1 -o /dev/null --max-time 20 || true
+    wait "$GDB_PID" || true; forget_pid "$GDB_PID"
+    grep -E '^#' "$RUN/gdb.$size.out" | sed -E 's/ \(.*\) at / at /' | cut -c1-240 >"$OUT/backtrace.$size.txt" || true
+    log "malloc($size) backtrace -> $OUT/backtrace.$size.txt"
+    grep -E ' (new|pin)<' "$OUT/backtrace.$size.txt" | head -2 >&2 || true
+  done
+fi
 log "done -> $OUT"

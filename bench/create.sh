@@ -4,7 +4,8 @@
 # Every create that kubegate answers 201 is durable (its redb group commit fsyncs before the
 # response), so requests/s here = durable writes/s. Each request creates a new object with a
 # unique name (POST /api/v1/namespaces/default/configmaps, body from configmap_json with the
-# name bench-<round>-<n>). kubegate is pinned to SERVER_CPUS, the load generator to LOADGEN_CPUS.
+# name bench-<round>-<run token>-<n>, unique even when a disturbed run is redone). kubegate is
+# pinned to SERVER_CPUS, the load generator to LOADGEN_CPUS.
 #
 # Reference (same run, cheap): the disk's own fsync rate measured in the same directory
 #   * fsync-serial: one writer, write 1 KiB + fsync, repeat (what one durable write per fsync gives)
@@ -41,7 +42,7 @@ URL=https://127.0.0.1:$KG_PORT/api/v1/namespaces/default/configmaps
 
 body_for() {  # round -> body file with a {n} placeholder in the name
   local f=$RUN/body.$1.json
-  configmap_json "bench-$1-{n}" "$CM_BYTES" >"$f"
+  configmap_json "bench-$1-{run}-{n}" "$CM_BYTES" >"$f"
   echo "$f"
 }
 log "request body: $(wc -c <"$(body_for 0)") bytes; target $URL"

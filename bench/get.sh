@@ -91,7 +91,7 @@ print("GET one ~1 KiB ConfigMap, HTTP/1.1 keep-alive over TLS (client cert), sam
 print("rps/p50/p99/CPU = median over rounds; ratios = median of per-round paired ratios kubegate/nginx")
 print("srv us/req = server CPU (utime+stime from /proc) per request; cpu% = % of one core (srv / loadgen / foreign)")
 print("segs/req = TCP segments sent on the machine per request (request + response + ACKs, both directions)")
-hdr = f"{'target':<10}{'c':>4}{'rps':>9}{'spread':>8}{'p50 us':>8}{'p99 us':>8}{'srv us/req':>11}{'segs/req':>9}   {'cpu% srv/lg/fg':<16}{'rps/nginx':>10}{'cpu/nginx':>10}{'p50/nginx':>10}"
+hdr = f"{'target':<18}{'c':>4}{'rps':>9}{'spread':>8}{'p50 us':>8}{'p99 us':>8}{'srv us/req':>11}{'segs/req':>9}   {'cpu% srv/lg/fg':<16}{'rps/nginx':>10}{'cpu/nginx':>10}{'p50/nginx':>10}"
 for c in sorted({k[1] for k in by}):
     print(); print(hdr); print("-" * len(hdr))
     for t in ("kubegate", "kubegate-jemalloc", "nginx"):
@@ -101,7 +101,7 @@ for c in sorted({k[1] for k in by}):
         rps = f("rps")
         spread = (max(rps) - min(rps)) / med(rps) * 100
         cpu = "/".join(f"{med(f(k)):.0f}" for k in ("cpu_server_pct", "cpu_loadgen_pct", "cpu_foreign_pct"))
-        line = f"{t:<10}{c:>4}{med(rps):>9.0f}{spread:>7.1f}%{med(f('p50_us')):>8.0f}{med(f('p99_us')):>8.0f}{med(f('server_us_per_req')):>11.1f}{med(f('tcp_segs_per_req')):>9.2f}   {cpu:<16}"
+        line = f"{t:<18}{c:>4}{med(rps):>9.0f}{spread:>7.1f}%{med(f('p50_us')):>8.0f}{med(f('p99_us')):>8.0f}{med(f('server_us_per_req')):>11.1f}{med(f('tcp_segs_per_req')):>9.2f}   {cpu:<16}"
         base = by.get(("nginx", c), {})
         if t != "nginx" and base:
             def paired(k):

@@ -12,6 +12,7 @@
 # Output: $RESULTS/profile/<target>.{groups,flat,callers}.txt, <target>.perf.data,
 #         <target>.syscalls.txt, kubegate-threads.txt, summary.txt
 # Usage: bench/profile.sh      CONNS=32 PROFILE_SECONDS=6 PROFILE_TARGETS="kubegate" bench/profile.sh
+#        PROFILE_REQ=create STRACE_REQUESTS=5000 bench/profile.sh     (creates instead of GETs)
 # Needs perf and strace (Debian: apt-get install linux-perf strace).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,7 +22,9 @@ PROFILE_SECONDS=${PROFILE_SECONDS:-6}      # (not SECONDS: bash reserves that na
 STRACE_REQUESTS=${STRACE_REQUESTS:-20000}
 PERF_FREQ=${PERF_FREQ:-999}
 CALL_GRAPH=${CALL_GRAPH:-dwarf,16384}       # "" for flat sampling only (much smaller perf.data)
+PROFILE_REQ=${PROFILE_REQ:-get}             # get | create (POST of ~1 KiB ConfigMaps with unique names; kubegate only)
 PROFILE_TARGETS=${PROFILE_TARGETS:-"kubegate nginx"}
+[[ $PROFILE_REQ == create ]] && PROFILE_TARGETS=kubegate
 
 need_tools perf strace
 prepare_common
@@ -31,9 +34,15 @@ rm -rf "$RUN"; mkdir -p "$OUT" "$RUN"
 machine_info >"$OUT/meta.txt"
 KG_PORT_WANT=17473 NGINX_PORT_WANT=17474 start_get_targets "$RUN" "$OUT"
 : >"$OUT/summary.txt"
+declare -A ARGS=()
+for t in kubegate nginx; do ARGS[$t]="--url ${URL[$t]}"; done
+if [[ $PROFILE_REQ == create ]]; then
+  configmap_json "prof-{run}-{n}" 1024 >"$RUN/create.json"
+  ARGS[kubegate]="--url https://127.0.0.1:$KG_PORT/api/v1/namespaces/default/configmaps --method POST --body-file $RUN/create.json"
+fi
 
 bg_load() {  # target seconds outfile : load in the background (LOADGEN_PID)
-  "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$CONNS" -t "$(loadgen_threads "$CONNS")" --url "${URL[$1]}" -d "$2" \
+  "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$CONNS" -t "$(loadgen_threads "$CONNS")" ${ARGS[$1]} -d "$2" \
     "${LG_TLS[@]}" >"$3" 2>&1 &
   LOADGEN_PID=$!
 }
@@ -70,8 +79,8 @@ CSV=$OUT/runs.csv
 echo "round,target,conns,$CSV_HEADER" >"$CSV"
 for t in $PROFILE_TARGETS; do
   log "== $t: warm-up, then an unprofiled run for CPU us/request"
-  run_loadgen "$RUN/warmup.out" "$CONNS" --url "${URL[$t]}" -d 2 "${LG_TLS[@]}"
-  measured_run "1,$t,$CONNS" "$OUT/$t.plain-load.txt" "$CONNS" "${PIDS[$t]}" --url "${URL[$t]}" -d 5 "${LG_TLS[@]}"
+  run_loadgen "$RUN/warmup.out" "$CONNS" ${ARGS[$t]} -d 2 "${LG_TLS[@]}"
+  measured_run "1,$t,$CONNS" "$OUT/$t.plain-load.txt" "$CONNS" "${PIDS[$t]}" ${ARGS[$t]} -d 5 "${LG_TLS[@]}"
   # ---- perf
   bg_load "$t" "$((PROFILE_SECONDS + 2))" "$OUT/$t.perf-load.txt"
   sleep 1
@@ -95,7 +104,7 @@ for t in $PROFILE_TARGETS; do
   strace -c -f -qq "${spids[@]}" -o "$OUT/$t.syscalls.raw" 2>/dev/null &
   STRACE_PID=$!; STARTED+=("$STRACE_PID")
   sleep 1
-  run_loadgen "$OUT/$t.strace-load.txt" "$CONNS" --url "${URL[$t]}" -n "$STRACE_REQUESTS" "${LG_TLS[@]}"
+  run_loadgen "$OUT/$t.strace-load.txt" "$CONNS" ${ARGS[$t]} -n "$STRACE_REQUESTS" "${LG_TLS[@]}"
   stop_pid "$STRACE_PID" INT; forget_pid "$STRACE_PID"
   log "$t under strace: $(grep -o 'requests=.*p99_us=[0-9]*' "$OUT/$t.strace-load.txt")"
 done
@@ -110,11 +119,11 @@ for t in sorted(glob.glob(f"/proc/{sys.argv[1]}/task/*")):
 PY
 stop_kubegate
 
-python3 - "$OUT" $PROFILE_TARGETS <<'EOF' | tee "$OUT/summary.txt"
+PROFILE_REQ=$PROFILE_REQ python3 - "$OUT" $PROFILE_TARGETS <<'EOF' | tee "$OUT/summary.txt"
 import csv, os, re, sys
 out, targets = sys.argv[1], sys.argv[2:]
 usreq = {r["target"]: (float(r["server_us_per_req"]), float(r["rps"])) for r in csv.DictReader(open(f"{out}/runs.csv"))}
-print("CPU profile of the server during GET load (perf cpu-clock samples of the server process)")
+print(f"CPU profile of the server during {os.environ.get('PROFILE_REQ', 'get').upper()} load (perf cpu-clock samples of the server process)")
 print("us/req = share x server CPU us/request measured in an unprofiled run just before")
 for t in targets:
     us, rps = usreq.get(t, (0.0, 0.0))

@@ -3,7 +3,8 @@
  * Counts malloc/calloc/realloc/posix_memalign/aligned_alloc/memalign calls and requested bytes
  * in size buckets, and every INTERVAL_MS writes the cumulative counters to $MALLOCSTAT_FILE
  * (rewritten in place; a forked child writes $MALLOCSTAT_FILE.<pid>). A script reads it before and after a load run; deltas / requests give
- * allocations and bytes per request. Allocation itself is forwarded to glibc (__libc_*).
+ * allocations and bytes per request; sizeN=count entries name the exact sizes of allocations
+ * over 4 KiB. Allocation itself is forwarded to glibc (__libc_*).
  *
  * Build: gcc -O2 -shared -fPIC -o mallocstat.so mallocstat.c -lpthread
  */
@@ -26,7 +27,29 @@ static const size_t LIMITS[NB - 1] = {64, 256, 1024, 4096, 16384, 65536, 262144}
 static const char *NAMES[NB] = {"le64", "le256", "le1k", "le4k", "le16k", "le64k", "le256k", "gt256k"};
 static unsigned long long calls[NB], bytes[NB], frees, reallocs, maxsize;
 
+/* exact sizes of allocations > 4 KiB (first 64 distinct sizes), to name the big ones */
+#define NBIG 64
+static size_t big_size[NBIG];
+static unsigned long long big_calls[NBIG];
+
+static void count_big(size_t n) {
+  for (int i = 0; i < NBIG; i++) {
+    size_t s = __atomic_load_n(&big_size[i], __ATOMIC_RELAXED);
+    if (s == 0) {
+      size_t zero = 0;
+      if (!__atomic_compare_exchange_n(&big_size[i], &zero, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) && zero != n)
+        continue;
+      s = n;
+    }
+    if (s == n) {
+      __atomic_fetch_add(&big_calls[i], 1, __ATOMIC_RELAXED);
+      return;
+    }
+  }
+}
+
 static void count(size_t n) {
+  if (n > 4096) count_big(n);
   int b = 0;
   while (b < NB - 1 && n > LIMITS[b]) b++;
   __atomic_fetch_add(&calls[b], 1, __ATOMIC_RELAXED);
@@ -57,16 +80,21 @@ int posix_memalign(void **out, size_t al, size_t n) {
 }
 
 static void dump(const char *path) {
-  char tmp[4096], buf[2048];
+  char tmp[4096], buf[4096];
   int len = 0;
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   for (int b = 0; b < NB; b++)
     len += snprintf(buf + len, sizeof buf - len, "calls_%s=%llu bytes_%s=%llu ", NAMES[b],
                     __atomic_load_n(&calls[b], __ATOMIC_RELAXED), NAMES[b],
                     __atomic_load_n(&bytes[b], __ATOMIC_RELAXED));
-  len += snprintf(buf + len, sizeof buf - len, "frees=%llu reallocs=%llu max=%llu\n",
+  len += snprintf(buf + len, sizeof buf - len, "frees=%llu reallocs=%llu max=%llu",
                   __atomic_load_n(&frees, __ATOMIC_RELAXED), __atomic_load_n(&reallocs, __ATOMIC_RELAXED),
                   __atomic_load_n(&maxsize, __ATOMIC_RELAXED));
+  for (int i = 0; i < NBIG && len < (int)sizeof buf - 64; i++) {
+    size_t s = __atomic_load_n(&big_size[i], __ATOMIC_RELAXED);
+    if (s) len += snprintf(buf + len, sizeof buf - len, " size%zu=%llu", s, __atomic_load_n(&big_calls[i], __ATOMIC_RELAXED));
+  }
+  len += snprintf(buf + len, sizeof buf - len, "\n");
   FILE *f = fopen(tmp, "w");
   if (!f) return;
   fputs(buf, f);

@@ -17,7 +17,9 @@
 //!       [--method GET] [--body-file F] [--header 'K: V']...
 //!       [--start-index 0]
 //! In --body-file and in the URL path, every "{n}" is replaced by the request's index (unique
-//! per run, from --start-index), e.g. for creating objects with unique names.
+//! per run, from --start-index) and every "{run}" by a token unique to this process (hex of
+//! its start time in ns), e.g. for creating objects with names that never repeat, even when
+//! a run is redone with the same arguments.
 //!
 //! Output (stdout), one line, key=value:
 //!   RESULT requests= duration_us= rps= p50_us= p90_us= p99_us= p999_us= max_us= errors=
@@ -147,6 +149,24 @@ fn parse_opts() -> Opts {
         .rsplit_once(':')
         .map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']').to_string())
         .unwrap_or_default();
+    // "{run}": a token unique to this process, substituted once
+    let token = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    );
+    let path = path.replace("{run}", &token);
+    let body = body.map(|b| {
+        if find(&b, b"{run}").is_some() {
+            String::from_utf8_lossy(&b)
+                .replace("{run}", &token)
+                .into_bytes()
+        } else {
+            b
+        }
+    });
     if duration.is_none() && requests.is_none() {
         duration = Some(Duration::from_secs(10));
     }
