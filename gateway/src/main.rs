@@ -20,22 +20,7 @@ mod version;
 
 use clap::Parser;
 
-/// glibc gives each thread that allocates its own malloc arena; for kubegate's few busy
-/// threads that costs 10–13 MiB of resident memory for nothing measurable (see
-/// docs/benchmarks.md). One arena, unless the operator chose otherwise with MALLOC_ARENA_MAX.
-fn limit_malloc_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only adjusts allocator tuning; it is called before any other thread
-        // exists, and M_ARENA_MAX with a positive value is always accepted.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
-        }
-    }
-}
-
 fn main() {
-    limit_malloc_arenas();
     let cli = cli::Cli::parse();
     let code = match cli.command {
         cli::Command::Version => {
