@@ -134,6 +134,13 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
 
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
         let key = self.key(token, audiences);
+        // Fast path: a plain lookup for the common case of a live cached answer, without the
+        // bookkeeping `try_get_with` does to coalesce concurrent misses.
+        if let Some(entry) = self.cache.get(&key).await {
+            if entry.usable(SystemTime::now()) {
+                return entry.outcome.clone();
+            }
+        }
         // Two rounds at most: a hit that outlived its token's expiry is dropped and looked up
         // again once; should that race with another stale insert, ask the source directly.
         for _ in 0..2 {
