@@ -27,26 +27,33 @@ fn schema(definition: &str) -> Option<Arc<Schema>> {
         .clone()
 }
 
-/// Every field of `object` its kind's schema does not declare (empty when the kind has no
-/// known schema).
-pub fn unknown_fields(definition: &str, object: &Value) -> Vec<String> {
-    let Some(schema) = schema(definition) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    walk(&schema, &schema.root, object, "", &mut out, 0);
-    out
+/// Removes every field the kind's schema does not declare and returns their dotted paths
+/// (nothing when the kind has no known schema). One pass serves both `fieldValidation`
+/// (the paths) and storage (the pruned object).
+pub fn prune_unknown_fields(definition: &str, object: &mut Value) -> Vec<String> {
+    let mut removed = Vec::new();
+    if let Some(schema) = schema(definition) {
+        prune(&schema, &schema.root, object, "", &mut removed, 0);
+    }
+    removed
 }
 
-/// Removes every field the kind's schema does not declare (nothing when the kind has no
-/// known schema).
-pub fn prune_unknown_fields(definition: &str, object: &mut Value) {
-    if let Some(schema) = schema(definition) {
-        prune(&schema, &schema.root, object, 0);
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
     }
 }
 
-fn prune(schema: &Schema, node: &Value, value: &mut Value, depth: usize) {
+fn prune(
+    schema: &Schema,
+    node: &Value,
+    value: &mut Value,
+    path: &str,
+    removed: &mut Vec<String>,
+    depth: usize,
+) {
     if depth > 64 {
         return;
     }
@@ -61,24 +68,51 @@ fn prune(schema: &Schema, node: &Value, value: &mut Value, depth: usize) {
     match value {
         Value::Object(map) => {
             if let Some(props) = node.get("properties").and_then(Value::as_object) {
-                map.retain(|key, _| props.contains_key(key));
+                map.retain(|key, _| {
+                    let known = props.contains_key(key);
+                    if !known {
+                        removed.push(join(path, key));
+                    }
+                    known
+                });
                 for (key, child) in map.iter_mut() {
                     if let Some(child_schema) = props.get(key) {
-                        prune(schema, child_schema, child, depth + 1);
+                        prune(
+                            schema,
+                            child_schema,
+                            child,
+                            &join(path, key),
+                            removed,
+                            depth + 1,
+                        );
                     }
                 }
             } else if let Some(additional) =
                 node.get("additionalProperties").filter(|a| a.is_object())
             {
-                for child in map.values_mut() {
-                    prune(schema, additional, child, depth + 1);
+                for (key, child) in map.iter_mut() {
+                    prune(
+                        schema,
+                        additional,
+                        child,
+                        &join(path, key),
+                        removed,
+                        depth + 1,
+                    );
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = node.get("items") {
-                for item in items.iter_mut() {
-                    prune(schema, item_schema, item, depth + 1);
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune(
+                        schema,
+                        item_schema,
+                        item,
+                        &format!("{path}[{i}]"),
+                        removed,
+                        depth + 1,
+                    );
                 }
             }
         }
@@ -108,72 +142,6 @@ fn resolve<'a>(schema: &'a Schema, mut node: &'a Value) -> &'a Value {
     node
 }
 
-fn walk(
-    schema: &Schema,
-    node: &Value,
-    value: &Value,
-    path: &str,
-    out: &mut Vec<String>,
-    depth: usize,
-) {
-    if depth > 64 {
-        return;
-    }
-    let node = resolve(schema, node);
-    if node
-        .get("x-kubernetes-preserve-unknown-fields")
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
-        return;
-    }
-    match value {
-        Value::Object(map) => {
-            if let Some(props) = node.get("properties").and_then(Value::as_object) {
-                for (key, child) in map {
-                    let child_path = if path.is_empty() {
-                        key.clone()
-                    } else {
-                        format!("{path}.{key}")
-                    };
-                    match props.get(key) {
-                        Some(child_schema) => {
-                            walk(schema, child_schema, child, &child_path, out, depth + 1)
-                        }
-                        None => out.push(child_path),
-                    }
-                }
-            } else if let Some(additional) =
-                node.get("additionalProperties").filter(|a| a.is_object())
-            {
-                for (key, child) in map {
-                    let child_path = if path.is_empty() {
-                        key.clone()
-                    } else {
-                        format!("{path}.{key}")
-                    };
-                    walk(schema, additional, child, &child_path, out, depth + 1);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = node.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    walk(
-                        schema,
-                        item_schema,
-                        item,
-                        &format!("{path}[{i}]"),
-                        out,
-                        depth + 1,
-                    );
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,7 +155,8 @@ mod tests {
             "data": {"anything": "goes"},
             "bogus": 1
         });
-        let mut unknown = unknown_fields("io.k8s.api.core.v1.ConfigMap", &cm);
+        let mut cm = cm;
+        let mut unknown = prune_unknown_fields("io.k8s.api.core.v1.ConfigMap", &mut cm);
         unknown.sort();
         assert_eq!(
             unknown,
@@ -197,12 +166,12 @@ mod tests {
 
     #[test]
     fn walks_into_lists() {
-        let svc = json!({
+        let mut svc = json!({
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
             "spec": {"ports": [{"port": 80, "prot": "TCP"}]}
         });
         assert_eq!(
-            unknown_fields("io.k8s.api.core.v1.Service", &svc),
+            prune_unknown_fields("io.k8s.api.core.v1.Service", &mut svc),
             vec!["spec.ports[0].prot".to_string()]
         );
     }
@@ -226,6 +195,6 @@ mod tests {
 
     #[test]
     fn unknown_definitions_report_nothing() {
-        assert!(unknown_fields("com.example.Nope", &json!({"a": 1})).is_empty());
+        assert!(prune_unknown_fields("com.example.Nope", &mut json!({"a": 1})).is_empty());
     }
 }

@@ -152,7 +152,7 @@ impl Registry {
         object: &mut Value,
         mode: FieldValidation,
     ) -> ApiResult<Vec<String>> {
-        let unknown = super::fields::unknown_fields(&def.definition, object);
+        let unknown = super::fields::prune_unknown_fields(&def.definition, object);
         if unknown.is_empty() {
             return Ok(Vec::new());
         }
@@ -166,7 +166,6 @@ impl Registry {
                 messages.join(", ")
             )));
         }
-        super::fields::prune_unknown_fields(&def.definition, object);
         Ok(if mode == FieldValidation::Warn {
             messages
         } else {
