@@ -4,7 +4,8 @@
 //! explicit deny: in `--authorization-mode=AlwaysDeny,RBAC` RBAC is still asked, and alone it
 //! ends in a 403 because nothing allowed the request. This one does the same.
 
-use super::{Attributes, Authorizer, Decision};
+use super::{Attributes, Authorizer, Decision, NonResourceRule, ResourceRule, RulesInfo};
+use crate::user::UserInfo;
 
 /// Allows every request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -18,6 +19,25 @@ impl Authorizer for AlwaysAllow {
 
     async fn authorize(&self, _attributes: &Attributes<'_>) -> Decision {
         Decision::Allow(String::new())
+    }
+
+    /// Everything, as kube's `alwaysAllowAuthorizer.RulesFor`.
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> RulesInfo {
+        let all = || vec!["*".to_string()];
+        RulesInfo {
+            resource_rules: vec![ResourceRule {
+                verbs: all(),
+                api_groups: all(),
+                resources: all(),
+                resource_names: Vec::new(),
+            }],
+            non_resource_rules: vec![NonResourceRule {
+                verbs: all(),
+                non_resource_urls: all(),
+            }],
+            incomplete: false,
+            errors: Vec::new(),
+        }
     }
 }
 
@@ -36,6 +56,11 @@ impl Authorizer for AlwaysDeny {
 
     async fn authorize(&self, _attributes: &Attributes<'_>) -> Decision {
         Decision::NoOpinion(ALWAYS_DENY_REASON.to_string())
+    }
+
+    /// Nothing, and the list is complete (kube's `alwaysDenyAuthorizer.RulesFor`).
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> RulesInfo {
+        RulesInfo::default()
     }
 }
 

@@ -3,8 +3,12 @@
 //! Each mode implements [`Authorizer`]; [`union::UnionAuthorizer`] asks them in the configured
 //! order and returns the first allow or deny, as kube's `authorization/union` does.
 
+pub mod abac;
 pub mod always;
+pub mod bootstrap_policy;
+pub mod rbac;
 pub mod union;
+pub mod webhook;
 
 use crate::request_info::RequestInfo;
 use crate::user::UserInfo;
@@ -35,6 +39,42 @@ impl Decision {
 pub trait Authorizer: Send + Sync {
     fn name(&self) -> &'static str;
     async fn authorize(&self, attributes: &Attributes<'_>) -> Decision;
+
+    /// What `user` may do in `namespace` (`""`: cluster-wide rules only), as kube's
+    /// `authorizer.RuleResolver` answers `SelfSubjectRulesReview`. Modes that cannot list
+    /// their rules (webhook) keep this default: nothing listed, and `incomplete`.
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> RulesInfo {
+        RulesInfo {
+            incomplete: true,
+            ..RulesInfo::default()
+        }
+    }
+}
+
+/// A rule over resources, as `authorization.k8s.io/v1 ResourceRule`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceRule {
+    pub verbs: Vec<String>,
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub resource_names: Vec<String>,
+}
+
+/// A rule over non-resource paths, as `authorization.k8s.io/v1 NonResourceRule`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NonResourceRule {
+    pub verbs: Vec<String>,
+    pub non_resource_urls: Vec<String>,
+}
+
+/// The rules a user holds, with whether the list is known to be partial and the errors met
+/// while resolving it (kube's `SubjectRulesReviewStatus`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RulesInfo {
+    pub resource_rules: Vec<ResourceRule>,
+    pub non_resource_rules: Vec<NonResourceRule>,
+    pub incomplete: bool,
+    pub errors: Vec<String>,
 }
 
 /// The `Forbidden` message kube-apiserver writes for a denied request, e.g.

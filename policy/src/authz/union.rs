@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{Attributes, Authorizer, Decision};
-use crate::user::SYSTEM_PRIVILEGED_GROUP;
+use super::{Attributes, Authorizer, Decision, RulesInfo};
+use crate::user::{UserInfo, SYSTEM_PRIVILEGED_GROUP};
 
 /// Asks each authorizer in order; the first allow or deny decides. When all of them have no
 /// opinion, the answer is no opinion with their non-empty reasons joined by newlines, as in
@@ -50,6 +50,20 @@ impl Authorizer for UnionAuthorizer {
         }
         Decision::NoOpinion(reasons.join("\n"))
     }
+
+    /// Every mode's rules together; incomplete when any mode's list is (kube's
+    /// `unionAuthzRulesHandler`).
+    fn rules_for(&self, user: &UserInfo, namespace: &str) -> RulesInfo {
+        let mut all = RulesInfo::default();
+        for authorizer in &self.authorizers {
+            let rules = authorizer.rules_for(user, namespace);
+            all.resource_rules.extend(rules.resource_rules);
+            all.non_resource_rules.extend(rules.non_resource_rules);
+            all.incomplete |= rules.incomplete;
+            all.errors.extend(rules.errors);
+        }
+        all
+    }
 }
 
 /// Allows any user in one of the given groups and has no opinion on anyone else.
@@ -92,6 +106,12 @@ impl Authorizer for PrivilegedGroups {
         } else {
             Decision::NoOpinion(String::new())
         }
+    }
+
+    /// kube lists no rules for this authorizer (it is not a rule resolver there): the
+    /// superusers' rules come from the `cluster-admin` binding.
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> RulesInfo {
+        RulesInfo::default()
     }
 }
 
