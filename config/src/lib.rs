@@ -229,13 +229,53 @@ impl Default for TokenCacheConfig {
     }
 }
 
-/// Authorization settings.
+/// Authorization settings, as kube-apiserver's `--authorization-*` flags.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct AuthorizationConfig {
-    /// Ordered authorizer modes (`--authorization-mode`).
+    /// Ordered authorizer modes (`--authorization-mode`), from
+    /// [`SUPPORTED_AUTHORIZATION_MODES`]; the first allow or deny decides.
     pub modes: Vec<String>,
+    /// The ABAC policy file, one JSON policy per line (`--authorization-policy-file`); only
+    /// with mode `ABAC`, which requires it.
+    pub policy_file: Option<PathBuf>,
+    /// The SubjectAccessReview webhook used by mode `Webhook`.
+    pub webhook: WebhookAuthorizationConfig,
 }
+
+/// The authorization webhook (`--authorization-webhook-*`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct WebhookAuthorizationConfig {
+    /// A kubeconfig-format file naming the remote service
+    /// (`--authorization-webhook-config-file`); only with mode `Webhook`, which requires it.
+    pub config_file: Option<PathBuf>,
+    /// The `authorization.k8s.io` version of the reviews sent: `v1` (default) or `v1beta1`
+    /// (`--authorization-webhook-version`).
+    pub version: String,
+    /// How long allowed answers are cached (`--authorization-webhook-cache-authorized-ttl`,
+    /// default 5m; 0 disables).
+    #[serde(rename = "cacheAuthorizedTTL", with = "duration::serde_duration")]
+    pub cache_authorized_ttl: Duration,
+    /// How long denied and no-opinion answers are cached
+    /// (`--authorization-webhook-cache-unauthorized-ttl`, default 30s; 0 disables).
+    #[serde(rename = "cacheUnauthorizedTTL", with = "duration::serde_duration")]
+    pub cache_unauthorized_ttl: Duration,
+}
+
+impl Default for WebhookAuthorizationConfig {
+    fn default() -> Self {
+        WebhookAuthorizationConfig {
+            config_file: None,
+            version: "v1".into(),
+            cache_authorized_ttl: Duration::from_secs(300),
+            cache_unauthorized_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `SubjectAccessReview` versions the authorization webhook can speak.
+pub const SUPPORTED_AUTHORIZATION_WEBHOOK_VERSIONS: &[&str] = &["v1", "v1beta1"];
 
 /// Log settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -247,8 +287,9 @@ pub struct LoggingConfig {
     pub level: String,
 }
 
-/// Authorization modes this build implements.
-pub const SUPPORTED_AUTHORIZATION_MODES: &[&str] = &["AlwaysAllow", "AlwaysDeny"];
+/// Authorization modes this build implements (kube's names; `Node` is not one of them).
+pub const SUPPORTED_AUTHORIZATION_MODES: &[&str] =
+    &["AlwaysAllow", "AlwaysDeny", "ABAC", "Webhook", "RBAC"];
 
 impl Default for Config {
     fn default() -> Self {
@@ -282,7 +323,9 @@ impl Default for StorageConfig {
 impl Default for AuthorizationConfig {
     fn default() -> Self {
         AuthorizationConfig {
-            modes: vec!["AlwaysAllow".into()],
+            modes: vec!["RBAC".into()],
+            policy_file: None,
+            webhook: WebhookAuthorizationConfig::default(),
         }
     }
 }
@@ -412,17 +455,7 @@ impl Config {
                 );
             }
         }
-        if self.authorization.modes.is_empty() {
-            errors.push("authorization.modes: Required value: at least one mode".into());
-        }
-        for (i, mode) in self.authorization.modes.iter().enumerate() {
-            if !SUPPORTED_AUTHORIZATION_MODES.contains(&mode.as_str()) {
-                errors.push(format!(
-                    "authorization.modes[{i}]: Unsupported value: {mode:?}: supported values: {}",
-                    SUPPORTED_AUTHORIZATION_MODES.join(", ")
-                ));
-            }
-        }
+        self.authorization.validate(&mut errors);
         if !["text", "json"].contains(&self.logging.format.as_str()) {
             errors.push(format!(
                 "logging.format: Unsupported value: {:?}: supported values: text, json",
@@ -433,6 +466,62 @@ impl Config {
             Ok(())
         } else {
             Err(ConfigError::Invalid(errors))
+        }
+    }
+}
+
+impl AuthorizationConfig {
+    /// kube-apiserver's checks of its authorization flags, as field-path errors.
+    fn validate(&self, errors: &mut Vec<String>) {
+        let modes = &self.modes;
+        if modes.is_empty() {
+            errors.push("authorization.modes: Required value: at least one mode".into());
+        }
+        for (i, mode) in modes.iter().enumerate() {
+            if !SUPPORTED_AUTHORIZATION_MODES.contains(&mode.as_str()) {
+                errors.push(format!(
+                    "authorization.modes[{i}]: Unsupported value: {mode:?}: supported values: {}",
+                    SUPPORTED_AUTHORIZATION_MODES.join(", ")
+                ));
+            }
+            if modes[..i].contains(mode) {
+                errors.push(format!(
+                    "authorization.modes[{i}]: Duplicate value: {mode:?}"
+                ));
+            }
+        }
+        let has = |mode: &str| modes.iter().any(|m| m == mode);
+        // An empty path is no path, as kube's string flags have it.
+        let set = |path: &Option<PathBuf>| {
+            path.as_ref()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| p.display().to_string())
+        };
+        for (field, path, mode) in [
+            ("authorization.policyFile", set(&self.policy_file), "ABAC"),
+            (
+                "authorization.webhook.configFile",
+                set(&self.webhook.config_file),
+                "Webhook",
+            ),
+        ] {
+            match (path, has(mode)) {
+                (None, true) => errors.push(format!(
+                    "{field}: Required value: required when authorization.modes includes {mode}"
+                )),
+                (Some(path), false) => errors.push(format!(
+                    "{field}: Forbidden: {path:?} may only be set when authorization.modes includes {mode}"
+                )),
+                _ => {}
+            }
+        }
+        let webhook = &self.webhook;
+        if !SUPPORTED_AUTHORIZATION_WEBHOOK_VERSIONS.contains(&webhook.version.as_str()) {
+            errors.push(format!(
+                "authorization.webhook.version: Unsupported value: {:?}: supported values: {}",
+                webhook.version,
+                SUPPORTED_AUTHORIZATION_WEBHOOK_VERSIONS.join(", ")
+            ));
         }
     }
 }
@@ -511,6 +600,115 @@ mod tests {
         c.validate().unwrap();
         let err = Config::from_yaml("authentication:\n  webhook: {}\n").unwrap_err();
         assert!(err.contains("configFile"), "{err}");
+    }
+
+    #[test]
+    fn authorization_defaults_to_rbac() {
+        let a = Config::default().authorization;
+        assert_eq!(a.modes, vec!["RBAC"]);
+        assert_eq!(a.policy_file, None);
+        assert_eq!(a.webhook.config_file, None);
+        assert_eq!(a.webhook.version, "v1");
+        assert_eq!(a.webhook.cache_authorized_ttl, Duration::from_secs(300));
+        assert_eq!(a.webhook.cache_unauthorized_ttl, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn authorization_section_reads_kube_settings() {
+        let c = Config::from_yaml(
+            "authorization:\n  modes: [ABAC, Webhook, RBAC]\n  policyFile: /etc/abac.jsonl\n  webhook:\n    configFile: /etc/authz.kubeconfig\n    version: v1beta1\n    cacheAuthorizedTTL: 1m\n    cacheUnauthorizedTTL: 0s\n",
+        )
+        .unwrap();
+        let a = &c.authorization;
+        assert_eq!(a.modes, vec!["ABAC", "Webhook", "RBAC"]);
+        assert_eq!(a.policy_file, Some(PathBuf::from("/etc/abac.jsonl")));
+        assert_eq!(
+            a.webhook.config_file,
+            Some(PathBuf::from("/etc/authz.kubeconfig"))
+        );
+        assert_eq!(a.webhook.version, "v1beta1");
+        assert_eq!(a.webhook.cache_authorized_ttl, Duration::from_secs(60));
+        assert_eq!(a.webhook.cache_unauthorized_ttl, Duration::ZERO);
+        c.validate().unwrap();
+        // Omitted webhook keys take their defaults.
+        let c = Config::from_yaml(
+            "authorization:\n  modes: [Webhook]\n  webhook:\n    configFile: /w\n",
+        )
+        .unwrap();
+        assert_eq!(c.authorization.webhook.version, "v1");
+        assert_eq!(
+            c.authorization.webhook.cache_unauthorized_ttl,
+            Duration::from_secs(30)
+        );
+        c.validate().unwrap();
+        let err = Config::from_yaml("authorization:\n  webhook:\n    cacheTTL: 1m\n").unwrap_err();
+        assert!(err.contains("unknown field `cacheTTL`"), "{err}");
+        let err = Config::from_yaml("authorization:\n  webhook:\n    cacheAuthorizedTTL: soon\n")
+            .unwrap_err();
+        assert!(err.contains("authorization.webhook"), "{err}");
+    }
+
+    fn authorization_errors(yaml: &str) -> Vec<String> {
+        match Config::from_yaml(yaml).unwrap().validate() {
+            Ok(()) => Vec::new(),
+            Err(ConfigError::Invalid(errors)) => errors,
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn authorization_is_validated_as_kube_apiserver_does() {
+        for ok in [
+            "authorization:\n  modes: [AlwaysAllow]\n",
+            "authorization:\n  modes: [AlwaysDeny, RBAC]\n",
+            "authorization:\n  modes: [ABAC]\n  policyFile: /p\n",
+            "authorization:\n  modes: [RBAC, Webhook]\n  webhook: {configFile: /w}\n",
+            // TTLs and version without the Webhook mode are harmless, as in kube.
+            "authorization:\n  webhook: {version: v1beta1, cacheAuthorizedTTL: 1s}\n",
+        ] {
+            assert_eq!(authorization_errors(ok), Vec::<String>::new(), "{ok}");
+        }
+        for (yaml, expected) in [
+            (
+                "authorization:\n  modes: []\n",
+                vec!["authorization.modes: Required value: at least one mode"],
+            ),
+            (
+                "authorization:\n  modes: [RBAC, Node, rbac]\n",
+                vec![
+                    "authorization.modes[1]: Unsupported value: \"Node\": supported values: AlwaysAllow, AlwaysDeny, ABAC, Webhook, RBAC",
+                    "authorization.modes[2]: Unsupported value: \"rbac\": supported values: AlwaysAllow, AlwaysDeny, ABAC, Webhook, RBAC",
+                ],
+            ),
+            (
+                "authorization:\n  modes: [RBAC, AlwaysAllow, RBAC]\n",
+                vec!["authorization.modes[2]: Duplicate value: \"RBAC\""],
+            ),
+            (
+                "authorization:\n  modes: [ABAC, Webhook]\n",
+                vec![
+                    "authorization.policyFile: Required value: required when authorization.modes includes ABAC",
+                    "authorization.webhook.configFile: Required value: required when authorization.modes includes Webhook",
+                ],
+            ),
+            (
+                "authorization:\n  modes: [ABAC]\n  policyFile: \"\"\n",
+                vec!["authorization.policyFile: Required value: required when authorization.modes includes ABAC"],
+            ),
+            (
+                "authorization:\n  modes: [RBAC]\n  policyFile: /p\n  webhook: {configFile: /w}\n",
+                vec![
+                    "authorization.policyFile: Forbidden: \"/p\" may only be set when authorization.modes includes ABAC",
+                    "authorization.webhook.configFile: Forbidden: \"/w\" may only be set when authorization.modes includes Webhook",
+                ],
+            ),
+            (
+                "authorization:\n  modes: [Webhook]\n  webhook: {configFile: /w, version: v2}\n",
+                vec!["authorization.webhook.version: Unsupported value: \"v2\": supported values: v1, v1beta1"],
+            ),
+        ] {
+            assert_eq!(authorization_errors(yaml), expected, "{yaml}");
+        }
     }
 
     #[test]

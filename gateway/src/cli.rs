@@ -67,9 +67,26 @@ pub struct ServeFlags {
     /// How long SIGTERM waits for in-flight requests.
     #[arg(long)]
     pub shutdown_timeout: Option<String>,
-    /// Ordered authorization modes, comma-separated (AlwaysAllow, AlwaysDeny).
+    /// Ordered authorization modes, comma-separated (AlwaysAllow, AlwaysDeny, ABAC, Webhook,
+    /// RBAC; default RBAC).
     #[arg(long)]
     pub authorization_mode: Option<String>,
+    /// ABAC policy file, one JSON policy per line (with --authorization-mode=ABAC).
+    #[arg(long)]
+    pub authorization_policy_file: Option<PathBuf>,
+    /// kubeconfig-format file naming the SubjectAccessReview webhook (with
+    /// --authorization-mode=Webhook).
+    #[arg(long)]
+    pub authorization_webhook_config_file: Option<PathBuf>,
+    /// SubjectAccessReview version sent to the webhook: v1 (default) or v1beta1.
+    #[arg(long)]
+    pub authorization_webhook_version: Option<String>,
+    /// How long the webhook's allowed answers are cached (Go duration, default 5m).
+    #[arg(long)]
+    pub authorization_webhook_cache_authorized_ttl: Option<String>,
+    /// How long the webhook's denied and no-opinion answers are cached (default 30s).
+    #[arg(long)]
+    pub authorization_webhook_cache_unauthorized_ttl: Option<String>,
     /// text or json.
     #[arg(long)]
     pub log_format: Option<String>,
@@ -138,6 +155,35 @@ impl ServeFlags {
         if let Some(v) = self.authorization_mode {
             config.authorization.modes = v.split(',').map(|m| m.trim().to_string()).collect();
         }
+        if let Some(v) = self.authorization_policy_file {
+            config.authorization.policy_file = Some(v);
+        }
+        let webhook = &mut config.authorization.webhook;
+        if let Some(v) = self.authorization_webhook_config_file {
+            webhook.config_file = Some(v);
+        }
+        if let Some(v) = self.authorization_webhook_version {
+            webhook.version = v;
+        }
+        for (flag, value, target) in [
+            (
+                "--authorization-webhook-cache-authorized-ttl",
+                self.authorization_webhook_cache_authorized_ttl,
+                &mut webhook.cache_authorized_ttl,
+            ),
+            (
+                "--authorization-webhook-cache-unauthorized-ttl",
+                self.authorization_webhook_cache_unauthorized_ttl,
+                &mut webhook.cache_unauthorized_ttl,
+            ),
+        ] {
+            if let Some(v) = value {
+                match parse_duration(&v) {
+                    Ok(d) => *target = d,
+                    Err(e) => errors.push(format!("{flag}: {e}")),
+                }
+            }
+        }
         if let Some(v) = self.log_format {
             config.logging.format = v;
         }
@@ -198,6 +244,85 @@ mod tests {
             ..Default::default()
         };
         let err = flags.into_config().unwrap_err().to_string();
-        assert!(err.contains("authorization.modes[0]"), "{err}");
+        assert!(err.contains("authorization.modes[1]"), "{err}");
+        assert!(!err.contains("authorization.modes[0]"), "{err}");
+    }
+
+    #[test]
+    fn authorization_flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(
+            &file,
+            "authorization:\n  modes: [RBAC]\n  webhook:\n    version: v1beta1\n    cacheAuthorizedTTL: 1m\n",
+        )
+        .unwrap();
+        let flags = ServeFlags {
+            config: Some(file),
+            authorization_mode: Some("ABAC, Webhook,RBAC".into()),
+            authorization_policy_file: Some("/etc/abac.jsonl".into()),
+            authorization_webhook_config_file: Some("/etc/authz.kubeconfig".into()),
+            authorization_webhook_cache_unauthorized_ttl: Some("5s".into()),
+            ..Default::default()
+        };
+        let a = flags.into_config().unwrap().authorization;
+        assert_eq!(a.modes, vec!["ABAC", "Webhook", "RBAC"]);
+        assert_eq!(a.policy_file, Some(PathBuf::from("/etc/abac.jsonl")));
+        assert_eq!(
+            a.webhook.config_file,
+            Some(PathBuf::from("/etc/authz.kubeconfig"))
+        );
+        assert_eq!(a.webhook.version, "v1beta1", "kept from the file");
+        assert_eq!(
+            a.webhook.cache_authorized_ttl,
+            std::time::Duration::from_secs(60)
+        );
+        assert_eq!(
+            a.webhook.cache_unauthorized_ttl,
+            std::time::Duration::from_secs(5)
+        );
+
+        // The names parse as kube-apiserver's flags.
+        let cli = Cli::try_parse_from([
+            "kubegate",
+            "serve",
+            "--authorization-mode=Webhook",
+            "--authorization-webhook-config-file=/w",
+            "--authorization-webhook-version=v1",
+            "--authorization-webhook-cache-authorized-ttl=2m",
+            "--authorization-webhook-cache-unauthorized-ttl=0s",
+        ])
+        .unwrap();
+        let Command::Serve(flags) = cli.command else {
+            panic!("serve")
+        };
+        let a = flags.into_config().unwrap().authorization;
+        assert_eq!(a.webhook.cache_authorized_ttl.as_secs(), 120);
+        assert!(a.webhook.cache_unauthorized_ttl.is_zero());
+
+        let flags = ServeFlags {
+            authorization_mode: Some("ABAC".into()),
+            authorization_webhook_cache_authorized_ttl: Some("soon".into()),
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(
+            err.contains("--authorization-webhook-cache-authorized-ttl"),
+            "{err}"
+        );
+        let flags = ServeFlags {
+            authorization_mode: Some("ABAC".into()),
+            authorization_webhook_config_file: Some("/w".into()),
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(
+            err.contains("authorization.policyFile: Required value"),
+            "{err}"
+        );
+        assert!(
+            err.contains("authorization.webhook.configFile: Forbidden"),
+            "{err}"
+        );
     }
 }

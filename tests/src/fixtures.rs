@@ -7,7 +7,9 @@
 //!   needs no JWT library);
 //! - [`TokenReviewWebhook`]: an `authentication.k8s.io` TokenReview webhook over HTTPS
 //!   (optionally requiring a client certificate) answering from a token table, with a
-//!   ready-to-use kubeconfig for kubegate.
+//!   ready-to-use kubeconfig for kubegate;
+//! - [`SubjectAccessReviewWebhook`]: an `authorization.k8s.io` SubjectAccessReview webhook
+//!   over HTTPS answering from a per-user table and recording every review it receives.
 //!
 //! Each fixture is a small python3 `http.server` child process that binds a free loopback
 //! port itself and reports it (no race between picking and binding a port), uses a fresh CA
@@ -22,9 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-/// The python server behind both fixtures. Arguments: mode (`oidc` | `webhook`), state dir
-/// (holding `server.crt`, `server.key`, `jwks.json` / `tokens.json`, and optionally
-/// `client-ca.crt` and `credential`). Prints the port it bound, then serves until killed.
+/// The python server behind the fixtures. Arguments: mode (`oidc` | `webhook` | `sar`),
+/// state dir (holding `server.crt`, `server.key`, `jwks.json` / `tokens.json` /
+/// `decisions.json`, and optionally `client-ca.crt` and `credential`). Prints the port it
+/// bound, then serves until killed.
 const SERVER_PY: &str = r#"
 import http.server, json, os, ssl, sys, threading
 
@@ -79,7 +82,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
         self.count("POST " + path)
-        if mode != "webhook":
+        if mode not in ("webhook", "sar"):
             return self.reply(404, {})
         if os.path.exists(state_file("credential")):
             with open(state_file("credential")) as f:
@@ -90,6 +93,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             review = json.loads(body)
         except ValueError:
             return self.reply(400, {})
+        if mode == "sar":
+            return self.subject_access_review(review)
         with open(state_file("last-review.json"), "w") as f:
             json.dump(review, f)
         with open(state_file("tokens.json")) as f:
@@ -105,6 +110,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.reply(200, {
             "apiVersion": review.get("apiVersion", "authentication.k8s.io/v1"),
             "kind": "TokenReview",
+            "status": status,
+        })
+
+    def subject_access_review(self, review):
+        with lock:
+            with open(state_file("reviews.jsonl"), "a") as f:
+                f.write(json.dumps(review) + "\n")
+        with open(state_file("decisions.json")) as f:
+            decisions = json.load(f)
+        spec = review.get("spec") or {}
+        status = decisions.get(spec.get("user", ""))
+        if status is None:
+            status = {"allowed": False, "reason": "the fixture webhook has no opinion"}
+        return self.reply(200, {
+            "apiVersion": review.get("apiVersion", "authorization.k8s.io/v1"),
+            "kind": "SubjectAccessReview",
             "status": status,
         })
 
@@ -569,6 +590,35 @@ impl OidcIssuer {
     }
 }
 
+/// Writes (unless it exists) a webhook kubeconfig at `path`: the server URL, the CA, the
+/// client certificate if any, and the bearer credential [`WEBHOOK_CREDENTIAL`].
+fn write_webhook_kubeconfig(
+    path: &Path,
+    url: &str,
+    ca_file: &Path,
+    client: Option<&(PathBuf, PathBuf)>,
+) -> PathBuf {
+    if path.exists() {
+        return path.to_path_buf();
+    }
+    let client = match client {
+        Some((cert, key)) => format!(
+            "    client-certificate: {}\n    client-key: {}\n",
+            cert.display(),
+            key.display()
+        ),
+        None => String::new(),
+    };
+    write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fixture-webhook\n  cluster:\n    server: {url}\n    certificate-authority: {}\nusers:\n- name: kubegate\n  user:\n{client}    token: {WEBHOOK_CREDENTIAL}\ncontexts:\n- name: webhook\n  context:\n    cluster: fixture-webhook\n    user: kubegate\ncurrent-context: webhook\n",
+            ca_file.display(),
+        ),
+    );
+    path.to_path_buf()
+}
+
 /// The bearer credential kubegate presents to [`TokenReviewWebhook`] (from the kubeconfig).
 pub const WEBHOOK_CREDENTIAL: &str = "kubegate-fixture-webhook-credential";
 
@@ -643,27 +693,12 @@ impl TokenReviewWebhook {
     /// `--authentication-token-webhook-config-file`: the server URL, the CA, the client
     /// certificate when required, and the bearer credential.
     pub fn kubeconfig(&self) -> PathBuf {
-        let path = self.dir.path().join("webhook.kubeconfig");
-        if path.exists() {
-            return path;
-        }
-        let client = match &self.client {
-            Some((cert, key)) => format!(
-                "    client-certificate: {}\n    client-key: {}\n",
-                cert.display(),
-                key.display()
-            ),
-            None => String::new(),
-        };
-        write(
-            &path,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: fixture-webhook\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: kubegate\n  user:\n{client}    token: {WEBHOOK_CREDENTIAL}\ncontexts:\n- name: webhook\n  context:\n    cluster: fixture-webhook\n    user: kubegate\ncurrent-context: webhook\n",
-                self.url,
-                self.ca_file().display(),
-            ),
-        );
-        path
+        write_webhook_kubeconfig(
+            &self.dir.path().join("webhook.kubeconfig"),
+            &self.url,
+            &self.ca_file(),
+            self.client.as_ref(),
+        )
     }
 
     /// How many reviews the webhook has answered (or refused).
@@ -683,6 +718,78 @@ impl TokenReviewWebhook {
     pub fn last_review(&self) -> Option<Value> {
         let text = std::fs::read_to_string(self.dir.path().join("last-review.json")).ok()?;
         serde_json::from_str(&text).ok()
+    }
+}
+
+/// A SubjectAccessReview webhook over HTTPS: it requires a client certificate from its CA
+/// and the bearer credential in [`SubjectAccessReviewWebhook::kubeconfig`], answers each
+/// review with the status its table holds for `spec.user` (`{"allowed": false}` with a
+/// reason for users not in it), and records every review it receives.
+pub struct SubjectAccessReviewWebhook {
+    /// The review endpoint, `https://127.0.0.1:<port>/authorize`.
+    pub url: String,
+    pki: FixturePki,
+    client: (PathBuf, PathBuf),
+    /// `None` once [`SubjectAccessReviewWebhook::stop`] was called.
+    server: Option<PyServer>,
+    dir: tempfile::TempDir,
+}
+
+impl SubjectAccessReviewWebhook {
+    /// Starts a webhook answering from `decisions`: `{"<user>": <status>}`, each status as
+    /// the webhook should send it, e.g. `{"allowed": true}` or
+    /// `{"allowed": false, "denied": true, "reason": "..."}`.
+    pub fn start(decisions: Value) -> SubjectAccessReviewWebhook {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pki = FixturePki::create(dir.path());
+        write(&dir.path().join("decisions.json"), decisions.to_string());
+        write(&dir.path().join("credential"), WEBHOOK_CREDENTIAL);
+        std::fs::copy(pki.ca_file(), dir.path().join("client-ca.crt")).expect("client CA");
+        let client = pki.client_certificate("kubegate");
+        let server = PyServer::start("sar", dir.path());
+        SubjectAccessReviewWebhook {
+            url: format!("{}/authorize", server.url()),
+            pki,
+            client,
+            server: Some(server),
+            dir,
+        }
+    }
+
+    /// The process id of the server (0 once stopped).
+    pub fn pid(&self) -> u32 {
+        self.server.as_ref().map(|s| s.child.id()).unwrap_or(0)
+    }
+
+    /// The CA certificate file that verifies the webhook.
+    pub fn ca_file(&self) -> PathBuf {
+        self.pki.ca_file()
+    }
+
+    /// Writes (once) and returns a kubeconfig for kubegate's
+    /// `--authorization-webhook-config-file`.
+    pub fn kubeconfig(&self) -> PathBuf {
+        write_webhook_kubeconfig(
+            &self.dir.path().join("authz-webhook.kubeconfig"),
+            &self.url,
+            &self.ca_file(),
+            Some(&self.client),
+        )
+    }
+
+    /// Every SubjectAccessReview answered so far, oldest first (requests refused for a bad
+    /// credential are not recorded).
+    pub fn reviews(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("reviews.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Stops the server (killed by pid and reaped); later reviews fail to connect.
+    pub fn stop(&mut self) {
+        self.server = None;
     }
 }
 
@@ -782,6 +889,54 @@ mod tests {
             out.extend_from_slice(&bytes[1..chunk.len()]);
         }
         out
+    }
+
+    #[test]
+    fn subject_access_review_webhook_answers_and_records() {
+        let mut webhook = SubjectAccessReviewWebhook::start(json!({
+            "alice": {"allowed": true},
+            "bob": {"allowed": false, "denied": true, "reason": "bob may not"},
+        }));
+        let kubeconfig = std::fs::read_to_string(webhook.kubeconfig()).expect("kubeconfig");
+        assert!(kubeconfig.contains(&webhook.url), "{kubeconfig}");
+        assert!(kubeconfig.contains("client-certificate"), "{kubeconfig}");
+        let (cert, key) = webhook.client.clone();
+        let (ca_file, url) = (webhook.ca_file(), webhook.url.clone());
+        let review = |user: &str, credential: &str| {
+            curl(
+                &ca_file,
+                &[
+                    "--cert",
+                    &cert.display().to_string(),
+                    "--key",
+                    &key.display().to_string(),
+                    "-H",
+                    &format!("Authorization: Bearer {credential}"),
+                    "--data-binary",
+                    &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {"user": user, "nonResourceAttributes": {"path": "/version", "verb": "get"}}}).to_string(),
+                    &url,
+                ],
+            )
+        };
+        let status = |user: &str| -> Value {
+            let (code, body) = review(user, WEBHOOK_CREDENTIAL);
+            assert_eq!(code, 200, "{body}");
+            serde_json::from_str::<Value>(&body).expect("review JSON")["status"].clone()
+        };
+        assert_eq!(status("alice"), json!({"allowed": true}));
+        assert_eq!(
+            status("bob"),
+            json!({"allowed": false, "denied": true, "reason": "bob may not"})
+        );
+        assert_eq!(status("carol")["allowed"], false);
+        assert_eq!(review("alice", "wrong").0, 401);
+        let reviews = webhook.reviews();
+        assert_eq!(reviews.len(), 3, "refused requests are not recorded");
+        assert_eq!(reviews[1]["spec"]["user"], "bob");
+        assert!(webhook.pid() > 0);
+        webhook.stop();
+        assert_eq!(webhook.pid(), 0);
+        assert_eq!(review("alice", WEBHOOK_CREDENTIAL).0, 0, "stopped");
     }
 
     #[test]
