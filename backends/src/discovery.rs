@@ -586,6 +586,7 @@ pub(crate) mod tests {
             strategy: Arc::new(DefaultStrategy),
             virtual_handler: None,
             subresource_handlers: Vec::new(),
+            admission: None,
         }
     }
 
@@ -1084,6 +1085,10 @@ pub(crate) mod tests {
                 "/serviceaccounts [\"sa\"] Namespaced serviceaccount",
                 "/services [\"svc\"] Namespaced service",
                 "events.k8s.io/events [\"ev\"] Namespaced event",
+                "rbac.authorization.k8s.io/clusterrolebindings null Cluster clusterrolebinding",
+                "rbac.authorization.k8s.io/clusterroles null Cluster clusterrole",
+                "rbac.authorization.k8s.io/rolebindings null Namespaced rolebinding",
+                "rbac.authorization.k8s.io/roles null Namespaced role",
                 "coordination.k8s.io/leases null Namespaced lease",
                 "discovery.k8s.io/endpointslices null Namespaced endpointslice",
             ]

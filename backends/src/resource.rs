@@ -217,6 +217,22 @@ pub struct ResourceDef {
     /// Handlers of subresources that are not views of the stored object (e.g.
     /// `serviceaccounts/token`): (subresource name, handler).
     pub subresource_handlers: Vec<(&'static str, Arc<dyn SubresourceHandler>)>,
+    /// Checks a client's write against who is making it (RBAC's escalation prevention).
+    pub admission: Option<Arc<dyn WriteAdmission>>,
+}
+
+/// Judges a client's create or update by who makes it, once the object is final and valid and
+/// before it is stored (kube's policy-based storage wrappers, such as RBAC's escalation
+/// checks). Writes kubegate makes itself (controllers, bootstrap) are not judged.
+#[async_trait::async_trait]
+pub trait WriteAdmission: Send + Sync {
+    /// `old` is the stored object on update, `None` on create. An error is answered as is.
+    async fn admit(
+        &self,
+        user: &kubegate_policy::UserInfo,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> crate::status::ApiResult<()>;
 }
 
 /// Serves a create of a resource that is computed, not stored (kube's "virtual" resources

@@ -1,6 +1,8 @@
 //! The built-in core resources kube-apiserver serves and kubegate serves the same way:
 //! namespaces, configmaps, secrets, serviceaccounts, services, endpoints, events (core/v1
-//! and events.k8s.io/v1), leases and endpointslices. Each type's module gives its
+//! and events.k8s.io/v1), RBAC roles and bindings, leases and endpointslices, plus the
+//! computed review resources (`authentication`, `authorization`) the gateway adds with its
+//! authenticators and authorizers. Each type's module gives its
 //! [`ResourceDef`] (names, scope, verbs, subresources, Table columns, field selectors,
 //! strategic-merge-patch metadata, storage prefix) and its [`Strategy`] (kube's
 //! `strategy.go` defaulting plus `validation.go` checks, with kube's field paths and
@@ -8,6 +10,7 @@
 //! `kubectl get` shows it, and small JSON accessors.
 
 pub mod authentication;
+pub mod authorization;
 pub mod b64;
 mod causes;
 pub mod configmaps;
@@ -15,9 +18,12 @@ pub mod endpoints;
 pub mod endpointslices;
 pub mod events;
 pub mod events_v1;
+mod gojson;
 pub mod leases;
 pub mod namespaces;
 mod netutil;
+pub mod rbac;
+mod rbac_validation;
 pub mod secrets;
 pub mod serviceaccounts;
 pub mod services;
@@ -55,6 +61,12 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
         endpoints::def(),
         events::def(),
         events_v1::def(),
+        // rbac.authorization.k8s.io ranks between events.k8s.io and coordination.k8s.io in
+        // kube's group priorities.
+        rbac::clusterrolebindings_def(),
+        rbac::clusterroles_def(),
+        rbac::rolebindings_def(),
+        rbac::roles_def(),
         leases::def(),
         endpointslices::def(),
     ]
@@ -100,6 +112,7 @@ pub(crate) fn base_def(names: Names, strategy: Arc<dyn Strategy>) -> ResourceDef
         strategy,
         virtual_handler: None,
         subresource_handlers: Vec::new(),
+        admission: None,
     }
 }
 

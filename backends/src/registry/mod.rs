@@ -8,6 +8,7 @@
 
 mod encode;
 mod fields;
+mod internal;
 mod meta;
 pub mod namespaces;
 mod read;

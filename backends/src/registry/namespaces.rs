@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::write::DeleteOptions;
+use super::write::{DeleteOptions, WriteMode};
 use super::Registry;
 use crate::resource::ResourceDef;
 use crate::status::{ApiError, ApiResult};
@@ -68,7 +68,7 @@ impl Registry {
         for name in DEFAULT_NAMESPACES {
             let object =
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            match self.create_object(&def, object, false).await {
+            match self.create_object(&def, object, WriteMode::default()).await {
                 Ok(_) => tracing::info!(namespace = name, "created default namespace"),
                 Err(e) if e.code == 409 => {}
                 Err(e) => return Err(e),
@@ -138,16 +138,23 @@ impl Registry {
             return Ok(FinalizeOutcome::ContentRemaining(remaining));
         }
         let written = self
-            .update_object(&ns_def, "", name, "finalize", false, |current| {
-                let mut next = current.clone();
-                if let Some(list) = next
-                    .pointer_mut("/spec/finalizers")
-                    .and_then(Value::as_array_mut)
-                {
-                    list.retain(|f| f.as_str() != Some(NAMESPACE_FINALIZER));
-                }
-                Ok(next)
-            })
+            .update_object(
+                &ns_def,
+                "",
+                name,
+                "finalize",
+                WriteMode::default(),
+                |current| {
+                    let mut next = current.clone();
+                    if let Some(list) = next
+                        .pointer_mut("/spec/finalizers")
+                        .and_then(Value::as_array_mut)
+                    {
+                        list.retain(|f| f.as_str() != Some(NAMESPACE_FINALIZER));
+                    }
+                    Ok(next)
+                },
+            )
             .await;
         match written {
             Ok(_) => {}

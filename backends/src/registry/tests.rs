@@ -1019,3 +1019,302 @@ async fn generation_moves_on_spec_changes_only() {
     let (_, w) = patch(json!({"spec": {"size": 2}})).await;
     assert_eq!(w["metadata"]["generation"], 2, "spec changes bump it");
 }
+
+/// What `kubectl create role/rolebinding/clusterrolebinding`, `get`, `apply` and an update of
+/// the roleRef do against the RBAC resources.
+#[tokio::test]
+async fn rbac_objects_are_stored_defaulted_and_validated_as_kube() {
+    let f = fixture().await;
+    let roles = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles";
+    let (code, role) = call(
+        &f,
+        "POST",
+        roles,
+        Some(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "pod-reader", "creationTimestamp": null},
+            "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}],
+        })),
+    )
+    .await;
+    assert_eq!(code, 201, "{role}");
+    assert_eq!(
+        role["rules"],
+        json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}])
+    );
+    assert!(role["metadata"].get("generation").is_none());
+    // The schema reaches into the rules: unknown fields there are refused when strict.
+    let (code, bad) = call(
+        &f,
+        "POST",
+        &format!("{roles}?fieldValidation=Strict"),
+        Some(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "strict"},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"], "bogus": 1}],
+        })),
+    )
+    .await;
+    assert_eq!(code, 400, "{bad}");
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field \"rules[0].bogus\""),
+        "{bad}"
+    );
+
+    // Names are path segments: colons are fine (kube's own `system:` roles), `/` is not.
+    let cluster_roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    let (code, cr) = call(
+        &f,
+        "POST",
+        cluster_roles,
+        Some(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "system:metrics-reader"},
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}],
+        })),
+    )
+    .await;
+    assert_eq!(code, 201, "{cr}");
+    let (code, bad) = call(
+        &f,
+        "POST",
+        cluster_roles,
+        Some(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "a/b"},
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}],
+        })),
+    )
+    .await;
+    assert_eq!(code, 422, "{bad}");
+    assert_eq!(bad["details"]["causes"][0]["field"], "metadata.name");
+
+    // A Role may not hold non-resource rules.
+    let (code, bad) = call(
+        &f,
+        "POST",
+        roles,
+        Some(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "bad"},
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}],
+        })),
+    )
+    .await;
+    assert_eq!(code, 422, "{bad}");
+    assert_eq!(
+        bad["message"],
+        "Role.rbac.authorization.k8s.io \"bad\" is invalid: rules[0].nonResourceURLs: Invalid value: [\"/metrics\"]: namespaced rules cannot apply to non-resource URLs"
+    );
+
+    // kubectl create rolebinding viewers --clusterrole=view --serviceaccount=ci:builder
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
+    let (code, rb) = call(&f, "POST", bindings, Some(json!({
+        "kind": "RoleBinding", "apiVersion": "rbac.authorization.k8s.io/v1",
+        "metadata": {"name": "viewers", "creationTimestamp": null},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "ci"}, {"kind": "User", "name": "jane"}],
+    }))).await;
+    assert_eq!(code, 201, "{rb}");
+    assert_eq!(
+        rb["subjects"][1],
+        json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "jane"})
+    );
+
+    // A strategic merge patch replaces the subjects whole (no patch strategy in kube).
+    let (code, patched) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{bindings}/viewers"),
+        Some(json!({"subjects": [{"kind": "Group", "name": "devs"}]})),
+        "application/strategic-merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(
+        patched["subjects"],
+        json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "devs"}])
+    );
+
+    // The roleRef cannot change.
+    let (code, bad) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{bindings}/viewers"),
+        Some(json!({"roleRef": {"name": "edit"}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 422, "{bad}");
+    assert_eq!(
+        bad["message"],
+        "RoleBinding.rbac.authorization.k8s.io \"viewers\" is invalid: roleRef: Invalid value: {\"APIGroup\":\"rbac.authorization.k8s.io\",\"Kind\":\"ClusterRole\",\"Name\":\"edit\"}: cannot change roleRef"
+    );
+
+    // A cluster role binding's service accounts need a namespace, and it binds ClusterRoles.
+    let crbs = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
+    let (code, bad) = call(
+        &f,
+        "POST",
+        crbs,
+        Some(json!({
+            "kind": "ClusterRoleBinding", "apiVersion": "rbac.authorization.k8s.io/v1",
+            "metadata": {"name": "b"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "builder"}],
+        })),
+    )
+    .await;
+    assert_eq!(code, 422, "{bad}");
+    let fields: Vec<&str> = bad["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["roleRef.kind", "subjects[0].namespace"]);
+
+    // kubectl get rolebindings -o wide
+    let mut req = request("GET", bindings, None, "application/json");
+    req.accept = Some("application/json;as=Table;v=v1;g=meta.k8s.io".into());
+    let ApiResponse::Body(b) = f.registry.handle(req).await else {
+        panic!()
+    };
+    let table: Value = serde_json::from_slice(&b.body).unwrap();
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    assert_eq!(
+        cells.len(),
+        table["columnDefinitions"].as_array().unwrap().len()
+    );
+    assert_eq!(cells[0], "viewers");
+    assert_eq!(cells[1], "ClusterRole/view");
+    assert_eq!(cells[3..], [json!(""), json!("devs"), json!("")]);
+    let mut req = request("GET", roles, None, "application/json");
+    req.accept = Some("application/json;as=Table;v=v1;g=meta.k8s.io".into());
+    let ApiResponse::Body(b) = f.registry.handle(req).await else {
+        panic!()
+    };
+    let table: Value = serde_json::from_slice(&b.body).unwrap();
+    assert_eq!(table["columnDefinitions"][1]["name"], "Created At");
+    assert_eq!(table["columnDefinitions"][1]["type"], "date");
+    assert_eq!(
+        table["rows"][0]["cells"][1],
+        role["metadata"]["creationTimestamp"]
+    );
+}
+
+/// Always allows `system:masters`, has no opinion on anyone else; lists nothing.
+struct MastersOnly;
+
+#[async_trait::async_trait]
+impl kubegate_policy::Authorizer for MastersOnly {
+    fn name(&self) -> &'static str {
+        "masters-only"
+    }
+    async fn authorize(
+        &self,
+        attributes: &kubegate_policy::Attributes<'_>,
+    ) -> kubegate_policy::Decision {
+        if attributes.user.in_group("system:masters") {
+            kubegate_policy::Decision::Allow(String::new())
+        } else {
+            kubegate_policy::Decision::NoOpinion(String::new())
+        }
+    }
+}
+
+#[tokio::test]
+async fn access_reviews_through_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        EmbeddedStore::open(&dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
+    let cacher = Cacher::start(store, 1000).await.unwrap();
+    let mut resources = crate::core::builtin_resources();
+    resources.extend(crate::core::authorization::access_review_defs(
+        std::sync::Arc::new(MastersOnly),
+    ));
+    let registry = Registry::new(resources, cacher, RegistryOptions::default());
+    registry.ensure_default_namespaces().await.unwrap();
+    let f = Fixture {
+        registry,
+        _dir: dir,
+    };
+
+    // The request's namespace fills the object's, and the review checks against it.
+    let lsars = "/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews";
+    let (code, got) = call(&f, "POST", lsars, Some(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}, "groups": ["system:masters"]},
+    }))).await;
+    assert_eq!(code, 201, "{got}");
+    assert_eq!(
+        got["metadata"],
+        json!({"namespace": "default", "creationTimestamp": null})
+    );
+    assert_eq!(got["status"], json!({"allowed": true}));
+    let (code, got) = call(&f, "POST", lsars, Some(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": "kube-system", "verb": "get", "resource": "pods"}, "user": "bob"},
+    }))).await;
+    assert_eq!(code, 422, "{got}");
+    assert_eq!(
+        got["message"],
+        ".authorization.k8s.io \"\" is invalid: spec.resourceAttributes.namespace: Invalid value: \"kube-system\": must match metadata.namespace"
+    );
+    assert_eq!(got["details"]["group"], "authorization.k8s.io");
+
+    // `kubectl auth can-i list secrets` posts a SelfSubjectAccessReview as protobuf and
+    // accepts protobuf back.
+    let ssar = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": "default", "verb": "list", "resource": "secrets"}},
+    });
+    let body = crate::machinery::protobuf::encode(&ssar).unwrap();
+    let mut req = request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        None,
+        crate::machinery::protobuf::CONTENT_TYPE,
+    );
+    req.body = Bytes::from(body);
+    req.accept = Some(crate::machinery::protobuf::CONTENT_TYPE.into());
+    let ApiResponse::Body(b) = f.registry.handle(req).await else {
+        panic!()
+    };
+    assert_eq!(b.status, 201);
+    let answer = crate::machinery::protobuf::decode(&b.body).unwrap();
+    assert_eq!(answer["kind"], "SelfSubjectAccessReview");
+    assert_eq!(answer["status"], json!({"allowed": true}));
+
+    // `kubectl auth can-i --list` as someone the authorizer cannot list rules for.
+    let mut req = request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        Some(
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}}),
+        ),
+        "application/json",
+    );
+    req.user = UserInfo::new("bob", vec!["system:authenticated".into()]);
+    let ApiResponse::Body(b) = f.registry.handle(req).await else {
+        panic!()
+    };
+    let answer: Value = serde_json::from_slice(&b.body).unwrap();
+    assert_eq!(b.status, 201, "{answer}");
+    assert_eq!(
+        answer["status"],
+        json!({"resourceRules": [], "nonResourceRules": [], "incomplete": true})
+    );
+    // Reviews are only ever created.
+    let (code, _) = call(
+        &f,
+        "GET",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        None,
+    )
+    .await;
+    assert_eq!(code, 405);
+}

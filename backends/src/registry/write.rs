@@ -21,6 +21,7 @@ use crate::machinery::validation;
 use crate::resource::{ResourceDef, SubresourceHandler, VirtualHandler};
 use crate::status::{self, ApiError, ApiResult, GroupResource, StatusCause};
 use crate::storage::{Revision, StoreError};
+use kubegate_policy::UserInfo;
 
 /// How many times a write without a client precondition is retried on a CAS conflict.
 const MAX_CONFLICT_RETRIES: usize = 8;
@@ -40,6 +41,24 @@ pub(crate) enum FieldValidation {
 pub(crate) struct Written {
     pub object: Value,
     pub warnings: Vec<String>,
+}
+
+/// How a write is made: for real or as a dry run, and by whom (`None` for kubegate's own
+/// writes, which skip write admission).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WriteMode<'a> {
+    pub dry_run: bool,
+    pub requester: Option<&'a UserInfo>,
+}
+
+impl<'a> WriteMode<'a> {
+    /// A client's write, judged by write admission.
+    fn client(request: &'a ApiRequest) -> ApiResult<Self> {
+        Ok(WriteMode {
+            dry_run: dry_run(request)?,
+            requester: Some(&request.user),
+        })
+    }
 }
 
 fn field_validation(request: &ApiRequest) -> ApiResult<FieldValidation> {
@@ -233,7 +252,9 @@ impl Registry {
         check_type(&mut object, def, &def.kind)?;
         check_namespace(&mut object, def, &request.info.namespace)?;
         let warnings = self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
-        let mut written = self.create_object(def, object, dry_run(request)?).await?;
+        let mut written = self
+            .create_object(def, object, WriteMode::client(request)?)
+            .await?;
         written.warnings.extend(warnings);
         respond(201, def, &output, written)
     }
@@ -244,7 +265,7 @@ impl Registry {
         &self,
         def: &ResourceDef,
         object: Value,
-        dry_run: bool,
+        mode: WriteMode<'_>,
     ) -> ApiResult<Written> {
         let generated = object_name(&object).is_empty()
             && meta_str(&object, "generateName").is_some_and(|p| !p.is_empty());
@@ -256,7 +277,7 @@ impl Registry {
         };
         let mut last = None;
         for _ in 0..attempts {
-            match self.create_once(def, object.clone(), dry_run).await {
+            match self.create_once(def, object.clone(), mode).await {
                 Err(e) if generated && e.reason == "AlreadyExists" => last = Some(e),
                 other => return other,
             }
@@ -268,8 +289,9 @@ impl Registry {
         &self,
         def: &ResourceDef,
         mut object: Value,
-        dry_run: bool,
+        mode: WriteMode<'_>,
     ) -> ApiResult<Written> {
+        let dry_run = mode.dry_run;
         if meta_str(&object, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bad_request(
                 "resourceVersion should not be set on objects to be created",
@@ -309,6 +331,9 @@ impl Registry {
         causes.extend(def.strategy.validate(&object));
         if !causes.is_empty() {
             return Err(invalid(def, &object, causes));
+        }
+        if let (Some(user), Some(admission)) = (mode.requester, &def.admission) {
+            admission.admit(user, &object, None).await?;
         }
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
@@ -448,7 +473,7 @@ impl Registry {
                 &info.namespace,
                 &info.name,
                 &subresource,
-                dry_run(request)?,
+                WriteMode::client(request)?,
                 |_| Ok(body.clone()),
             )
             .await?;
@@ -482,7 +507,7 @@ impl Registry {
                 &info.namespace,
                 &info.name,
                 &info.subresource.clone(),
-                dry_run(request)?,
+                WriteMode::client(request)?,
                 |current| {
                     let mut patched = match patch_type {
                         PatchType::Json => patch::json_patch(current, &patch_bytes)?,
@@ -524,12 +549,13 @@ impl Registry {
         namespace: &str,
         name: &str,
         subresource: &str,
-        dry_run: bool,
+        mode: WriteMode<'_>,
         mutate: F,
     ) -> ApiResult<Written>
     where
         F: Fn(&Value) -> ApiResult<Value>,
     {
+        let dry_run = mode.dry_run;
         let key = def.key(namespace, name);
         let gr = def.group_resource();
         for _ in 0..MAX_CONFLICT_RETRIES {
@@ -646,6 +672,9 @@ impl Registry {
             causes.extend(def.strategy.validate_update(&object, &current));
             if !causes.is_empty() {
                 return Err(invalid(def, &object, causes));
+            }
+            if let (Some(user), Some(admission)) = (mode.requester, &def.admission) {
+                admission.admit(user, &object, Some(&current)).await?;
             }
             // An object being deleted goes once its last finalizer is removed.
             let deleting = current.pointer("/metadata/deletionTimestamp").is_some();

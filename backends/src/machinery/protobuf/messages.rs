@@ -9,6 +9,7 @@ use k8s_pb::api::coordination::v1 as coordv1;
 use k8s_pb::api::core::v1 as corev1;
 use k8s_pb::api::discovery::v1 as discv1;
 use k8s_pb::api::events::v1 as eventsv1;
+use k8s_pb::api::rbac::v1 as rbacv1;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as metav1;
 use serde_json::Value;
 
@@ -107,6 +108,10 @@ messages! {
         req "lastTransitionTime" => last_transition_time,
         req "reason" => reason,
         req "message" => message,
+    }
+    metav1::LabelSelector {
+        omit "matchLabels" => match_labels,
+        omit "matchExpressions" => match_expressions,
     }
     metav1::LabelSelectorRequirement {
         req "key" => key,
@@ -510,6 +515,51 @@ messages! {
     }
 }
 
+// rbac.authorization.k8s.io/v1: `rules` and `roleRef` have no `omitempty`, `aggregationRule`
+// is a pointer.
+messages! {
+    rbacv1::Role {
+        omit "metadata" => metadata,
+        req "rules" => rules,
+    }
+    rbacv1::ClusterRole {
+        omit "metadata" => metadata,
+        req "rules" => rules,
+        ptr "aggregationRule" => aggregation_rule,
+    }
+    rbacv1::AggregationRule {
+        omit "clusterRoleSelectors" => cluster_role_selectors,
+    }
+    rbacv1::PolicyRule {
+        req "verbs" => verbs,
+        omit "apiGroups" => api_groups,
+        omit "resources" => resources,
+        omit "resourceNames" => resource_names,
+        omit "nonResourceURLs" => non_resource_ur_ls,
+    }
+    rbacv1::RoleBinding {
+        omit "metadata" => metadata,
+        omit "subjects" => subjects,
+        req "roleRef" => role_ref,
+    }
+    rbacv1::ClusterRoleBinding {
+        omit "metadata" => metadata,
+        omit "subjects" => subjects,
+        req "roleRef" => role_ref,
+    }
+    rbacv1::Subject {
+        req "kind" => kind,
+        omit "apiGroup" => api_group,
+        req "name" => name,
+        omit "namespace" => namespace,
+    }
+    rbacv1::RoleRef {
+        req "apiGroup" => api_group,
+        req "kind" => kind,
+        req "name" => name,
+    }
+}
+
 // The lists of the kinds kubegate serves: Go's `metadata` is a value `ListMeta` tagged
 // `omitempty` and `items` has no `omitempty` (kube always writes `"items": [...]`).
 messages! {
@@ -550,6 +600,22 @@ messages! {
         req "items" => items,
     }
     discv1::EndpointSliceList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    rbacv1::RoleList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    rbacv1::ClusterRoleList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    rbacv1::RoleBindingList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    rbacv1::ClusterRoleBindingList {
         omit "metadata" => metadata,
         req "items" => items,
     }

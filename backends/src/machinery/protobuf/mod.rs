@@ -36,6 +36,7 @@ use k8s_pb::api::coordination::v1 as coordv1;
 use k8s_pb::api::core::v1 as corev1;
 use k8s_pb::api::discovery::v1 as discv1;
 use k8s_pb::api::events::v1 as eventsv1;
+use k8s_pb::api::rbac::v1 as rbacv1;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as metav1;
 use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
 use prost::Message;
@@ -281,6 +282,10 @@ const REQUEST_KINDS: &[Codec] = &[
     kind::<eventsv1::Event>(),
     kind::<coordv1::Lease>(),
     kind::<discv1::EndpointSlice>(),
+    kind::<rbacv1::Role>(),
+    kind::<rbacv1::ClusterRole>(),
+    kind::<rbacv1::RoleBinding>(),
+    kind::<rbacv1::ClusterRoleBinding>(),
     kind::<authnv1::SelfSubjectReview>(),
     kind::<authnv1::TokenReview>(),
     // k8s-pb gives the TokenRequest subresource kind no `Resource` impl.
@@ -305,4 +310,8 @@ const RESPONSE_KINDS: &[Codec] = &[
     list::<eventsv1::EventList, eventsv1::Event>("EventList"),
     list::<coordv1::LeaseList, coordv1::Lease>("LeaseList"),
     list::<discv1::EndpointSliceList, discv1::EndpointSlice>("EndpointSliceList"),
+    list::<rbacv1::RoleList, rbacv1::Role>("RoleList"),
+    list::<rbacv1::ClusterRoleList, rbacv1::ClusterRole>("ClusterRoleList"),
+    list::<rbacv1::RoleBindingList, rbacv1::RoleBinding>("RoleBindingList"),
+    list::<rbacv1::ClusterRoleBindingList, rbacv1::ClusterRoleBinding>("ClusterRoleBindingList"),
 ];

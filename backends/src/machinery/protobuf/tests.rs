@@ -416,6 +416,77 @@ fn subject_access_review_extra_is_a_map_of_lists() {
     );
 }
 
+/// What `kubectl create rolebinding --clusterrole=view --serviceaccount=ci:builder` sends
+/// as protobuf: Go writes every string, empty ones included, and they read as unset.
+#[test]
+fn rbac_kinds_from_a_go_client() {
+    let binding = rbacv1::RoleBinding {
+        metadata: Some(metav1::ObjectMeta {
+            namespace: s("default"),
+            ..meta("viewers")
+        }),
+        subjects: vec![rbacv1::Subject {
+            kind: s("ServiceAccount"),
+            api_group: s(""),
+            name: s("builder"),
+            namespace: s("ci"),
+        }],
+        role_ref: Some(rbacv1::RoleRef {
+            api_group: s("rbac.authorization.k8s.io"),
+            kind: s("ClusterRole"),
+            name: s("view"),
+        }),
+    };
+    assert_eq!(
+        ok(&wrap(&binding)),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "viewers", "namespace": "default"},
+            "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "ci"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        })
+    );
+    let role = rbacv1::ClusterRole {
+        metadata: Some(meta("pod-reader")),
+        rules: vec![rbacv1::PolicyRule {
+            verbs: vec!["get".into()],
+            api_groups: vec![String::new()],
+            resources: vec!["pods".into()],
+            resource_names: Vec::new(),
+            non_resource_ur_ls: Vec::new(),
+        }],
+        aggregation_rule: None,
+    };
+    assert_eq!(
+        ok(&wrap(&role)),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "pod-reader"},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}],
+        })
+    );
+    // An aggregated role's empty selector list and a binding without subjects.
+    let aggregated = rbacv1::ClusterRole {
+        metadata: Some(meta("monitoring")),
+        rules: Vec::new(),
+        aggregation_rule: Some(rbacv1::AggregationRule {
+            cluster_role_selectors: vec![metav1::LabelSelector {
+                match_labels: map(&[("team", "obs".to_string())]),
+                match_expressions: Vec::new(),
+            }],
+        }),
+    };
+    let got = ok(&wrap(&aggregated));
+    assert_eq!(
+        got["aggregationRule"],
+        json!({"clusterRoleSelectors": [{"matchLabels": {"team": "obs"}}]})
+    );
+    // Protobuf cannot tell nil from empty; the RBAC strategy stores either as Go's `null`.
+    assert_eq!(got["rules"], json!([]));
+}
+
 #[test]
 fn delete_options_with_propagation_policy_and_preconditions() {
     let opts = metav1::DeleteOptions {
@@ -680,6 +751,10 @@ const GOLDEN: &[(&str, &[u8], &[u8])] = golden![
     "events.k8s.io.v1.Event",
     "coordination.k8s.io.v1.Lease",
     "discovery.k8s.io.v1.EndpointSlice",
+    "rbac.authorization.k8s.io.v1.Role",
+    "rbac.authorization.k8s.io.v1.ClusterRole",
+    "rbac.authorization.k8s.io.v1.RoleBinding",
+    "rbac.authorization.k8s.io.v1.ClusterRoleBinding",
     "authentication.k8s.io.v1.SelfSubjectReview",
     "authentication.k8s.io.v1.TokenReview",
     "authorization.k8s.io.v1.SelfSubjectAccessReview",
@@ -897,13 +972,54 @@ fn stored_objects() -> Vec<Value> {
             }],
             "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
         }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta("pod-reader", ns),
+            "rules": [
+                {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["pods", "pods/log"]},
+                {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["app-config"]},
+            ],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": with(meta("monitoring", None), json!({
+                "labels": {"rbac.example.com/aggregate-to-monitoring": "true"},
+            })),
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics", "/healthz/*"]}],
+            "aggregationRule": {"clusterRoleSelectors": [
+                {"matchLabels": {"rbac.example.com/aggregate-to-monitoring": "true"}},
+                {"matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                    {"key": "legacy", "operator": "DoesNotExist"},
+                ]},
+            ]},
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta("read-pods", ns),
+            "subjects": [
+                {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "jane"},
+                {"kind": "ServiceAccount", "name": "builder", "namespace": "ci"},
+            ],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            // No subjects: Go leaves the field out, and roleRef is still written whole.
+            "metadata": meta("nobody-admin", None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        }),
     ]
 }
 
 #[test]
 fn every_served_kind_round_trips() {
     let objects = stored_objects();
-    assert_eq!(objects.len(), 10);
+    assert_eq!(objects.len(), 14);
     for object in &objects {
         round_trip(object);
     }
