@@ -3,8 +3,8 @@
 # authenticated four ways, in one run, against one kubegate: an x509 client certificate, a
 # cached ServiceAccount JWT (bearer), a cached static token (bearer), and anonymous.
 #
-# kubegate runs with anonymous access and a token file enabled (and the default AlwaysAllow
-# authorizer, so every identity may read the object). Rounds are interleaved; the load
+# kubegate runs with anonymous access and a token file enabled, and the AlwaysAllow
+# authorizer, so every identity may read the object (bench/authz.sh measures RBAC). Rounds are interleaved; the load
 # generator (bench/loadgen, HTTP/1.1 keep-alive over TLS) is pinned apart from the server, as
 # in get.sh. Target (issue 3, reported, not asserted): the cached-token path within 5% of
 # the anonymous path's requests/s.
@@ -35,6 +35,8 @@ cat >"$RUN/config.yaml" <<YAML
 authentication:
   anonymous: true
   tokenAuthFile: $RUN/tokens.csv
+authorization:
+  modes: [AlwaysAllow]
 YAML
 start_kubegate "$RUN/kubegate-data" "$(free_port 17447)" --config "$RUN/config.yaml"
 PKI=$KG_DIR/pki

@@ -6,12 +6,14 @@
 //! settings from YAML, and flags override it.
 
 mod authn;
+mod authz;
 mod certs;
 mod cli;
 mod controllers;
 mod health;
 mod metrics;
 mod pipeline;
+mod rbac;
 mod respond;
 mod routes;
 mod server;

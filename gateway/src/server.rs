@@ -15,8 +15,7 @@ use kubegate_backends::storage::cacher::Cacher;
 use kubegate_backends::storage::embedded::{EmbeddedOptions, EmbeddedStore};
 use kubegate_backends::storage::Store;
 use kubegate_config::Config;
-use kubegate_policy::authz::always::{AlwaysAllow, AlwaysDeny};
-use kubegate_policy::authz::union::{PrivilegedGroups, UnionAuthorizer};
+use kubegate_policy::authz::rbac::{RbacAuthorizer, RbacIndex};
 use kubegate_policy::Authorizer;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
@@ -92,27 +91,14 @@ impl ShutdownSignalWatch for DrainingShutdown {
     }
 }
 
-fn authorizer(config: &Config) -> Result<Arc<dyn Authorizer>, StartError> {
-    let mut chain: Vec<Arc<dyn Authorizer>> = vec![Arc::new(PrivilegedGroups::default())];
-    for mode in &config.authorization.modes {
-        match mode.as_str() {
-            "AlwaysAllow" => chain.push(Arc::new(AlwaysAllow)),
-            "AlwaysDeny" => chain.push(Arc::new(AlwaysDeny)),
-            other => {
-                return Err(StartError::Other(format!(
-                    "unsupported authorization mode {other}"
-                )))
-            }
-        }
-    }
-    Ok(Arc::new(UnionAuthorizer::new(chain)))
-}
-
-/// The built-in resources plus those that need the authenticators: the
-/// `serviceaccounts/token` subresource (TokenRequest), TokenReview and SelfSubjectReview.
+/// The built-in resources plus those that need the authenticators or the authorizer: the
+/// `serviceaccounts/token` subresource (TokenRequest), TokenReview, SelfSubjectReview, the
+/// access reviews, and the escalation checks on RBAC writes.
 fn served_resources(
     authentication: &crate::authn::Authentication,
     lookup: Arc<crate::authn::LateLookup>,
+    authorizer: &Arc<dyn Authorizer>,
+    rbac_index: &Arc<RbacIndex>,
 ) -> Vec<kubegate_backends::ResourceDef> {
     use kubegate_backends::core::authentication::{selfsubjectreviews_def, tokenreviews_def};
     use kubegate_backends::core::tokenrequest::TokenRequestHandler;
@@ -138,6 +124,10 @@ fn served_resources(
         authentication.bearer.clone(),
     ))));
     resources.push(selfsubjectreviews_def());
+    resources.extend(kubegate_backends::core::authorization::access_review_defs(
+        authorizer.clone(),
+    ));
+    crate::rbac::guard_writes(&mut resources, rbac_index, authorizer);
     resources
 }
 
@@ -201,6 +191,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         .map_err(StartError::Other)?;
     let tls_settings = crate::tls::settings(&cert, &key, authentication.ca_bundles.clone())?;
 
+    // The RBAC index exists before the registry: the authorizer chain, the access reviews and
+    // the escalation checks all read it. It is loaded from the watch cache below and kept
+    // current from then on, whatever the configured modes (the escalation checks use it).
+    let rbac_index = Arc::new(RbacIndex::new());
+    let rbac: Arc<dyn Authorizer> = Arc::new(RbacAuthorizer::new(rbac_index.clone()));
+    let authorizer = crate::authz::build(&config, Some(rbac)).map_err(StartError::Other)?;
+
     // Storage, watch cache and registry live on their own runtime: pingora runs its own
     // runtimes per service and must not be started inside one.
     let background = tokio::runtime::Builder::new_multi_thread()
@@ -224,7 +221,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .await
             .map_err(|e| StartError::Storage(e.to_string()))?;
         let registry = Arc::new(Registry::new(
-            served_resources(&authentication, lookup.clone()),
+            served_resources(&authentication, lookup.clone(), &authorizer, &rbac_index),
             cacher,
             RegistryOptions::default(),
         ));
@@ -232,11 +229,28 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .ensure_default_namespaces()
             .await
             .map_err(|e| StartError::Storage(e.message))?;
+        crate::rbac::reconcile_bootstrap_policy(&registry)
+            .await
+            .map_err(|e| StartError::Storage(format!("RBAC bootstrap policy: {e}")))?;
+        crate::rbac::aggregate_cluster_roles(&registry)
+            .await
+            .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;
         Ok::<_, StartError>(registry)
     })?;
+    let rbac_watch = crate::rbac::load(&registry, &rbac_index);
     lookup.bind(registry.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     background.spawn(crate::controllers::namespace_controller(
+        registry.clone(),
+        stop_rx.clone(),
+    ));
+    background.spawn(crate::rbac::follow(
+        registry.clone(),
+        rbac_index.clone(),
+        rbac_watch,
+        stop_rx.clone(),
+    ));
+    background.spawn(crate::rbac::aggregation_controller(
         registry.clone(),
         stop_rx,
     ));
@@ -272,7 +286,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         authenticator: authentication.authenticator.clone(),
         anonymous: authentication.anonymous,
         identity_headers: authentication.identity_headers,
-        authorizer: authorizer(&config)?,
+        authorizer,
         routes,
         max_request_bytes: config.max_request_bytes,
         request_timeout: config.request_timeout,
