@@ -2,7 +2,7 @@
 # bench/authz.sh - authorization cost: the same GET of one ~1 KiB ConfigMap by the same
 # token-authenticated user, in one run, through two kubegates on the same CPU: one authorizing
 # with RBAC over an index of 10,000 RoleBindings and 1,000 Roles (the user holds `view` in the
-# namespace through one of them), one with AlwaysAllow. Then the RBAC decision micro-benchmark
+# namespace through one of them), one with AlwaysAllow; both store the same objects. Then the RBAC decision micro-benchmark
 # (p50/p99 of one decision over the same population, in-process).
 #
 # Rounds are interleaved; the load generator (bench/loadgen, HTTP/1.1 keep-alive over TLS) is
@@ -10,6 +10,7 @@
 # RBAC GET requests/s within 5% of AlwaysAllow; p99 decision <= 10 us.
 #
 # Usage: bench/authz.sh        CONNS=32 ROUNDS=5 DURATION=10 WARMUP=3 bench/authz.sh
+#        RBAC_MODE=AlwaysAllow bench/authz.sh   (A/A calibration: both servers AlwaysAllow)
 # Output: $RESULTS/authz/summary.txt, runs.csv, decision.txt, raw loadgen output per run.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -22,6 +23,7 @@ NAMESPACES=${NAMESPACES:-100}     # Roles and RoleBindings are spread over these
 ROLES=${ROLES:-1000}
 BINDINGS=${BINDINGS:-10000}
 TARGETS="rbac always-allow"
+RBAC_MODE=${RBAC_MODE:-RBAC}      # calibration: RBAC_MODE=AlwaysAllow runs an A/A comparison
 
 need_tools kubectl python3
 prepare_common
@@ -77,18 +79,22 @@ PY
 declare -A PORT DIR PIDS
 next_port=17451
 for t in $TARGETS; do
-  mode=RBAC; [[ $t == always-allow ]] && mode=AlwaysAllow
-  start_kubegate "$RUN/kubegate-$t" "$(free_port "$next_port")" \
-    --token-auth-file "$RUN/tokens.csv" --authorization-mode "$mode"
+  mode=$RBAC_MODE; [[ $t == always-allow ]] && mode=AlwaysAllow
+  printf 'authentication:\n  tokenAuthFile: %s\nauthorization:\n  modes: [%s]\n' "$RUN/tokens.csv" "$mode" >"$RUN/$t.yaml"
+  start_kubegate "$RUN/kubegate-$t" "$(free_port "$next_port")" --config "$RUN/$t.yaml"
   PORT[$t]=$KG_PORT; DIR[$t]=$KG_DIR; PIDS[$t]=$KG_PID; next_port=$(( KG_PORT + 1 ))
   configmap_json bench-authz 1024 >"$RUN/cm.json"
   kg_curl /api/v1/namespaces/default/configmaps -X POST -H 'Content-Type: application/json' \
     --data-binary @"$RUN/cm.json" -o /dev/null
 done
-log "populating the RBAC kubegate: $ROLES Roles, $BINDINGS RoleBindings over $NAMESPACES namespaces"
-populate "${DIR[rbac]}" "${PORT[rbac]}"
-KUBECONFIG=${DIR[rbac]}/admin.kubeconfig kubectl get rolebindings -A --no-headers | wc -l \
-  | xargs -I{} log "RoleBindings stored: {}"
+# Both servers hold the same objects, so the only difference is the authorizer.
+for t in $TARGETS; do
+  log "populating $t: $ROLES Roles, $BINDINGS RoleBindings over $NAMESPACES namespaces"
+  populate "${DIR[$t]}" "${PORT[$t]}"
+done
+stored=$(KUBECONFIG=${DIR[rbac]}/admin.kubeconfig kubectl get rolebindings -A --no-headers | wc -l)
+log "RoleBindings stored: $stored"
+echo "rolebindings_stored=$stored" >>"$OUT/meta.txt"
 
 lg_args() {  # target -> loadgen arguments (one per line)
   local t=$1

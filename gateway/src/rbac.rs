@@ -470,10 +470,15 @@ impl WriteAdmission for BindingEscalationCheck {
         if bind_allowed {
             return Ok(());
         }
+        // A missing role is kube's 404 from reading it (`roles.rbac.authorization.k8s.io "x"
+        // not found`), not a 403.
         let rules = self
             .index
             .role_ref_rules(&role_ref, namespace)
-            .map_err(|why| ApiError::forbidden_resource(&gr, name, &why))?;
+            .map_err(|_| {
+                let roles = GroupResource::new(GROUP.to_string(), role_resource.to_string());
+                ApiError::not_found(&roles, &role_ref.name)
+            })?;
         confirm_no_escalation(&self.index, user, namespace, &rules)
             .map_err(|why| ApiError::forbidden_resource(&gr, name, &why))
     }

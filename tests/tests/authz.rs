@@ -101,6 +101,14 @@ fn serviceaccount_is_forbidden_until_bound_and_can_i_agrees() {
     );
     let (ok, out, _) = as_token(&gate, &token, &["get", "--raw", "/version"]);
     assert!(ok && out.contains("gitVersion"), "{out}");
+    // ServiceAccounts may read the issuer's discovery document (kube's
+    // system:service-account-issuer-discovery binding).
+    let (ok, out, err) = as_token(
+        &gate,
+        &token,
+        &["get", "--raw", "/.well-known/openid-configuration"],
+    );
+    assert!(ok && out.contains("jwks_uri"), "{out}{err}");
     assert_eq!(
         can_i(&gate, &["list", "configmaps", "-n", "team-a", "--as", user]),
         "no"
@@ -298,6 +306,26 @@ fn aggregation_grows_view_and_escalation_is_refused() {
     );
     let missing = gate.kubectl(&["get", "clusterrolebinding", "grab"]);
     assert!(!missing.status.success(), "a refused binding was stored");
+
+    // Binding a role that does not exist, without `bind`: kube's 404 for the role.
+    let (ok, _, err) = as_token(
+        &gate,
+        &token,
+        &[
+            "-n",
+            "default",
+            "create",
+            "rolebinding",
+            "dangling",
+            "--role=nope",
+            "--user=eve",
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("roles.rbac.authorization.k8s.io \"nope\" not found"),
+        "{err}"
+    );
 
     // Binding `view`, whose rules `edit` holds, is fine.
     let (ok, _, err) = as_token(

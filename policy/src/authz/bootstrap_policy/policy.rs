@@ -154,6 +154,31 @@ pub fn cluster_roles() -> Vec<Value> {
             &[AGGREGATE_TO_VIEW_LABEL],
             aggregate_to_view_rules(),
         ),
+        // Lets delegating API servers (extension servers behind kubegate) check tokens and
+        // access with the review APIs.
+        role(
+            "system:auth-delegator",
+            &[],
+            vec![
+                rule(&["create"], &[AUTHENTICATION], &["tokenreviews"]),
+                rule(&["create"], &[AUTHORIZATION], &["subjectaccessreviews"]),
+            ],
+        ),
+        // Lets ServiceAccounts (workload identity federation) read the issuer's discovery
+        // document and keys.
+        role(
+            "system:service-account-issuer-discovery",
+            &[],
+            vec![url_rule(
+                &["get"],
+                &[
+                    "/.well-known/openid-configuration",
+                    "/.well-known/openid-configuration/",
+                    "/openid/v1/jwks",
+                    "/openid/v1/jwks/",
+                ],
+            )],
+        ),
     ]
 }
 
@@ -351,6 +376,10 @@ pub fn cluster_role_bindings() -> Vec<Value> {
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
         ),
+        binding(
+            "system:service-account-issuer-discovery",
+            &["system:serviceaccounts"],
+        ),
     ]
 }
 
@@ -465,6 +494,8 @@ mod tests {
                 "system:aggregate-to-admin",
                 "system:aggregate-to-edit",
                 "system:aggregate-to-view",
+                "system:auth-delegator",
+                "system:service-account-issuer-discovery",
             ]
         );
     }
@@ -679,6 +710,10 @@ mod tests {
             (
                 "system:public-info-viewer",
                 &["system:authenticated", "system:unauthenticated"],
+            ),
+            (
+                "system:service-account-issuer-discovery",
+                &["system:serviceaccounts"],
             ),
         ];
         assert_eq!(bindings.len(), cases.len());

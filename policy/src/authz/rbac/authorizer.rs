@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::decision_cache::DecisionCache;
 use super::evaluation::rule_allows;
 use super::index::{aggregate, RbacIndex, Visit};
 use crate::authz::{Attributes, Authorizer, Decision, NonResourceRule, ResourceRule, RulesInfo};
@@ -14,11 +15,16 @@ use crate::user::UserInfo;
 #[derive(Debug, Clone)]
 pub struct RbacAuthorizer {
     index: Arc<RbacIndex>,
+    /// Recent decisions, valid while the index generation is unchanged.
+    cache: Arc<DecisionCache>,
 }
 
 impl RbacAuthorizer {
     pub fn new(index: Arc<RbacIndex>) -> Self {
-        RbacAuthorizer { index }
+        RbacAuthorizer {
+            index,
+            cache: Arc::default(),
+        }
     }
 
     /// The index decisions are made from.
@@ -32,6 +38,19 @@ impl RbacAuthorizer {
     /// no opinion, with `RBAC: ` and the role resolution errors as the reason if there were
     /// any.
     pub fn decide(&self, user: &UserInfo, request: &RequestInfo) -> Decision {
+        // Read before deciding: if the index changes meanwhile, the entry is tagged with the
+        // older generation and never reused.
+        let generation = self.index.generation();
+        if let Some(decision) = self.cache.get(generation, user, request) {
+            return decision;
+        }
+        let decision = self.evaluate(user, request);
+        self.cache.put(generation, user, request, &decision);
+        decision
+    }
+
+    /// [`decide`](Self::decide) without the decision cache: walks the bindings and rules.
+    pub fn evaluate(&self, user: &UserInfo, request: &RequestInfo) -> Decision {
         let mut allowed: Option<String> = None;
         let mut errors: Vec<String> = Vec::new();
         self.index

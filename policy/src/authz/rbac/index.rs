@@ -6,6 +6,7 @@
 //! an edited role takes effect at once without touching the bindings that reference it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::Deserialize;
@@ -363,6 +364,9 @@ pub(super) enum Visit<'a> {
 #[derive(Debug, Default)]
 pub struct RbacIndex {
     inner: RwLock<Inner>,
+    /// Bumped by every change, under the write lock: decisions remembered at an older
+    /// generation are not reused.
+    generation: AtomicU64,
 }
 
 impl RbacIndex {
@@ -384,12 +388,21 @@ impl RbacIndex {
     /// `metadata.namespace`/`metadata.name`. An object that cannot be read is skipped with a
     /// warning; if its key can be read, what the index held under that key is dropped.
     pub fn upsert(&self, kind: RbacKind, object: &Value) {
-        self.write().upsert(kind, object);
+        let mut inner = self.write();
+        inner.upsert(kind, object);
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Removes one object (a watch DELETED event). `namespace` is ignored for cluster kinds.
     pub fn remove(&self, kind: RbacKind, namespace: &str, name: &str) {
-        self.write().remove(kind, namespace, name);
+        let mut inner = self.write();
+        inner.remove(kind, namespace, name);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Changes so far: equal generations mean equal contents.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Replaces everything with `objects` (the initial list, or a relist). The new index is
@@ -399,7 +412,9 @@ impl RbacIndex {
         for (kind, object) in &objects {
             fresh.upsert(*kind, object);
         }
-        *self.write() = fresh;
+        let mut inner = self.write();
+        *inner = fresh;
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// How many objects of `kind` the index holds.

@@ -10,10 +10,12 @@
 //!   [`RoleRef`]) and [`compact_string`].
 //! - [`evaluation`]: does one rule allow one request ([`rule_allows`]).
 //! - [`index`]: the store and kube's rule resolver ([`RbacIndex`]).
-//! - [`authorizer`]: the [`Authorizer`](crate::authz::Authorizer) ([`RbacAuthorizer`]).
+//! - [`authorizer`]: the [`Authorizer`](crate::authz::Authorizer) ([`RbacAuthorizer`]), which
+//!   remembers recent decisions until the index changes (`decision_cache`).
 //! - [`policy_comparator`]: does one rule set cover another ([`covers`]).
 //! - [`escalation`]: may a user grant these rules ([`confirm_no_escalation`]).
 
+mod decision_cache;
 mod quote;
 
 pub mod authorizer;

@@ -4,18 +4,57 @@
 
 use super::types::PolicyRule;
 
+/// Requested rules that would break down into more single permissions than this are not
+/// broken down: unless one owner rule covers one whole, it is reported missing as it is. A
+/// few kilobytes of lists multiply into billions of permissions, and this check runs on
+/// every role write by users without `escalate`.
+pub const MAX_BREAKDOWN: usize = 10_000;
+/// At most this many missing permissions are reported (the answer is already "no").
+pub const MAX_MISSING: usize = 1_000;
+
 /// kube's `validation.Covers`: whether `owner` grants every permission in `requested`, and if
 /// not, the requested permissions it misses, each broken down to one group, resource, verb
-/// and resource name (or one non-resource URL and verb), in the order of `requested`.
+/// and resource name (or one non-resource URL and verb), in the order of `requested`. Bounded
+/// by [`MAX_BREAKDOWN`] and [`MAX_MISSING`]; within those bounds, exactly kube's answer.
 pub fn covers(owner: &[PolicyRule], requested: &[PolicyRule]) -> (bool, Vec<PolicyRule>) {
-    // Broken down to single tuples, each sub-rule is covered by one owner rule or by none, so
-    // checking them one by one against each owner rule is exact.
-    let uncovered: Vec<PolicyRule> = requested
-        .iter()
-        .flat_map(breakdown_rule)
-        .filter(|sub| !owner.iter().any(|o| rule_covers(o, sub)))
-        .collect();
+    let mut uncovered: Vec<PolicyRule> = Vec::new();
+    for rule in requested {
+        // One owner rule covering the whole rule covers every piece of it.
+        if owner.iter().any(|o| rule_covers(o, rule)) {
+            continue;
+        }
+        if breakdown_len(rule) > MAX_BREAKDOWN {
+            uncovered.push(rule.clone());
+        } else {
+            // Broken down to single tuples, each sub-rule is covered by one owner rule or by
+            // none, so checking them one by one against each owner rule is exact.
+            uncovered.extend(
+                breakdown_rule(rule)
+                    .into_iter()
+                    .filter(|sub| !owner.iter().any(|o| rule_covers(o, sub))),
+            );
+        }
+        if uncovered.len() >= MAX_MISSING {
+            uncovered.truncate(MAX_MISSING);
+            break;
+        }
+    }
     (uncovered.is_empty(), uncovered)
+}
+
+/// How many rules [`breakdown_rule`] would make of `rule` (saturating).
+pub fn breakdown_len(rule: &PolicyRule) -> usize {
+    let names = rule.resource_names.len().max(1);
+    rule.api_groups
+        .len()
+        .saturating_mul(rule.resources.len())
+        .saturating_mul(rule.verbs.len())
+        .saturating_mul(names)
+        .saturating_add(
+            rule.non_resource_urls
+                .len()
+                .saturating_mul(rule.verbs.len()),
+        )
 }
 
 /// kube's `BreakdownRule`: the equivalent rules with at most one verb, resource, API group and
@@ -107,4 +146,59 @@ fn rule_covers(owner: &PolicyRule, sub: &PolicyRule) -> bool {
     let names = owner.resource_names.is_empty()
         || (!sub.resource_names.is_empty() && has_all(&owner.resource_names, &sub.resource_names));
     verbs && groups && resources && names && urls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(prefix: &str, n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{prefix}{i}")).collect()
+    }
+
+    #[test]
+    fn huge_requests_are_judged_without_breaking_them_down() {
+        // 40 groups x 40 resources x 10 verbs x 10 names: 160,000 permissions.
+        let huge = PolicyRule {
+            api_groups: list("g", 40),
+            resources: list("r", 40),
+            verbs: list("v", 10),
+            resource_names: list("n", 10),
+            ..PolicyRule::default()
+        };
+        assert_eq!(breakdown_len(&huge), 160_000);
+        let everything = PolicyRule {
+            api_groups: vec!["*".into()],
+            resources: vec!["*".into()],
+            verbs: vec!["*".into()],
+            ..PolicyRule::default()
+        };
+        assert_eq!(
+            covers(&[everything], std::slice::from_ref(&huge)),
+            (true, vec![])
+        );
+        // Not held: reported whole, not as 160,000 pieces.
+        let some = PolicyRule {
+            api_groups: vec!["g0".into()],
+            resources: vec!["*".into()],
+            verbs: vec!["*".into()],
+            ..PolicyRule::default()
+        };
+        let (covered, missing) = covers(&[some], std::slice::from_ref(&huge));
+        assert!(!covered);
+        assert_eq!(missing, vec![huge]);
+    }
+
+    #[test]
+    fn missing_permissions_are_capped() {
+        let wide = PolicyRule {
+            api_groups: list("g", 10),
+            resources: list("r", 100),
+            verbs: list("v", 5),
+            ..PolicyRule::default()
+        };
+        let (covered, missing) = covers(&[], &[wide]);
+        assert!(!covered);
+        assert_eq!(missing.len(), MAX_MISSING);
+    }
 }
