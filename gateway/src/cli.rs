@@ -67,6 +67,30 @@ pub struct ServeFlags {
     /// How long SIGTERM waits for in-flight requests.
     #[arg(long)]
     pub shutdown_timeout: Option<String>,
+    /// Requests without credentials become system:anonymous (`--anonymous-auth[=true|false]`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub anonymous_auth: Option<bool>,
+    /// kube's static token CSV file (`token,user,uid,"group1,group2"`), re-read on change.
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// Bootstrap tokens from kube-system Secrets (`--enable-bootstrap-token-auth[=true|false]`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_bootstrap_token_auth: Option<bool>,
+    /// kube's AuthenticationConfiguration file (JWT issuers, anonymous).
+    #[arg(long)]
+    pub authentication_config: Option<PathBuf>,
+    /// The ServiceAccount token issuer URL.
+    #[arg(long)]
+    pub service_account_issuer: Option<String>,
+    /// Private key that signs ServiceAccount tokens.
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// Public keys that verify ServiceAccount tokens (repeatable).
+    #[arg(long)]
+    pub service_account_key_file: Vec<PathBuf>,
+    /// Audiences of the API, comma-separated.
+    #[arg(long)]
+    pub api_audiences: Option<String>,
     /// Ordered authorization modes, comma-separated (AlwaysAllow, AlwaysDeny, ABAC, Webhook,
     /// RBAC; default RBAC).
     #[arg(long)]
@@ -152,6 +176,35 @@ impl ServeFlags {
                 }
             }
         }
+        let authn = &mut config.authentication;
+        if let Some(v) = self.anonymous_auth {
+            authn.anonymous = v;
+        }
+        if let Some(v) = self.token_auth_file {
+            authn.token_auth_file = Some(v);
+        }
+        if let Some(v) = self.enable_bootstrap_token_auth {
+            authn.bootstrap_tokens = v;
+        }
+        if let Some(v) = self.authentication_config {
+            authn.config_file = Some(v);
+        }
+        if let Some(v) = self.service_account_issuer {
+            authn.service_accounts.issuer = v;
+        }
+        if let Some(v) = self.service_account_signing_key_file {
+            authn.service_accounts.signing_key_file = Some(v);
+        }
+        if !self.service_account_key_file.is_empty() {
+            authn.service_accounts.key_files = self.service_account_key_file;
+        }
+        if let Some(v) = self.api_audiences {
+            authn.service_accounts.api_audiences = v
+                .split(',')
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty())
+                .collect();
+        }
         if let Some(v) = self.authorization_mode {
             config.authorization.modes = v.split(',').map(|m| m.trim().to_string()).collect();
         }
@@ -229,6 +282,43 @@ mod tests {
         let c = flags.into_config().unwrap();
         assert_eq!(c.secure_port, 7001);
         assert_eq!(c.request_timeout, std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn authentication_flags_take_kube_apiserver_names() {
+        let cli = Cli::try_parse_from([
+            "kubegate",
+            "serve",
+            "--anonymous-auth",
+            "--token-auth-file=/etc/tokens.csv",
+            "--enable-bootstrap-token-auth=false",
+            "--authentication-config",
+            "/etc/authn.yaml",
+            "--service-account-issuer=https://issuer.example",
+            "--service-account-signing-key-file=/etc/sa.key",
+            "--service-account-key-file=/etc/a.pub",
+            "--service-account-key-file=/etc/b.pub",
+            "--api-audiences=api, vault",
+        ])
+        .unwrap();
+        let Command::Serve(flags) = cli.command else {
+            panic!("not serve");
+        };
+        let a = (*flags).into_config().unwrap().authentication;
+        assert!(a.anonymous);
+        assert!(!a.bootstrap_tokens);
+        assert_eq!(a.token_auth_file, Some(PathBuf::from("/etc/tokens.csv")));
+        assert_eq!(a.config_file, Some(PathBuf::from("/etc/authn.yaml")));
+        assert_eq!(a.service_accounts.issuer, "https://issuer.example");
+        assert_eq!(
+            a.service_accounts.signing_key_file,
+            Some(PathBuf::from("/etc/sa.key"))
+        );
+        assert_eq!(
+            a.service_accounts.key_files,
+            vec![PathBuf::from("/etc/a.pub"), PathBuf::from("/etc/b.pub")]
+        );
+        assert_eq!(a.service_accounts.api_audiences, vec!["api", "vault"]);
     }
 
     #[test]
