@@ -297,23 +297,27 @@ fn escalation_allowed(user: &UserInfo) -> bool {
     user.groups.iter().any(|g| g == SYSTEM_PRIVILEGED_GROUP)
 }
 
-/// Is `user` allowed `verb` on `resource` named `name` in `namespace` of the RBAC group?
-async fn authorized(
-    authorizer: &dyn Authorizer,
-    user: &UserInfo,
-    verb: &str,
-    resource: &str,
-    namespace: &str,
-    name: &str,
-) -> bool {
+/// What an escalation check asks the authorizer: may the writer `verb` the role `name`?
+struct RoleCheck<'a> {
+    verb: &'a str,
+    api_group: &'a str,
+    /// kube asks `escalate` with version `*` and `bind` with none.
+    api_version: &'a str,
+    resource: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+}
+
+/// Is `user` allowed what `check` asks, by the whole authorizer chain?
+async fn authorized(authorizer: &dyn Authorizer, user: &UserInfo, check: RoleCheck<'_>) -> bool {
     let request = RequestInfo {
         is_resource_request: true,
-        verb: verb.to_string(),
-        api_group: GROUP.to_string(),
-        api_version: "*".to_string(),
-        namespace: namespace.to_string(),
-        resource: resource.to_string(),
-        name: name.to_string(),
+        verb: check.verb.to_string(),
+        api_group: check.api_group.to_string(),
+        api_version: check.api_version.to_string(),
+        namespace: check.namespace.to_string(),
+        resource: check.resource.to_string(),
+        name: check.name.to_string(),
         ..RequestInfo::default()
     };
     authorizer
@@ -384,16 +388,15 @@ impl WriteAdmission for RoleEscalationCheck {
         let name = name_of(object);
         // kube asks with the request's name: empty on create (a POST to the collection).
         let asked_name = if old.is_some() { name } else { "" };
-        if authorized(
-            self.authorizer.as_ref(),
-            user,
-            "escalate",
-            self.resource,
+        let check = RoleCheck {
+            verb: "escalate",
+            api_group: GROUP,
+            api_version: "*",
+            resource: self.resource,
             namespace,
-            asked_name,
-        )
-        .await
-        {
+            name: asked_name,
+        };
+        if authorized(self.authorizer.as_ref(), user, check).await {
             return Ok(());
         }
         let gr = GroupResource::new(GROUP.to_string(), self.resource.to_string());
@@ -450,24 +453,15 @@ impl WriteAdmission for BindingEscalationCheck {
         };
         // The namespace asked about is the binding's, not the role's (kube's
         // `BindingAuthorized`), and the group is the roleRef's.
-        let request = RequestInfo {
-            is_resource_request: true,
-            verb: "bind".to_string(),
-            api_group: role_ref.api_group.clone(),
-            namespace: namespace.to_string(),
-            resource: role_resource.to_string(),
-            name: role_ref.name.clone(),
-            ..RequestInfo::default()
+        let check = RoleCheck {
+            verb: "bind",
+            api_group: &role_ref.api_group,
+            api_version: "",
+            resource: role_resource,
+            namespace,
+            name: &role_ref.name,
         };
-        let bind_allowed = self
-            .authorizer
-            .authorize(&Attributes {
-                user,
-                request: &request,
-            })
-            .await
-            .is_allowed();
-        if bind_allowed {
+        if authorized(self.authorizer.as_ref(), user, check).await {
             return Ok(());
         }
         // A missing role is kube's 404 from reading it (`roles.rbac.authorization.k8s.io "x"

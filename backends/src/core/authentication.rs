@@ -13,6 +13,7 @@ use std::sync::Arc;
 use kubegate_policy::UserInfo;
 use serde_json::{json, Map, Value};
 
+use super::gojson::GoJson;
 use super::{base_def, Names};
 use crate::api::ApiRequest;
 use crate::registry::now_rfc3339;
@@ -87,16 +88,23 @@ struct TokenReviewHandler {
 #[async_trait::async_trait]
 impl VirtualHandler for TokenReviewHandler {
     async fn create(&self, _request: &ApiRequest, object: Value) -> ApiResult<Value> {
-        let types = GoTypes::new("TokenReview");
-        let spec = types.object(
-            object.get("spec"),
-            "TokenReview",
-            "spec",
-            "v1.TokenReviewSpec",
+        let go = GoJson::new("TokenReview");
+        let empty = Map::new();
+        let spec = go
+            .object(
+                object.get("spec"),
+                "TokenReview",
+                "spec",
+                "v1.TokenReviewSpec",
+            )?
+            .unwrap_or(&empty);
+        let token = go.string(spec.get("token"), "TokenReviewSpec", "spec.token")?;
+        let audiences = go.strings(
+            spec.get("audiences"),
+            "TokenReviewSpec",
+            "spec.audiences",
+            "[]string",
         )?;
-        let token = types.string(spec.get("token"), "TokenReviewSpec", "spec.token")?;
-        let audiences =
-            types.strings(spec.get("audiences"), "TokenReviewSpec", "spec.audiences")?;
         // Checked before anything else, with kube's words: a 400, not a field error.
         if token.is_empty() {
             return Err(ApiError::bad_request(
@@ -105,7 +113,7 @@ impl VirtualHandler for TokenReviewHandler {
         }
         // kube fills in the status of the object it was sent, so whatever a client put there
         // and the review does not overwrite comes back as sent (after typed decoding).
-        let mut status = types.review_status(object.get("status"))?;
+        let mut status = decode_review_status(&go, object.get("status"))?;
 
         let outcome = self.reviewer.review(&token, &audiences).await;
         status.authenticated = matches!(outcome, Ok(Some(_)));
@@ -151,18 +159,20 @@ impl VirtualHandler for SelfSubjectReviewHandler {
     async fn create(&self, request: &ApiRequest, object: Value) -> ApiResult<Value> {
         // The body carries nothing kube reads, but it is still decoded into the typed object,
         // so ill-typed fields are a 400 as in kube.
-        let types = GoTypes::new("SelfSubjectReview");
-        let status = types.object(
+        let go = GoJson::new("SelfSubjectReview");
+        if let Some(status) = go.object(
             object.get("status"),
             "SelfSubjectReview",
             "status",
             "v1.SelfSubjectReviewStatus",
-        )?;
-        types.user_info(
-            status.get("userInfo"),
-            "SelfSubjectReviewStatus",
-            "status.userInfo",
-        )?;
+        )? {
+            decode_user_info(
+                &go,
+                status.get("userInfo"),
+                "SelfSubjectReviewStatus",
+                "status.userInfo",
+            )?;
+        }
 
         // A new object, not the request's: only the creation time is set in its metadata.
         Ok(json!({
@@ -237,152 +247,53 @@ impl ReviewStatus {
     }
 }
 
-/// Decodes JSON fields with the type rules and error wording of kube's typed decoding
-/// (`<Kind> in version "v1" cannot be handled as a <Kind>: json: cannot unmarshal ...`). A
-/// `null` or absent field is Go's zero value.
-struct GoTypes {
-    kind: &'static str,
+/// A `UserInfo` at `path`, type-checked as Go decodes it (string name and uid, a string list of
+/// groups, a map of string lists as extra), returned as it will be written back (Go's
+/// `omitempty`). `parent` is the Go struct holding the field (`TokenReviewStatus`).
+fn decode_user_info(
+    go: &GoJson,
+    value: Option<&Value>,
+    parent: &str,
+    path: &str,
+) -> ApiResult<Value> {
+    let Some(map) = go.object(value, parent, path, "v1.UserInfo")? else {
+        return Ok(json!({}));
+    };
+    let field = |name: &str| format!("{path}.{name}");
+    Ok(user_info(&UserInfo {
+        name: go.string(map.get("username"), "UserInfo", &field("username"))?,
+        uid: go.string(map.get("uid"), "UserInfo", &field("uid"))?,
+        groups: go.strings(map.get("groups"), "UserInfo", &field("groups"), "[]string")?,
+        extra: go.string_lists_map(
+            map.get("extra"),
+            "UserInfo",
+            &field("extra"),
+            "v1.ExtraValue",
+        )?,
+    }))
 }
 
-impl GoTypes {
-    fn new(kind: &'static str) -> Self {
-        GoTypes { kind }
-    }
-
-    /// A 400 for a value of the wrong JSON type, naming the innermost Go struct and the full
-    /// field path as Go's `UnmarshalTypeError` does.
-    fn mismatch(&self, value: &Value, go_struct: &str, path: &str, go_type: &str) -> ApiError {
-        let found = match value {
-            Value::Bool(_) => "bool",
-            Value::Number(_) => "number",
-            Value::String(_) => "string",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
-            Value::Null => "null",
-        };
-        ApiError::bad_request(format!(
-            "{kind} in version \"{VERSION}\" cannot be handled as a {kind}: json: cannot unmarshal {found} into Go struct field {go_struct}.{path} of type {go_type}",
-            kind = self.kind
-        ))
-    }
-
-    /// A struct-valued field (`go_type` is its Go type, e.g. `v1.TokenReviewSpec`).
-    fn object(
-        &self,
-        value: Option<&Value>,
-        go_struct: &str,
-        path: &str,
-        go_type: &str,
-    ) -> ApiResult<Map<String, Value>> {
-        match value {
-            None | Some(Value::Null) => Ok(Map::new()),
-            Some(Value::Object(map)) => Ok(map.clone()),
-            Some(other) => Err(self.mismatch(other, go_struct, path, go_type)),
-        }
-    }
-
-    fn string(&self, value: Option<&Value>, go_struct: &str, path: &str) -> ApiResult<String> {
-        match value {
-            None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(self.mismatch(other, go_struct, path, "string")),
-        }
-    }
-
-    fn boolean(&self, value: Option<&Value>, go_struct: &str, path: &str) -> ApiResult<bool> {
-        match value {
-            None | Some(Value::Null) => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(self.mismatch(other, go_struct, path, "bool")),
-        }
-    }
-
-    fn strings(
-        &self,
-        value: Option<&Value>,
-        go_struct: &str,
-        path: &str,
-    ) -> ApiResult<Vec<String>> {
-        match value {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                // An element of the wrong type is reported with the element type.
-                .map(|item| self.string(Some(item), go_struct, path))
-                .collect(),
-            Some(other) => Err(self.mismatch(other, go_struct, path, "[]string")),
-        }
-    }
-
-    /// A `UserInfo` at `path`: string name and uid, a string list of groups and a map of
-    /// string lists as extra. Returns it as it will be written back (Go's `omitempty`).
-    /// `parent` is the Go struct holding the field (`TokenReviewStatus`).
-    fn user_info(&self, value: Option<&Value>, parent: &str, path: &str) -> ApiResult<Value> {
-        let map = match value {
-            None | Some(Value::Null) => return Ok(json!({})),
-            Some(Value::Object(map)) => map,
-            Some(other) => return Err(self.mismatch(other, parent, path, "v1.UserInfo")),
-        };
-        let field = |name: &str| format!("{path}.{name}");
-        let username = self.string(map.get("username"), "UserInfo", &field("username"))?;
-        let uid = self.string(map.get("uid"), "UserInfo", &field("uid"))?;
-        let groups = self.strings(map.get("groups"), "UserInfo", &field("groups"))?;
-        let mut extra = std::collections::BTreeMap::new();
-        match map.get("extra") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(entries)) => {
-                for (key, values) in entries {
-                    let values = match values {
-                        Value::Array(_) | Value::Null => {
-                            self.strings(Some(values), "UserInfo", &field("extra"))?
-                        }
-                        other => {
-                            return Err(self.mismatch(
-                                other,
-                                "UserInfo",
-                                &field("extra"),
-                                "v1.ExtraValue",
-                            ))
-                        }
-                    };
-                    extra.insert(key.clone(), values);
-                }
-            }
-            Some(other) => {
-                return Err(self.mismatch(
-                    other,
-                    "UserInfo",
-                    &field("extra"),
-                    "map[string]v1.ExtraValue",
-                ))
-            }
-        }
-        Ok(user_info(&UserInfo {
-            name: username,
-            uid,
-            groups,
-            extra,
-        }))
-    }
-
-    /// A client-sent `TokenReviewStatus`.
-    fn review_status(&self, value: Option<&Value>) -> ApiResult<ReviewStatus> {
-        let map = self.object(value, "TokenReview", "status", "v1.TokenReviewStatus")?;
-        Ok(ReviewStatus {
-            authenticated: self.boolean(
-                map.get("authenticated"),
-                "TokenReviewStatus",
-                "status.authenticated",
-            )?,
-            user: self.user_info(map.get("user"), "TokenReviewStatus", "status.user")?,
-            audiences: self.strings(
-                map.get("audiences"),
-                "TokenReviewStatus",
-                "status.audiences",
-            )?,
-            error: self.string(map.get("error"), "TokenReviewStatus", "status.error")?,
-        })
-    }
+/// A client-sent `TokenReviewStatus`.
+fn decode_review_status(go: &GoJson, value: Option<&Value>) -> ApiResult<ReviewStatus> {
+    let empty = Map::new();
+    let map = go
+        .object(value, "TokenReview", "status", "v1.TokenReviewStatus")?
+        .unwrap_or(&empty);
+    Ok(ReviewStatus {
+        authenticated: go.boolean(
+            map.get("authenticated"),
+            "TokenReviewStatus",
+            "status.authenticated",
+        )?,
+        user: decode_user_info(go, map.get("user"), "TokenReviewStatus", "status.user")?,
+        audiences: go.strings(
+            map.get("audiences"),
+            "TokenReviewStatus",
+            "status.audiences",
+            "[]string",
+        )?,
+        error: go.string(map.get("error"), "TokenReviewStatus", "status.error")?,
+    })
 }
 
 #[cfg(test)]
