@@ -100,7 +100,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::bearer::{TokenAuthenticator, TokenOutcome, TokenReviewResult};
-use super::webhook::{https_client, read_body_capped, root_store_from_pem, TlsOptions};
+use crate::https::{https_client, read_body_capped, root_store_from_pem, TlsOptions};
 use crate::user::UserInfo;
 
 /// API versions of `AuthenticationConfiguration` kubegate reads.
@@ -1649,7 +1649,7 @@ async fn get_json(client: &reqwest::Client, url: &str) -> Result<Value, String> 
         .header(http::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|e| format!("{url}: {}", super::webhook::error_chain(&e)))?;
+        .map_err(|e| format!("{url}: {}", crate::https::error_chain(&e)))?;
     let status = response.status();
     let body = read_body_capped(&mut response, MAX_DOCUMENT_BYTES)
         .await
@@ -1798,8 +1798,7 @@ ImbrpLRSFTx7Tpz71VY/lTp0rsxMpg7L5UmOwgsahIgxjU8YDXHbpWg5g1r/wgig\n\
             let builder = match client_ca {
                 Some(client_ca) => {
                     let roots =
-                        super::super::webhook::root_store_from_pem(client_ca.pem.as_bytes())
-                            .unwrap();
+                        crate::https::root_store_from_pem(client_ca.pem.as_bytes()).unwrap();
                     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                         Arc::new(roots),
                         provider,
