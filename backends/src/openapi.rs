@@ -5,7 +5,9 @@
 //! (`/openapi/v2`, as JSON and as the gnostic protobuf client-go asks for).
 //!
 //! Everything is built once by [`OpenApi::build`]; requests are answered from the stored bytes
-//! with the ETag kube-openapi computes (upper-case hex SHA-512 of the body).
+//! with the ETag kube-openapi computes (upper-case hex SHA-512 of the body). Remote extension API
+//! servers' documents are merged in as kube-aggregator does by [`OpenApi::merged`] /
+//! [`OpenApi::merge`] (module `merge`), from a [`LocalOpenApi`] built once.
 //!
 //! kubectl reads these documents: `kubectl explain` and the client-side apply patcher find a
 //! kind through `x-kubernetes-group-version-kind` on `components.schemas`, the apply patcher
@@ -25,6 +27,9 @@ use sha2::{Digest, Sha512};
 
 use crate::discovery::subresource_gvk;
 use crate::resource::{ResourceDef, SubresourceDef};
+
+mod merge;
+pub use merge::{LocalOpenApi, RemoteOpenApi};
 
 /// The Kubernetes release whose types (k8s-openapi `v1_33`) the documents describe.
 const KUBE_VERSION: &str = "v1.33.0";
@@ -84,12 +89,13 @@ struct Doc {
 impl Doc {
     fn new(value: &Value) -> Doc {
         // Serializing a `Value` cannot fail (every key is a string).
-        let body = serde_json::to_vec(value).unwrap_or_default();
+        Doc::from_bytes(Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+    }
+
+    /// A document served as these bytes (a remote backend's, kept as fetched).
+    fn from_bytes(body: Bytes) -> Doc {
         let etag = format!("\"{}\"", sha512_hex(&body));
-        Doc {
-            body: Bytes::from(body),
-            etag,
-        }
+        Doc { body, etag }
     }
 
     fn hash(&self) -> &str {
@@ -106,44 +112,12 @@ impl OpenApi {
     /// Builds every document from the served resources. Resources whose definition k8s-openapi
     /// does not know (custom resources) get an open object schema with standard metadata.
     pub fn build(resources: &[ResourceDef]) -> OpenApi {
-        let catalog = build_catalog(resources);
+        LocalOpenApi::build(resources).into_openapi()
+    }
 
-        let mut by_gv: BTreeMap<(String, String), Vec<&ResourceDef>> = BTreeMap::new();
-        for r in resources {
-            by_gv
-                .entry((r.group.clone(), r.version.clone()))
-                .or_default()
-                .push(r);
-        }
-
-        // Every path of every v3 document, kept to assemble the v2 document afterwards.
-        let mut all_paths: BTreeMap<String, Vec<Route>> = BTreeMap::new();
-        let mut v3 = BTreeMap::new();
-        let mut push_doc = |key: String, paths: BTreeMap<String, Vec<Route>>, info: &str| {
-            v3.insert(key, Doc::new(&render_v3(&paths, &catalog, info)));
-            all_paths.extend(paths);
-        };
-
-        push_doc("api".into(), root_paths(true), "unversioned");
-        push_doc("apis".into(), root_paths(false), "unversioned");
-        push_doc("version".into(), version_paths(), "unversioned");
-        let groups: BTreeSet<&str> = by_gv
-            .keys()
-            .map(|(g, _)| g.as_str())
-            .filter(|g| !g.is_empty())
-            .collect();
-        for group in groups {
-            push_doc(format!("apis/{group}"), group_paths(group), "unversioned");
-        }
-        for ((group, version), defs) in &by_gv {
-            let key = if group.is_empty() {
-                format!("api/{version}")
-            } else {
-                format!("apis/{group}/{version}")
-            };
-            push_doc(key, group_version_paths(group, version, defs), KUBE_VERSION);
-        }
-
+    /// Assembles the served documents: the `/openapi/v3` index lists every v3 document with its
+    /// hash.
+    fn from_parts(v3: BTreeMap<String, Doc>, v2: Doc, v2_protobuf: Bytes) -> OpenApi {
         let mut index = Map::new();
         for (key, doc) in &v3 {
             index.insert(
@@ -151,16 +125,18 @@ impl OpenApi {
                 json!({ "serverRelativeURL": server_relative_url(key, doc.hash()) }),
             );
         }
-        let v3_index = Doc::new(&json!({ "paths": index }));
-        let v2_value = render_v2(&all_paths, &catalog);
-        let v2 = Doc::new(&v2_value);
-        let v2_protobuf = Bytes::from(gnostic::encode(&v2_value));
         OpenApi {
-            v3_index,
+            v3_index: Doc::new(&json!({ "paths": index })),
             v3,
             v2,
             v2_protobuf,
         }
+    }
+
+    /// The keys of every v3 document (`api/v1`, `apis/<group>/<version>`, ...), sorted: the
+    /// paths of the `/openapi/v3` index.
+    pub fn v3_keys(&self) -> impl Iterator<Item = &str> {
+        self.v3.keys().map(String::as_str)
     }
 
     /// The `/openapi/v3` index and its quoted ETag.
@@ -198,6 +174,52 @@ impl OpenApi {
     pub fn v2_protobuf(&self) -> (&Bytes, &str) {
         (&self.v2_protobuf, &self.v2.etag)
     }
+}
+
+/// Generates the local v3 documents and the Swagger document (encoded by [`LocalOpenApi`], which
+/// keeps it for merging remote documents in). [`OpenApi::merged`] reuses the result while the
+/// `ResourceDef` fields listed in `merge::ResourceFingerprint` stay the same: reading another
+/// field here means adding it there.
+fn generate(resources: &[ResourceDef]) -> (BTreeMap<String, Doc>, Value) {
+    let catalog = build_catalog(resources);
+
+    let mut by_gv: BTreeMap<(String, String), Vec<&ResourceDef>> = BTreeMap::new();
+    for r in resources {
+        by_gv
+            .entry((r.group.clone(), r.version.clone()))
+            .or_default()
+            .push(r);
+    }
+
+    // Every path of every v3 document, kept to assemble the v2 document afterwards.
+    let mut all_paths: BTreeMap<String, Vec<Route>> = BTreeMap::new();
+    let mut v3 = BTreeMap::new();
+    let mut push_doc = |key: String, paths: BTreeMap<String, Vec<Route>>, info: &str| {
+        v3.insert(key, Doc::new(&render_v3(&paths, &catalog, info)));
+        all_paths.extend(paths);
+    };
+
+    push_doc("api".into(), root_paths(true), "unversioned");
+    push_doc("apis".into(), root_paths(false), "unversioned");
+    push_doc("version".into(), version_paths(), "unversioned");
+    let groups: BTreeSet<&str> = by_gv
+        .keys()
+        .map(|(g, _)| g.as_str())
+        .filter(|g| !g.is_empty())
+        .collect();
+    for group in groups {
+        push_doc(format!("apis/{group}"), group_paths(group), "unversioned");
+    }
+    for ((group, version), defs) in &by_gv {
+        let key = if group.is_empty() {
+            format!("api/{version}")
+        } else {
+            format!("apis/{group}/{version}")
+        };
+        push_doc(key, group_version_paths(group, version, defs), KUBE_VERSION);
+    }
+
+    (v3, render_v2(&all_paths, &catalog))
 }
 
 fn server_relative_url(key: &str, hash: &str) -> String {
@@ -284,6 +306,8 @@ known_definitions! {
     "io.k8s.apimachinery.pkg.apis.meta.v1.APIVersions" =>
         k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions,
     "io.k8s.apimachinery.pkg.version.Info" => k8s_openapi::apimachinery::pkg::version::Info,
+    "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService" =>
+        k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 }
 
 /// The meta types the paths of every document may reference.
@@ -1670,6 +1694,10 @@ mod gnostic {
         pub paths: Option<Paths>,
         #[prost(message, optional, tag = "9")]
         pub definitions: Option<Definitions>,
+        /// Shared parameters (`#/parameters/<name>`): kube-openapi's builder moves the parameters
+        /// many operations repeat there, so remote backends' documents have them.
+        #[prost(message, optional, tag = "10")]
+        pub parameters: Option<ParameterDefinitions>,
         #[prost(message, repeated, tag = "12")]
         pub security: Vec<SecurityRequirement>,
         #[prost(message, optional, tag = "13")]
@@ -1742,7 +1770,7 @@ mod gnostic {
 
     #[derive(Clone, PartialEq, Message)]
     pub struct ParametersItem {
-        #[prost(oneof = "ParametersItemOneof", tags = "1")]
+        #[prost(oneof = "ParametersItemOneof", tags = "1, 2")]
         pub oneof: Option<ParametersItemOneof>,
     }
 
@@ -1750,6 +1778,31 @@ mod gnostic {
     pub enum ParametersItemOneof {
         #[prost(message, tag = "1")]
         Parameter(Parameter),
+        #[prost(message, tag = "2")]
+        JsonReference(JsonReference),
+    }
+
+    /// A `$ref` (to a shared parameter or response).
+    #[derive(Clone, PartialEq, Message)]
+    pub struct JsonReference {
+        #[prost(string, tag = "1")]
+        pub reference: String,
+        #[prost(string, tag = "2")]
+        pub description: String,
+    }
+
+    #[derive(Clone, PartialEq, Message)]
+    pub struct ParameterDefinitions {
+        #[prost(message, repeated, tag = "1")]
+        pub additional_properties: Vec<NamedParameter>,
+    }
+
+    #[derive(Clone, PartialEq, Message)]
+    pub struct NamedParameter {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(message, optional, tag = "2")]
+        pub value: Option<Parameter>,
     }
 
     #[derive(Clone, PartialEq, Message)]
@@ -1842,14 +1895,16 @@ mod gnostic {
 
     #[derive(Clone, PartialEq, Message)]
     pub struct ResponseValue {
-        #[prost(oneof = "ResponseValueOneof", tags = "1")]
+        #[prost(oneof = "ResponseValueOneof", tags = "1, 2")]
         pub oneof: Option<ResponseValueOneof>,
     }
 
     #[derive(Clone, PartialEq, Oneof)]
     pub enum ResponseValueOneof {
         #[prost(message, tag = "1")]
-        Response(Response),
+        Response(Box<Response>),
+        #[prost(message, tag = "2")]
+        JsonReference(JsonReference),
     }
 
     #[derive(Clone, PartialEq, Message)]
@@ -2071,15 +2126,16 @@ mod gnostic {
 
     fn named_schemas(v: &Value) -> Vec<NamedSchema> {
         v.as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(name, s)| NamedSchema {
-                        name: name.clone(),
-                        value: Some(schema(s)),
-                    })
-                    .collect()
-            })
+            .map(|m| m.iter().map(|(name, s)| named_schema(name, s)).collect())
             .unwrap_or_default()
+    }
+
+    /// One entry of `definitions` (or of a schema's `properties`).
+    pub fn named_schema(name: &str, v: &Value) -> NamedSchema {
+        NamedSchema {
+            name: name.to_string(),
+            value: Some(schema(v)),
+        }
     }
 
     /// A Swagger 2.0 schema object; keywords Swagger has no field for (none in kube's v2
@@ -2163,7 +2219,23 @@ mod gnostic {
         s
     }
 
-    fn parameter(v: &Value) -> ParametersItem {
+    /// A JSON reference when the value is `{"$ref": ...}` (kube's shared parameters).
+    fn json_reference(v: &Value) -> Option<JsonReference> {
+        Some(JsonReference {
+            reference: v.get("$ref")?.as_str()?.to_string(),
+            description: text(&v["description"]),
+        })
+    }
+
+    fn parameters_item(v: &Value) -> ParametersItem {
+        let oneof = match json_reference(v) {
+            Some(reference) => ParametersItemOneof::JsonReference(reference),
+            None => ParametersItemOneof::Parameter(parameter(v)),
+        };
+        ParametersItem { oneof: Some(oneof) }
+    }
+
+    fn parameter(v: &Value) -> Parameter {
         let field = |k: &str| text(&v[k]);
         let required = v["required"].as_bool().unwrap_or_default();
         let unique_items = v["uniqueItems"].as_bool().unwrap_or_default();
@@ -2200,16 +2272,14 @@ mod gnostic {
                 )),
             }),
         };
-        ParametersItem {
-            oneof: Some(ParametersItemOneof::Parameter(Parameter {
-                oneof: Some(parameter),
-            })),
+        Parameter {
+            oneof: Some(parameter),
         }
     }
 
     fn parameters(v: &Value) -> Vec<ParametersItem> {
         v.as_array()
-            .map(|a| a.iter().map(parameter).collect())
+            .map(|a| a.iter().map(parameters_item).collect())
             .unwrap_or_default()
     }
 
@@ -2224,12 +2294,15 @@ mod gnostic {
                     .map(|(code, response)| NamedResponseValue {
                         name: code.clone(),
                         value: Some(ResponseValue {
-                            oneof: Some(ResponseValueOneof::Response(Response {
-                                description: text(&response["description"]),
-                                schema: response.get("schema").map(|s| SchemaItem {
-                                    oneof: Some(SchemaItemOneof::Schema(schema(s))),
-                                }),
-                            })),
+                            oneof: Some(match json_reference(response) {
+                                Some(reference) => ResponseValueOneof::JsonReference(reference),
+                                None => ResponseValueOneof::Response(Box::new(Response {
+                                    description: text(&response["description"]),
+                                    schema: response.get("schema").map(|s| SchemaItem {
+                                        oneof: Some(SchemaItemOneof::Schema(schema(s))),
+                                    }),
+                                })),
+                            }),
                         }),
                     })
                     .collect(),
@@ -2247,24 +2320,44 @@ mod gnostic {
         })
     }
 
-    /// Encodes a rendered Swagger 2.0 document.
+    /// One entry of `paths`.
+    pub fn named_path_item(name: &str, item: &Value) -> NamedPathItem {
+        NamedPathItem {
+            name: name.to_string(),
+            value: Some(PathItem {
+                get: operation(&item["get"]),
+                put: operation(&item["put"]),
+                post: operation(&item["post"]),
+                delete: operation(&item["delete"]),
+                options: operation(&item["options"]),
+                head: operation(&item["head"]),
+                patch: operation(&item["patch"]),
+                parameters: parameters(&item["parameters"]),
+            }),
+        }
+    }
+
+    /// One entry of the shared `parameters`.
+    pub fn named_parameter(name: &str, v: &Value) -> NamedParameter {
+        NamedParameter {
+            name: name.to_string(),
+            value: Some(parameter(v)),
+        }
+    }
+
+    /// Encodes a rendered Swagger 2.0 document in one go (the served encoding is spliced from
+    /// per-entry encodings; tests check both agree).
+    #[cfg(test)]
     pub fn encode(doc: &Value) -> Vec<u8> {
+        document(doc).encode_to_vec()
+    }
+
+    /// A rendered Swagger 2.0 document as gnostic's message.
+    pub fn document(doc: &Value) -> Document {
         let paths = doc["paths"].as_object().map(|paths| Paths {
             path: paths
                 .iter()
-                .map(|(name, item)| NamedPathItem {
-                    name: name.clone(),
-                    value: Some(PathItem {
-                        get: operation(&item["get"]),
-                        put: operation(&item["put"]),
-                        post: operation(&item["post"]),
-                        delete: operation(&item["delete"]),
-                        options: operation(&item["options"]),
-                        head: operation(&item["head"]),
-                        patch: operation(&item["patch"]),
-                        parameters: parameters(&item["parameters"]),
-                    }),
-                })
+                .map(|(name, item)| named_path_item(name, item))
                 .collect(),
         });
         let security = doc["security"]
@@ -2317,10 +2410,17 @@ mod gnostic {
             definitions: Some(Definitions {
                 additional_properties: named_schemas(&doc["definitions"]),
             }),
+            parameters: doc["parameters"]
+                .as_object()
+                .map(|shared| ParameterDefinitions {
+                    additional_properties: shared
+                        .iter()
+                        .map(|(name, p)| named_parameter(name, p))
+                        .collect(),
+                }),
             security,
             security_definitions,
         }
-        .encode_to_vec()
     }
 }
 
@@ -2758,6 +2858,16 @@ const KUBE_EXTENSIONS: &[(&str, &str, &str)] = &[
         "causes",
         r#"{"x-kubernetes-list-type":"atomic"}"#,
     ),
+    (
+        "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec",
+        "caBundle",
+        r#"{"x-kubernetes-list-type":"atomic"}"#,
+    ),
+    (
+        "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus",
+        "conditions",
+        r#"{"x-kubernetes-list-map-keys":["type"],"x-kubernetes-list-type":"map","x-kubernetes-patch-merge-key":"type","x-kubernetes-patch-strategy":"merge"}"#,
+    ),
 ];
 
 /// Required fields where kube differs from k8s-openapi.
@@ -2801,6 +2911,10 @@ const KUBE_REQUIRED: &[(&str, &[&str])] = &[
     ("io.k8s.api.rbac.v1.Role", &[]),
     ("io.k8s.api.rbac.v1.RoleBinding", &["roleRef"]),
     ("io.k8s.apimachinery.pkg.apis.meta.v1.Status", &[]),
+    (
+        "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService",
+        &[],
+    ),
 ];
 
 /// (list definition, description, `items` description, `metadata` description).
@@ -2900,6 +3014,12 @@ const KUBE_LIST_DESCRIPTIONS: &[(&str, &str, &str, &str)] = &[
         "PriorityLevelConfigurationList is a list of PriorityLevelConfiguration objects.",
         "`items` is a list of request-priorities.",
         "`metadata` is the standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    ),
+    (
+        "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceList",
+        "APIServiceList is a list of APIService objects.",
+        "Items is the list of APIService",
+        "Standard list metadata More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
     ),
 ];
 

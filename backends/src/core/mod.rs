@@ -1,14 +1,16 @@
 //! The built-in core resources kube-apiserver serves and kubegate serves the same way:
 //! namespaces, configmaps, secrets, serviceaccounts, services, endpoints, events (core/v1
-//! and events.k8s.io/v1), RBAC roles and bindings, leases and endpointslices, plus the
-//! computed review resources (`authentication`, `authorization`) the gateway adds with its
-//! authenticators and authorizers. Each type's module gives its
+//! and events.k8s.io/v1), RBAC roles and bindings, leases, endpointslices and APIServices,
+//! plus the computed review resources (`authentication`, `authorization`) the gateway adds
+//! with its authenticators and authorizers. Each type's module gives its
 //! [`ResourceDef`] (names, scope, verbs, subresources, Table columns, field selectors,
 //! strategic-merge-patch metadata, storage prefix) and its [`Strategy`] (kube's
 //! `strategy.go` defaulting plus `validation.go` checks, with kube's field paths and
 //! messages). This module holds what they share: the resource list, Age formatting as
 //! `kubectl get` shows it, and small JSON accessors.
 
+pub mod apiregistration;
+mod apiregistration_validation;
 pub mod authentication;
 pub mod authorization;
 pub mod b64;
@@ -60,6 +62,8 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
         services::def(),
         endpoints::def(),
         events::def(),
+        // apiregistration.k8s.io ranks right after the core group in kube's group priorities.
+        apiregistration::def(),
         events_v1::def(),
         // rbac.authorization.k8s.io ranks between events.k8s.io and coordination.k8s.io in
         // kube's group priorities.

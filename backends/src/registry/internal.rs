@@ -37,6 +37,24 @@ impl Registry {
             .object)
     }
 
+    /// Replaces the `status` of `namespace/name` through the status subresource's rules
+    /// (the spec is kept), with what `mutate` makes of the current object.
+    pub async fn update_status_internal<F>(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        mutate: F,
+    ) -> ApiResult<Value>
+    where
+        F: Fn(&Value) -> ApiResult<Value>,
+    {
+        Ok(self
+            .update_object(def, namespace, name, "status", WriteMode::default(), mutate)
+            .await?
+            .object)
+    }
+
     /// Deletes `namespace/name` (or marks it deleting when it has finalizers).
     pub async fn delete_internal(
         &self,
