@@ -14,6 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod fixtures;
+pub mod wardle;
 
 /// A running kubegate process with its data dir.
 pub struct Kubegate {
@@ -218,7 +219,9 @@ impl Kubegate {
     ) -> (u16, Vec<u8>) {
         let pki = self.data_dir.join("pki");
         let mut cmd = Command::new("curl");
+        // --path-as-is: the path goes out exactly as written (curl would resolve `..`).
         cmd.arg("-sS")
+            .arg("--path-as-is")
             .arg("-X")
             .arg(method)
             .arg("--cacert")
