@@ -58,6 +58,7 @@ pub struct Config {
     pub storage: StorageConfig,
     pub authentication: AuthenticationConfig,
     pub authorization: AuthorizationConfig,
+    pub aggregator: AggregatorConfig,
     pub logging: LoggingConfig,
 }
 
@@ -277,6 +278,84 @@ impl Default for WebhookAuthorizationConfig {
 /// `SubjectAccessReview` versions the authorization webhook can speak.
 pub const SUPPORTED_AUTHORIZATION_WEBHOOK_VERSIONS: &[&str] = &["v1", "v1beta1"];
 
+/// The kube-aggregator role: how APIService backends are reached and watched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AggregatorConfig {
+    /// The client certificate kubegate presents to APIService backends
+    /// (`--proxy-client-cert-file`); generated on first start from a separate front-proxy CA
+    /// when unset, as kubeadm does.
+    pub proxy_client_cert_file: Option<PathBuf>,
+    /// Its private key (`--proxy-client-key-file`).
+    pub proxy_client_key_file: Option<PathBuf>,
+    /// How a `spec.service` reference becomes an address: `endpoints` (default: a ready
+    /// endpoint from kubegate's own Endpoints/EndpointSlices, or an ExternalName host) or
+    /// `clusterDNS` (`<name>.<namespace>.svc:<port>`, when kubegate runs inside a cluster).
+    pub service_resolution: String,
+    /// How often every remote APIService is probed (`GET /apis/<group>/<version>`); also
+    /// probed at once when it changes.
+    #[serde(with = "duration::serde_duration")]
+    pub availability_check_interval: Duration,
+    /// How long one availability probe or discovery fetch may take.
+    #[serde(with = "duration::serde_duration")]
+    pub probe_timeout: Duration,
+    /// How often remote discovery and OpenAPI documents are fetched again.
+    #[serde(with = "duration::serde_duration")]
+    pub discovery_refresh_interval: Duration,
+}
+
+/// The values `aggregator.serviceResolution` takes.
+pub const SERVICE_RESOLUTION_MODES: &[&str] = &["endpoints", "clusterDNS"];
+
+impl Default for AggregatorConfig {
+    fn default() -> Self {
+        AggregatorConfig {
+            proxy_client_cert_file: None,
+            proxy_client_key_file: None,
+            service_resolution: "endpoints".into(),
+            availability_check_interval: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(5),
+            discovery_refresh_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+impl AggregatorConfig {
+    fn validate(&self, errors: &mut Vec<String>) {
+        match (&self.proxy_client_cert_file, &self.proxy_client_key_file) {
+            (Some(_), None) => errors.push(
+                "aggregator.proxyClientKeyFile: Required value: required when aggregator.proxyClientCertFile is set".into(),
+            ),
+            (None, Some(_)) => errors.push(
+                "aggregator.proxyClientCertFile: Required value: required when aggregator.proxyClientKeyFile is set".into(),
+            ),
+            _ => {}
+        }
+        if !SERVICE_RESOLUTION_MODES.contains(&self.service_resolution.as_str()) {
+            errors.push(format!(
+                "aggregator.serviceResolution: Unsupported value: {:?}: supported values: {}",
+                self.service_resolution,
+                SERVICE_RESOLUTION_MODES.join(", ")
+            ));
+        }
+        for (field, value) in [
+            (
+                "availabilityCheckInterval",
+                self.availability_check_interval,
+            ),
+            ("probeTimeout", self.probe_timeout),
+            ("discoveryRefreshInterval", self.discovery_refresh_interval),
+        ] {
+            if value < Duration::from_millis(100) {
+                errors.push(format!(
+                    "aggregator.{field}: Invalid value: \"{}\": must be at least 100ms",
+                    format_duration(value)
+                ));
+            }
+        }
+    }
+}
+
 /// Log settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -306,6 +385,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             authentication: AuthenticationConfig::default(),
             authorization: AuthorizationConfig::default(),
+            aggregator: AggregatorConfig::default(),
             logging: LoggingConfig::default(),
         }
     }
@@ -456,6 +536,7 @@ impl Config {
             }
         }
         self.authorization.validate(&mut errors);
+        self.aggregator.validate(&mut errors);
         if !["text", "json"].contains(&self.logging.format.as_str()) {
             errors.push(format!(
                 "logging.format: Unsupported value: {:?}: supported values: text, json",

@@ -135,33 +135,13 @@ pub fn ensure(data_dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
         admin_key: dir.join("admin.key"),
         kubeconfig: data_dir.join("admin.kubeconfig"),
     };
-    if !pki.ca_cert.exists() || !pki.ca_key.exists() {
-        let key = KeyPair::generate().map_err(gen_err("the CA key"))?;
-        let mut params = CertificateParams::default();
-        params.distinguished_name = distinguished_name("kubegate-ca", &[]);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        validity(&mut params, 10);
-        let cert = params
-            .self_signed(&key)
-            .map_err(gen_err("the CA certificate"))?;
-        write_file(&pki.ca_key, key.serialize_pem().as_bytes(), 0o600)?;
-        write_file(&pki.ca_cert, cert.pem().as_bytes(), 0o644)?;
-        // A new CA invalidates every leaf signed by an old one.
-        for leaf in [&pki.serving_cert, &pki.admin_cert] {
-            let _ = fs::remove_file(leaf);
-        }
-        tracing::info!(path = %pki.ca_cert.display(), "generated cluster CA");
-    }
-    let ca_key_pem = fs::read_to_string(&pki.ca_key).map_err(io_err(&pki.ca_key))?;
-    let ca_cert_pem = fs::read_to_string(&pki.ca_cert).map_err(io_err(&pki.ca_cert))?;
-    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(gen_err("the CA key"))?;
-    let issuer =
-        Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(gen_err("the CA issuer"))?;
+    let issuer = ensure_ca(
+        &pki.ca_cert,
+        &pki.ca_key,
+        "kubegate-ca",
+        "cluster CA",
+        &[&pki.serving_cert, &pki.admin_cert],
+    )?;
 
     let names_file = dir.join("serving.names");
     let wanted_names = names.join("\n");
@@ -190,6 +170,82 @@ pub fn ensure(data_dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
         write_file(&pki.admin_key, key.as_bytes(), 0o600)?;
         write_file(&pki.admin_cert, cert.as_bytes(), 0o644)?;
         tracing::info!("issued admin client certificate (CN=kubegate-admin, O=system:masters)");
+    }
+    Ok(pki)
+}
+
+/// Loads the CA at `cert`/`key`, creating it first when either file is missing; a new CA
+/// removes the `leaves` it would otherwise leave signed by the old one.
+fn ensure_ca(
+    cert_path: &Path,
+    key_path: &Path,
+    common_name: &str,
+    description: &str,
+    leaves: &[&Path],
+) -> Result<Issuer<'static, KeyPair>, PkiError> {
+    if !cert_path.exists() || !key_path.exists() {
+        let key = KeyPair::generate().map_err(gen_err("a CA key"))?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = distinguished_name(common_name, &[]);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        validity(&mut params, 10);
+        let cert = params
+            .self_signed(&key)
+            .map_err(gen_err("a CA certificate"))?;
+        write_file(key_path, key.serialize_pem().as_bytes(), 0o600)?;
+        write_file(cert_path, cert.pem().as_bytes(), 0o644)?;
+        for leaf in leaves {
+            let _ = fs::remove_file(leaf);
+        }
+        tracing::info!(path = %cert_path.display(), "generated {description}");
+    }
+    let key_pem = fs::read_to_string(key_path).map_err(io_err(key_path))?;
+    let cert_pem = fs::read_to_string(cert_path).map_err(io_err(cert_path))?;
+    let key = KeyPair::from_pem(&key_pem).map_err(gen_err("a CA key"))?;
+    Issuer::from_ca_cert_pem(&cert_pem, key).map_err(gen_err("a CA issuer"))
+}
+
+/// The front-proxy PKI kubegate uses towards APIService backends, kept apart from the
+/// cluster CA as kubeadm keeps `front-proxy-ca` apart from `ca`: a backend that trusts the
+/// front-proxy CA for request-header identities must not also accept every client
+/// certificate of the cluster.
+#[derive(Debug, Clone)]
+pub struct FrontProxyPki {
+    pub ca_cert: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+/// The common name of the generated proxy client certificate (kubeadm's).
+pub const FRONT_PROXY_CLIENT_CN: &str = "front-proxy-client";
+
+/// Loads (creating on first start) `pki/front-proxy-ca.*` and `pki/front-proxy-client.*`.
+pub fn ensure_front_proxy(data_dir: &Path) -> Result<FrontProxyPki, PkiError> {
+    let dir = data_dir.join("pki");
+    fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    let pki = FrontProxyPki {
+        ca_cert: dir.join("front-proxy-ca.crt"),
+        client_cert: dir.join("front-proxy-client.crt"),
+        client_key: dir.join("front-proxy-client.key"),
+    };
+    let ca_key = dir.join("front-proxy-ca.key");
+    let issuer = ensure_ca(
+        &pki.ca_cert,
+        &ca_key,
+        "front-proxy-ca",
+        "front-proxy CA",
+        &[&pki.client_cert],
+    )?;
+    if !pki.client_cert.exists() || !pki.client_key.exists() {
+        let (cert, key) = issue_client_cert(&issuer, FRONT_PROXY_CLIENT_CN, &[])?;
+        write_file(&pki.client_key, key.as_bytes(), 0o600)?;
+        write_file(&pki.client_cert, cert.as_bytes(), 0o644)?;
+        tracing::info!("issued front-proxy client certificate (CN={FRONT_PROXY_CLIENT_CN})");
     }
     Ok(pki)
 }
@@ -265,6 +321,26 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = fs::metadata(&pki.ca_key).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn front_proxy_pki_is_separate_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = ensure(dir.path(), &serving_names("127.0.0.1", &[])).unwrap();
+        let front = ensure_front_proxy(dir.path()).unwrap();
+        assert_ne!(
+            fs::read(&front.ca_cert).unwrap(),
+            fs::read(&cluster.ca_cert).unwrap()
+        );
+        let client = fs::read(&front.client_cert).unwrap();
+        let (_, parsed) = x509_parser::pem::parse_x509_pem(&client).unwrap();
+        let cert = parsed.parse_x509().unwrap();
+        assert!(cert.subject().to_string().contains("CN=front-proxy-client"));
+        let ca = fs::read(&front.ca_cert).unwrap();
+        let (_, ca_parsed) = x509_parser::pem::parse_x509_pem(&ca).unwrap();
+        assert_eq!(cert.issuer(), ca_parsed.parse_x509().unwrap().subject());
+        let again = ensure_front_proxy(dir.path()).unwrap();
+        assert_eq!(fs::read(&again.client_cert).unwrap(), client);
     }
 
     #[test]

@@ -111,6 +111,13 @@ pub struct ServeFlags {
     /// How long the webhook's denied and no-opinion answers are cached (default 30s).
     #[arg(long)]
     pub authorization_webhook_cache_unauthorized_ttl: Option<String>,
+    /// Client certificate presented to APIService backends (generated from a front-proxy CA
+    /// on first start when unset).
+    #[arg(long)]
+    pub proxy_client_cert_file: Option<PathBuf>,
+    /// Private key of --proxy-client-cert-file.
+    #[arg(long)]
+    pub proxy_client_key_file: Option<PathBuf>,
     /// text or json.
     #[arg(long)]
     pub log_format: Option<String>,
@@ -236,6 +243,12 @@ impl ServeFlags {
                     Err(e) => errors.push(format!("{flag}: {e}")),
                 }
             }
+        }
+        if let Some(v) = self.proxy_client_cert_file {
+            config.aggregator.proxy_client_cert_file = Some(v);
+        }
+        if let Some(v) = self.proxy_client_key_file {
+            config.aggregator.proxy_client_key_file = Some(v);
         }
         if let Some(v) = self.log_format {
             config.logging.format = v;

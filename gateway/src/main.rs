@@ -5,6 +5,7 @@
 //! generated on first start). Flags take kube-apiserver's names; `--config` reads the same
 //! settings from YAML, and flags override it.
 
+mod aggregator;
 mod authn;
 mod authz;
 mod certs;

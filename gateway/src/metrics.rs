@@ -25,6 +25,15 @@ pub struct Metrics {
     pub long_running: IntGaugeVec,
     pub authentication_attempts: IntCounterVec,
     pub authentication_duration: HistogramVec,
+    /// kube-aggregator's `aggregator_unavailable_apiservice{name}`: 1 while unavailable.
+    pub unavailable_apiservice: IntGaugeVec,
+    /// kube-aggregator's `aggregator_unavailable_apiservice_total{name,reason}`.
+    pub unavailable_apiservice_total: IntCounterVec,
+    /// Proxied requests per APIService and response code.
+    pub proxy_requests: IntCounterVec,
+    pub proxy_request_duration: HistogramVec,
+    /// Failures to connect to an APIService's backend.
+    pub proxy_connect_errors: IntCounterVec,
 }
 
 /// One finished request, as the metrics see it.
@@ -96,6 +105,47 @@ impl Metrics {
         registry.register(Box::new(long_running.clone()))?;
         registry.register(Box::new(authentication_attempts.clone()))?;
         registry.register(Box::new(authentication_duration.clone()))?;
+        let unavailable_apiservice = IntGaugeVec::new(
+            Opts::new(
+                "aggregator_unavailable_apiservice",
+                "Gauge of APIServices which are marked as unavailable broken down by APIService name.",
+            ),
+            &["name"],
+        )?;
+        let unavailable_apiservice_total = IntCounterVec::new(
+            Opts::new(
+                "aggregator_unavailable_apiservice_total",
+                "Counter of APIServices which are marked as unavailable broken down by APIService name and reason.",
+            ),
+            &["name", "reason"],
+        )?;
+        let proxy_requests = IntCounterVec::new(
+            Opts::new(
+                "kubegate_proxy_requests_total",
+                "Requests proxied to APIService backends, by APIService and response code.",
+            ),
+            &["apiservice", "code"],
+        )?;
+        let proxy_request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "kubegate_proxy_request_duration_seconds",
+                "Time to the response header of requests proxied to APIService backends.",
+            )
+            .buckets(prometheus::exponential_buckets(0.0005, 2.0, 16)?),
+            &["apiservice"],
+        )?;
+        let proxy_connect_errors = IntCounterVec::new(
+            Opts::new(
+                "kubegate_proxy_upstream_connect_errors_total",
+                "Failures to connect to an APIService's backend.",
+            ),
+            &["apiservice"],
+        )?;
+        registry.register(Box::new(unavailable_apiservice.clone()))?;
+        registry.register(Box::new(unavailable_apiservice_total.clone()))?;
+        registry.register(Box::new(proxy_requests.clone()))?;
+        registry.register(Box::new(proxy_request_duration.clone()))?;
+        registry.register(Box::new(proxy_connect_errors.clone()))?;
         Ok(Metrics {
             registry,
             requests,
@@ -104,6 +154,11 @@ impl Metrics {
             long_running,
             authentication_attempts,
             authentication_duration,
+            unavailable_apiservice,
+            unavailable_apiservice_total,
+            proxy_requests,
+            proxy_request_duration,
+            proxy_connect_errors,
         })
     }
 

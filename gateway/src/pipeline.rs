@@ -19,6 +19,8 @@ use kubegate_policy::{Authenticator, Authorizer, RequestInfoError, UserInfo};
 use pingora::prelude::*;
 use pingora::proxy::{ProxyHttp, Session};
 
+use crate::aggregator::table::Backend;
+use crate::aggregator::{proxy, Aggregator};
 use crate::metrics::{metric_verb, RequestLabels};
 use crate::respond;
 use crate::routes::Routes;
@@ -33,6 +35,8 @@ pub struct Gateway {
     pub identity_headers: IdentityHeaders,
     pub authorizer: Arc<dyn Authorizer>,
     pub routes: Arc<Routes>,
+    /// The routing table of remote APIService backends and kubegate's proxy identity.
+    pub aggregator: Arc<Aggregator>,
     pub max_request_bytes: usize,
     pub request_timeout: Duration,
     pub lifecycle: Arc<crate::server::Lifecycle>,
@@ -40,14 +44,17 @@ pub struct Gateway {
 
 /// Counts a request as in flight until dropped: shutdown drains non-long-running requests,
 /// and the gauges show readOnly/mutating requests and open long-running ones.
-struct InFlight<'a> {
-    lifecycle: Option<&'a crate::server::Lifecycle>,
+struct InFlight {
+    lifecycle: Option<Arc<crate::server::Lifecycle>>,
     gauge: prometheus::IntGauge,
 }
 
-impl<'a> InFlight<'a> {
-    fn enter(lifecycle: Option<&'a crate::server::Lifecycle>, gauge: prometheus::IntGauge) -> Self {
-        if let Some(l) = lifecycle {
+impl InFlight {
+    fn enter(
+        lifecycle: Option<Arc<crate::server::Lifecycle>>,
+        gauge: prometheus::IntGauge,
+    ) -> Self {
+        if let Some(l) = &lifecycle {
             l.in_flight
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
@@ -56,9 +63,9 @@ impl<'a> InFlight<'a> {
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        if let Some(l) = self.lifecycle {
+        if let Some(l) = &self.lifecycle {
             l.in_flight
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
@@ -74,6 +81,42 @@ pub struct RequestCtx {
     method: String,
     status: u16,
     dry_run: bool,
+    /// Set when the request goes on to a remote backend.
+    proxy: Option<ProxyPlan>,
+}
+
+/// What the proxy phases need to send an authorized request to its backend.
+pub struct ProxyPlan {
+    backend: Arc<Backend>,
+    user: UserInfo,
+    escaped_path: String,
+    raw_query: Option<String>,
+    /// An HTTP/1.1 `Upgrade` request (exec, attach, port-forward).
+    upgrade: bool,
+    long_running: bool,
+    body_bytes: usize,
+    /// Counts the request as in flight (shutdown drains it) until the plan is dropped.
+    _in_flight: Option<InFlight>,
+}
+
+/// What the pipeline decided for a request.
+enum Handled {
+    /// Answered by kubegate itself.
+    Respond(ApiResponse),
+    /// Authorized for a remote backend: pingora's proxy phases take over.
+    Proxy(ProxyPlan),
+}
+
+impl From<ApiError> for Handled {
+    fn from(error: ApiError) -> Self {
+        Handled::Respond(error.into())
+    }
+}
+
+impl From<ApiResponse> for Handled {
+    fn from(response: ApiResponse) -> Self {
+        Handled::Respond(response)
+    }
 }
 
 /// Paths anyone may read without credentials: exactly those kube's
@@ -87,7 +130,7 @@ fn is_public_info_path(path: &str) -> bool {
 
 impl Gateway {
     /// Runs every stage for one request and returns the response to write.
-    async fn handle(&self, session: &mut Session, ctx: &mut RequestCtx) -> ApiResponse {
+    async fn handle(&self, session: &mut Session, ctx: &mut RequestCtx) -> Handled {
         // 1. request info (path normalized before anything looks at it).
         let header = session.req_header();
         let method = header.method.as_str().to_string();
@@ -198,13 +241,44 @@ impl Gateway {
                 user: &user,
                 request: &info,
             };
-            return forbidden(&info, &forbidden_message(&attributes, &reason));
+            return forbidden(&info, &forbidden_message(&attributes, &reason)).into();
+        }
+
+        // A group-version an APIService sends elsewhere goes on to its backend, body
+        // unread: pingora streams it (and the response) through.
+        if let Some(backend) = self.remote_backend(&info) {
+            if let Some(message) = backend.unavailable() {
+                return ApiError::service_unavailable(message).into();
+            }
+            let upgrade = is_upgrade(session.req_header());
+            let in_flight = (!info.long_running && !upgrade).then(|| {
+                InFlight::enter(
+                    Some(self.lifecycle.clone()),
+                    self.routes
+                        .metrics
+                        .inflight
+                        .with_label_values(&[match info.verb.as_str() {
+                            "get" | "list" | "watch" => "readOnly",
+                            _ => "mutating",
+                        }]),
+                )
+            });
+            return Handled::Proxy(ProxyPlan {
+                backend,
+                user,
+                escaped_path: info.escaped_path(),
+                raw_query: (!raw_query.is_empty()).then_some(raw_query),
+                upgrade,
+                long_running: info.long_running || upgrade,
+                body_bytes: 0,
+                _in_flight: in_flight,
+            });
         }
 
         // Read the body (bounded) only once the request is allowed.
         let body = match read_body(session, self.max_request_bytes).await {
             Ok(body) => body,
-            Err(response) => return response,
+            Err(response) => return response.into(),
         };
 
         // 8. route, with the request timeout for everything that is not long-running.
@@ -220,25 +294,56 @@ impl Gateway {
         };
         let metrics = &self.routes.metrics;
         if info.long_running {
-            return self.routes.serve(request).await;
+            return self.routes.serve(request).await.into();
         }
         let kind = match info.verb.as_str() {
             "get" | "list" | "watch" => "readOnly",
             _ => "mutating",
         };
         let _in_flight = InFlight::enter(
-            Some(&self.lifecycle),
+            Some(self.lifecycle.clone()),
             metrics.inflight.with_label_values(&[kind]),
         );
         let timeout = request_timeout(&request, self.request_timeout);
         match tokio::time::timeout(timeout, self.routes.serve(request)).await {
-            Ok(response) => response,
+            Ok(response) => response.into(),
             Err(_) => ApiError::timeout(
                 "request did not complete within requested timeout - context deadline exceeded",
             )
             .into(),
         }
     }
+
+    /// The remote backend a request's group-version is routed to: resource requests by their
+    /// group-version, and the discovery paths below one (`/apis/<group>/<version>`, `/api/v1`).
+    fn remote_backend(&self, info: &RequestInfo) -> Option<Arc<Backend>> {
+        let table = self.aggregator.table.load();
+        if info.is_resource_request {
+            return table.remote(&info.api_group, &info.api_version).cloned();
+        }
+        let mut segments = info.path.trim_start_matches('/').split('/');
+        match (segments.next(), segments.next(), segments.next()) {
+            (Some("apis"), Some(group), Some(version)) if !version.is_empty() => {
+                table.remote(group, version).cloned()
+            }
+            (Some("api"), Some(version), _) if !version.is_empty() => {
+                table.remote("", version).cloned()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// An HTTP/1.1 protocol upgrade (`Connection: Upgrade` with an `Upgrade` header).
+fn is_upgrade(header: &pingora::http::RequestHeader) -> bool {
+    let connection_upgrade = header
+        .headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    connection_upgrade && header.headers.contains_key(http::header::UPGRADE)
 }
 
 /// kube's metric `scope` label.
@@ -338,6 +443,7 @@ impl ProxyHttp for Gateway {
             method: String::new(),
             status: 0,
             dry_run: false,
+            proxy: None,
         }
     }
 
@@ -351,7 +457,13 @@ impl ProxyHttp for Gateway {
         {
             ctx.audit_id = id;
         }
-        let response = self.handle(session, ctx).await;
+        let response = match self.handle(session, ctx).await {
+            Handled::Respond(response) => response,
+            Handled::Proxy(plan) => {
+                ctx.proxy = Some(plan);
+                return Ok(false);
+            }
+        };
         ctx.status = response.status();
         // A request refused before its body was read (401, 403, 404...) still has the body in
         // flight: read it (bounded) so the client gets the answer, not a connection reset.
@@ -387,10 +499,156 @@ impl ProxyHttp for Gateway {
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
     ) -> Result<Box<HttpPeer>> {
-        // Every request is answered in request_filter until remote backends exist.
-        Err(pingora::Error::new(pingora::ErrorType::HTTPStatus(404)))
+        let Some(plan) = &ctx.proxy else {
+            // Local requests are answered in request_filter and never get here.
+            return Err(pingora::Error::new(pingora::ErrorType::HTTPStatus(404)));
+        };
+        let Some(address) = plan.backend.next_address() else {
+            let why = match &plan.backend.location {
+                Err(e) => e.message.clone(),
+                Ok(_) => "no endpoints".to_string(),
+            };
+            return Err(pingora::Error::explain(
+                pingora::ErrorType::ConnectNoRoute,
+                why,
+            ));
+        };
+        let read_timeout = (!plan.long_running).then_some(self.request_timeout);
+        Ok(Box::new(proxy::peer(
+            &plan.backend,
+            address,
+            &self.aggregator.identity,
+            plan.upgrade,
+            read_timeout,
+        )))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut pingora::http::RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(plan) = &ctx.proxy else {
+            return Ok(());
+        };
+        proxy::rewrite_request(
+            upstream_request,
+            &plan.user,
+            &plan.backend,
+            &plan.escaped_path,
+            plan.raw_query.as_deref(),
+        )?;
+        // The same audit id on both sides lets one request be followed across servers.
+        upstream_request.insert_header("Audit-ID", ctx.audit_id.as_str())?;
+        Ok(())
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(plan) = &mut ctx.proxy else {
+            return Ok(());
+        };
+        // An upgraded connection's bytes are the tunnel, not a request body.
+        if plan.upgrade {
+            return Ok(());
+        }
+        plan.body_bytes += body.as_ref().map_or(0, Bytes::len);
+        if plan.body_bytes > self.max_request_bytes {
+            return Err(pingora::Error::new(pingora::ErrorType::HTTPStatus(413)));
+        }
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        session: &mut Session,
+        upstream_response: &mut pingora::http::ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(plan) = &ctx.proxy else {
+            return Ok(());
+        };
+        let status = upstream_response.status.as_u16();
+        ctx.status = status;
+        self.routes
+            .metrics
+            .proxy_request_duration
+            .with_label_values(&[&plan.backend.service.name])
+            .observe(ctx.started.elapsed().as_secs_f64());
+        if plan.upgrade && status != 101 {
+            // The backend refused the upgrade. Whatever the client sends next on this
+            // connection must not reach the backend unauthenticated as a tunnel under
+            // kubegate's identity (CVE-2018-1002105): close it after this response.
+            session.set_keepalive(None);
+        }
+        if upstream_response.headers.get("audit-id").is_none() {
+            upstream_response.insert_header("Audit-Id", ctx.audit_id.as_str())?;
+        }
+        Ok(())
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        e: Box<pingora::Error>,
+    ) -> Box<pingora::Error> {
+        if let Some(plan) = &ctx.proxy {
+            self.routes
+                .metrics
+                .proxy_connect_errors
+                .with_label_values(&[&plan.backend.service.name])
+                .inc();
+        }
+        e
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &pingora::Error,
+        ctx: &mut RequestCtx,
+    ) -> pingora::proxy::FailToProxy {
+        let downstream_gone = matches!(e.esource(), pingora::ErrorSource::Downstream)
+            && matches!(
+                e.etype(),
+                pingora::ErrorType::WriteError
+                    | pingora::ErrorType::ReadError
+                    | pingora::ErrorType::ConnectionClosed
+            );
+        let error = match e.etype() {
+            pingora::ErrorType::HTTPStatus(413) => {
+                ApiError::request_entity_too_large(self.max_request_bytes)
+            }
+            _ => ApiError::service_unavailable(format!("error trying to reach service: {e}")),
+        };
+        let code = if downstream_gone { 0 } else { error.code };
+        if code > 0 {
+            ctx.status = code;
+            if let Err(write_error) = respond::write(
+                session,
+                error.into(),
+                &ctx.audit_id,
+                &self.lifecycle.shutting_down,
+            )
+            .await
+            {
+                tracing::debug!(error = %write_error, "writing the proxy error response");
+            }
+        }
+        pingora::proxy::FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
     }
 
     async fn logging(
@@ -406,6 +664,13 @@ impl ProxyHttp for Gateway {
         let verb = metric_verb(&info.verb, &ctx.method);
         let scope = scope(info);
         let status = if ctx.status == 0 { 500 } else { ctx.status };
+        if let Some(plan) = &ctx.proxy {
+            self.routes
+                .metrics
+                .proxy_requests
+                .with_label_values(&[&plan.backend.service.name, &status.to_string()])
+                .inc();
+        }
         self.routes.metrics.observe(
             &RequestLabels {
                 verb: &verb,

@@ -4,20 +4,22 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use kubegate_backends::api::{ApiRequest, ApiResponse};
-use kubegate_backends::discovery::Discovery;
-use kubegate_backends::openapi::{OpenApi, CONTENT_TYPE_V2_PROTOBUF};
+use kubegate_backends::openapi::CONTENT_TYPE_V2_PROTOBUF;
 use kubegate_backends::registry::Registry;
 use kubegate_backends::status::ApiError;
 
+use crate::aggregator::docs::Docs;
 use crate::health::Health;
 use crate::metrics::Metrics;
 
 /// The served routes.
 pub struct Routes {
     pub registry: Arc<Registry>,
-    pub discovery: Discovery,
-    pub openapi: OpenApi,
+    /// Discovery and OpenAPI, local merged with every remote APIService's; swapped in whole
+    /// by the aggregator's document sync.
+    pub docs: Arc<ArcSwap<Docs>>,
     pub health: Health,
     pub metrics: Arc<Metrics>,
     pub version: serde_json::Value,
@@ -52,6 +54,7 @@ impl Routes {
             )
             .into();
         }
+        let docs = self.docs.load();
         if let Some(health) = self.health.serve(path, &request.query) {
             return ApiResponse::with_type(health.status, "text/plain; charset=utf-8", health.body);
         }
@@ -84,49 +87,47 @@ impl Routes {
             "/openapi/v2" => {
                 // client-go's OpenAPISchema() accepts only the protobuf form.
                 if wants_openapi_v2_protobuf(request.accept.as_deref()) {
-                    let (body, etag) = self.openapi.v2_protobuf();
+                    let (body, etag) = docs.openapi.v2_protobuf();
                     return etagged(request, CONTENT_TYPE_V2_PROTOBUF, body.clone(), etag);
                 }
-                let (body, etag) = self.openapi.v2();
+                let (body, etag) = docs.openapi.v2();
                 return etagged(request, "application/json", body.clone(), etag);
             }
             "/openapi/v3" | "/openapi/v3/" => {
-                let (body, etag) = self.openapi.v3_index();
+                let (body, etag) = docs.openapi.v3_index();
                 return etagged(request, "application/json", body.clone(), etag);
             }
             _ => {}
         }
         if let Some(rest) = path.strip_prefix("/openapi/v3/") {
-            return self.openapi_v3_document(request, rest);
+            return openapi_v3_document(&docs, request, rest);
         }
-        if let Some(doc) = self.discovery.select(path, request.accept.as_deref()) {
+        if let Some(doc) = docs.discovery.select(path, request.accept.as_deref()) {
             return etagged(request, doc.content_type, doc.body.clone(), doc.etag);
         }
         ApiError::path_not_found().into()
     }
 }
 
-impl Routes {
-    /// `/openapi/v3/<group-version>`: with the `?hash=` the index advertises it is immutable
-    /// and cached for a year; with a stale hash it redirects to the current one, as
-    /// kube-apiserver does.
-    fn openapi_v3_document(&self, request: &ApiRequest, key: &str) -> ApiResponse {
-        let Some((body, etag)) = self.openapi.v3_group_version(key) else {
-            return ApiError::path_not_found().into();
-        };
-        match request.param("hash") {
-            None => etagged(request, "application/json", body.clone(), etag),
-            Some(hash) if etag.trim_matches('"') == hash => {
-                etagged(request, "application/json", body.clone(), etag)
-                    .with_header("Cache-Control", "public, immutable".to_string())
-                    .with_header("Expires", one_year_from_now())
-            }
-            Some(_) => match self.openapi.v3_server_relative_url(key) {
-                Some(url) => ApiResponse::with_type(301, "text/plain; charset=utf-8", Vec::new())
-                    .with_header("Location", url),
-                None => ApiError::path_not_found().into(),
-            },
+/// `/openapi/v3/<group-version>`: with the `?hash=` the index advertises it is immutable
+/// and cached for a year; with a stale hash it redirects to the current one, as
+/// kube-apiserver does.
+fn openapi_v3_document(docs: &Docs, request: &ApiRequest, key: &str) -> ApiResponse {
+    let Some((body, etag)) = docs.openapi.v3_group_version(key) else {
+        return ApiError::path_not_found().into();
+    };
+    match request.param("hash") {
+        None => etagged(request, "application/json", body.clone(), etag),
+        Some(hash) if etag.trim_matches('"') == hash => {
+            etagged(request, "application/json", body.clone(), etag)
+                .with_header("Cache-Control", "public, immutable".to_string())
+                .with_header("Expires", one_year_from_now())
         }
+        Some(_) => match docs.openapi.v3_server_relative_url(key) {
+            Some(url) => ApiResponse::with_type(301, "text/plain; charset=utf-8", Vec::new())
+                .with_header("Location", url),
+            None => ApiError::path_not_found().into(),
+        },
     }
 }
 

@@ -8,8 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kubegate_backends::core::builtin_resources;
-use kubegate_backends::discovery::Discovery;
-use kubegate_backends::openapi::OpenApi;
 use kubegate_backends::registry::{Registry, RegistryOptions};
 use kubegate_backends::storage::cacher::Cacher;
 use kubegate_backends::storage::embedded::{EmbeddedOptions, EmbeddedStore};
@@ -20,6 +18,10 @@ use kubegate_policy::Authorizer;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 
+use crate::aggregator::controller::{self, AuthenticationInfo, RequestHeaderInfo};
+use crate::aggregator::docs::DocSync;
+use crate::aggregator::proxy::ProxyIdentity;
+use crate::aggregator::Aggregator;
 use crate::certs;
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -155,6 +157,61 @@ async fn probe_storage(store: Arc<dyn Store>, ok: Arc<AtomicBool>) {
     }
 }
 
+/// The aggregator's proxy identity (configured, or generated from kubegate's own front-proxy
+/// CA) and what `extension-apiserver-authentication` tells backends to trust.
+fn aggregator_setup(
+    config: &Config,
+    client_ca: &std::path::Path,
+) -> Result<(Arc<Aggregator>, AuthenticationInfo), StartError> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| StartError::Other(format!("reading {}: {e}", path.display())))
+    };
+    let agg = &config.aggregator;
+    let (identity, request_header) = match (&agg.proxy_client_cert_file, &agg.proxy_client_key_file)
+    {
+        (Some(cert), Some(key)) => {
+            let identity = ProxyIdentity::load(cert, key).map_err(StartError::Other)?;
+            // kube-apiserver publishes its own request-header settings; with a configured
+            // proxy certificate those are what describe it.
+            let request_header = match &config.authentication.request_header {
+                Some(rh) => Some(RequestHeaderInfo {
+                    client_ca: read(&rh.client_ca_file)?,
+                    allowed_names: rh.allowed_names.clone(),
+                    username_headers: rh.username_headers.clone(),
+                    uid_headers: rh.uid_headers.clone(),
+                    group_headers: rh.group_headers.clone(),
+                    extra_headers_prefix: rh.extra_headers_prefix.clone(),
+                }),
+                None => {
+                    tracing::warn!("aggregator.proxyClientCertFile is set without authentication.requestHeader: extension-apiserver-authentication will not say which CA signs it");
+                    None
+                }
+            };
+            (identity, request_header)
+        }
+        _ => {
+            let front = certs::ensure_front_proxy(&config.data_dir)?;
+            let identity = ProxyIdentity::load(&front.client_cert, &front.client_key)
+                .map_err(StartError::Other)?;
+            let request_header = RequestHeaderInfo {
+                client_ca: read(&front.ca_cert)?,
+                allowed_names: vec![certs::FRONT_PROXY_CLIENT_CN.to_string()],
+                username_headers: vec!["X-Remote-User".into()],
+                uid_headers: vec!["X-Remote-Uid".into()],
+                group_headers: vec!["X-Remote-Group".into()],
+                extra_headers_prefix: vec!["X-Remote-Extra-".into()],
+            };
+            (identity, Some(request_header))
+        }
+    };
+    let info = AuthenticationInfo {
+        client_ca: read(client_ca)?,
+        request_header,
+    };
+    Ok((Arc::new(Aggregator::new(agg, identity)), info))
+}
+
 /// Starts kubegate and blocks until it has shut down.
 pub fn run(config: Config) -> Result<(), StartError> {
     config.validate()?;
@@ -190,6 +247,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let authentication = crate::authn::build(&config, &client_ca, &server_address, lookup.clone())
         .map_err(StartError::Other)?;
     let tls_settings = crate::tls::settings(&cert, &key, authentication.ca_bundles.clone())?;
+    let (aggregator, authentication_info) = aggregator_setup(&config, &client_ca)?;
 
     // The RBAC index exists before the registry: the authorizer chain, the access reviews and
     // the escalation checks all read it. It is loaded from the watch cache below and kept
@@ -235,6 +293,14 @@ pub fn run(config: Config) -> Result<(), StartError> {
         crate::rbac::aggregate_cluster_roles(&registry)
             .await
             .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;
+        controller::register_local_apiservices(&registry)
+            .await
+            .map_err(|e| StartError::Storage(format!("local APIServices: {e}")))?;
+        controller::publish_authentication_configmap(&registry, &authentication_info)
+            .await
+            .map_err(StartError::Storage)?;
+        let table = controller::build_table(&registry, &aggregator).await;
+        aggregator.table.store(Arc::new(table));
         Ok::<_, StartError>(registry)
     })?;
     let rbac_watch = crate::rbac::load(&registry, &rbac_index);
@@ -252,7 +318,12 @@ pub fn run(config: Config) -> Result<(), StartError> {
     ));
     background.spawn(crate::rbac::aggregation_controller(
         registry.clone(),
-        stop_rx,
+        stop_rx.clone(),
+    ));
+    background.spawn(controller::run(
+        registry.clone(),
+        aggregator.clone(),
+        stop_rx.clone(),
     ));
 
     let lifecycle = Arc::new(Lifecycle::default());
@@ -273,9 +344,16 @@ pub fn run(config: Config) -> Result<(), StartError> {
     );
     let resources: Vec<_> = registry.resources().iter().map(|r| (**r).clone()).collect();
     let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Other(e.to_string()))?);
+    background.spawn(crate::aggregator::availability::run(
+        registry.clone(),
+        aggregator.clone(),
+        metrics.clone(),
+        stop_rx.clone(),
+    ));
+    let doc_sync = Arc::new(DocSync::new(resources, server_address.clone()));
+    background.spawn(doc_sync.clone().run(aggregator.clone(), stop_rx));
     let routes = Arc::new(Routes {
-        discovery: Discovery::build(&resources, &server_address),
-        openapi: OpenApi::build(&resources),
+        docs: doc_sync.docs.clone(),
         registry: registry.clone(),
         health,
         metrics,
@@ -288,6 +366,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         identity_headers: authentication.identity_headers,
         authorizer,
         routes,
+        aggregator,
         max_request_bytes: config.max_request_bytes,
         request_timeout: config.request_timeout,
         lifecycle: lifecycle.clone(),

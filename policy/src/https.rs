@@ -47,6 +47,9 @@ pub struct TlsOptions {
     pub client_auth: Option<ClientIdentity>,
     /// Refuse plain-HTTP URLs (and redirects to them).
     pub https_only: bool,
+    /// Connect to these addresses for these host names (the TLS name stays the host's):
+    /// how a probe reaches one endpoint of a Service under the Service's DNS name.
+    pub resolve: Vec<(String, std::net::SocketAddr)>,
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -55,7 +58,10 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// Builds a reqwest client with exactly the trust the options describe.
 pub fn https_client(options: &TlsOptions) -> Result<reqwest::Client, String> {
-    let builder = reqwest::Client::builder().https_only(options.https_only);
+    let mut builder = reqwest::Client::builder().https_only(options.https_only);
+    for (host, address) in &options.resolve {
+        builder = builder.resolve(host, *address);
+    }
     let custom = options.roots.is_some() || options.insecure || options.server_name.is_some();
     let builder = if custom {
         let provider = provider();

@@ -1,0 +1,242 @@
+//! The availability controller (kube-aggregator's `AvailableConditionController`): every
+//! remote APIService is probed with `GET /apis/<group>/<version>` under kubegate's proxy
+//! identity when it changes and every `availabilityCheckInterval`; the result becomes the
+//! APIService's `Available` condition with kube's reasons, and the metrics
+//! `aggregator_unavailable_apiservice{name}` / `aggregator_unavailable_apiservice_total`.
+//! Local APIServices are always `Available=True (Local)`.
+
+// `ApiError` is the registry's error type throughout; boxing it here alone would not help.
+#![allow(clippy::result_large_err)]
+
+use std::sync::Arc;
+
+use kubegate_backends::core::apiregistration::set_available_condition;
+use kubegate_backends::registry::Registry;
+use kubegate_policy::https::{
+    error_chain, https_client, root_store_from_pem, ClientIdentity, TlsOptions,
+};
+
+use super::apiservice::{ApiService, Condition};
+use super::table::Backend;
+use super::Aggregator;
+use crate::metrics::Metrics;
+
+/// The identity probes and discovery fetches carry (kube-aggregator's own user).
+pub const AGGREGATOR_USER: &str = "system:kube-aggregator";
+pub const AGGREGATOR_GROUP: &str = "system:masters";
+
+/// Probes every remote backend until `stop`, on each table change and on the interval.
+pub async fn run(
+    registry: Arc<Registry>,
+    aggregator: Arc<Aggregator>,
+    metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let notified = aggregator.table_changed.notified();
+        let table = aggregator.table.load_full();
+        let checks = table.services.iter().map(|service| {
+            let backend = table.remote(&service.group, &service.version).cloned();
+            let aggregator = aggregator.clone();
+            async move {
+                let condition = match &backend {
+                    None => Condition {
+                        status: true,
+                        reason: "Local".into(),
+                        message: "Local APIServices are always available".into(),
+                    },
+                    Some(backend) => check(&aggregator, backend).await,
+                };
+                (service.clone(), condition)
+            }
+        });
+        let results = futures::future::join_all(checks).await;
+        for (service, condition) in results {
+            record(&registry, &metrics, &service, &condition).await;
+        }
+        tokio::select! {
+            _ = notified => {}
+            _ = tokio::time::sleep(aggregator.check_interval) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Writes the condition if it changed and keeps the metrics in step.
+async fn record(
+    registry: &Registry,
+    metrics: &Metrics,
+    service: &ApiService,
+    condition: &Condition,
+) {
+    metrics
+        .unavailable_apiservice
+        .with_label_values(&[&service.name])
+        .set(i64::from(!condition.status));
+    if service.available.as_ref() == Some(condition) {
+        return;
+    }
+    if !condition.status {
+        metrics
+            .unavailable_apiservice_total
+            .with_label_values(&[&service.name, &condition.reason])
+            .inc();
+        tracing::warn!(
+            apiservice = %service.name,
+            reason = %condition.reason,
+            message = %condition.message,
+            "APIService unavailable"
+        );
+    } else {
+        tracing::info!(apiservice = %service.name, reason = %condition.reason, "APIService available");
+    }
+    let Some(def) = registry
+        .find("apiregistration.k8s.io", "apiservices")
+        .cloned()
+    else {
+        return;
+    };
+    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let result = registry
+        .update_status_internal(&def, "", &service.name, |old| {
+            let mut object = old.clone();
+            // A probe of an older spec must not judge a newer one.
+            if object.pointer("/metadata/uid").and_then(|v| v.as_str()) != Some(&service.uid) {
+                return Err(kubegate_backends::ApiError::new(
+                    409,
+                    "Conflict",
+                    "the APIService was replaced while it was being probed",
+                ));
+            }
+            set_available_condition(
+                &mut object,
+                condition.status,
+                &condition.reason,
+                &condition.message,
+                &now,
+            );
+            Ok(object)
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::debug!(apiservice = %service.name, error = %e.message, "writing availability");
+    }
+}
+
+/// Resolves and probes one backend.
+pub async fn check(aggregator: &Aggregator, backend: &Backend) -> Condition {
+    let location = match &backend.location {
+        Ok(location) => location,
+        Err(e) => {
+            return Condition {
+                status: false,
+                reason: e.reason.into(),
+                message: e.message.clone(),
+            }
+        }
+    };
+    if let Some(error) = &backend.ca_error {
+        return Condition {
+            status: false,
+            reason: "ServiceAccessError".into(),
+            message: error.clone(),
+        };
+    }
+    let path = format!(
+        "{}/apis/{}/{}",
+        location.base_path, backend.service.group, backend.service.version
+    );
+    // kube requires every endpoint it may send to to answer; one failing endpoint makes the
+    // APIService unavailable, because a share of requests would fail.
+    let mut last_error = None;
+    for address in &location.addresses {
+        match probe(aggregator, backend, &location.server_name, *address, &path).await {
+            Ok(()) => {}
+            Err(message) => {
+                last_error = Some(message);
+                break;
+            }
+        }
+    }
+    match last_error {
+        None => Condition {
+            status: true,
+            reason: "Passed".into(),
+            message: "all checks passed".into(),
+        },
+        Some(message) => Condition {
+            status: false,
+            reason: "FailedDiscoveryCheck".into(),
+            message,
+        },
+    }
+}
+
+/// One `GET` against one endpoint with kubegate's proxy certificate.
+async fn probe(
+    aggregator: &Aggregator,
+    backend: &Backend,
+    server_name: &str,
+    address: std::net::SocketAddr,
+    path: &str,
+) -> Result<(), String> {
+    let url = format!("https://{}:{}{path}", url_host(server_name), address.port());
+    let client = client_for(aggregator, backend, server_name, address)?;
+    let request = client
+        .get(&url)
+        .header("X-Remote-User", AGGREGATOR_USER)
+        .header("X-Remote-Group", AGGREGATOR_GROUP)
+        .header("Accept", "application/json")
+        .timeout(aggregator.probe_timeout);
+    match request.send().await {
+        Ok(response) if response.status().is_success() => Ok(()),
+        Ok(response) => Err(format!(
+            "failing or missing response from {url}: bad status from {url}: {}",
+            response.status().as_u16()
+        )),
+        Err(e) => Err(format!(
+            "failing or missing response from {url}: {}",
+            error_chain(&e)
+        )),
+    }
+}
+
+/// A host as it goes in a URL (IPv6 literals bracketed).
+pub fn url_host(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+/// An HTTPS client that reaches `address` under `server_name` with the APIService's trust
+/// and kubegate's proxy certificate.
+pub fn client_for(
+    aggregator: &Aggregator,
+    backend: &Backend,
+    server_name: &str,
+    address: std::net::SocketAddr,
+) -> Result<reqwest::Client, String> {
+    let roots = match &backend.service.ca_bundle {
+        Some(pem) if !backend.service.insecure_skip_tls_verify => {
+            Some(root_store_from_pem(pem).map_err(|e| format!("caBundle: {e}"))?)
+        }
+        _ => None,
+    };
+    let identity =
+        ClientIdentity::from_pem(&aggregator.identity.cert_pem, &aggregator.identity.key_pem)?;
+    let resolve = if server_name.parse::<std::net::IpAddr>().is_ok() {
+        Vec::new()
+    } else {
+        vec![(server_name.to_string(), address)]
+    };
+    https_client(&TlsOptions {
+        roots,
+        insecure: backend.service.insecure_skip_tls_verify,
+        server_name: None,
+        client_auth: Some(identity),
+        https_only: true,
+        resolve,
+    })
+}

@@ -1,0 +1,308 @@
+//! Merged discovery and OpenAPI (kube-aggregator's discovery manager and OpenAPI
+//! controllers): a background task fetches each remote APIService's aggregated discovery
+//! (or builds it from legacy `/apis/<group>/<version>` for an old backend) and its OpenAPI
+//! documents, keeps the last good copy when a backend fails (its group-versions then show
+//! `freshness: Stale`), and swaps in rebuilt documents only when something changed. Requests
+//! read the current documents and never wait for a backend.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use kubegate_backends::discovery::{
+    aggregated_from_legacy, parse_aggregated, Discovery, RemoteGroupVersion,
+};
+use kubegate_backends::openapi::{LocalOpenApi, OpenApi, RemoteOpenApi};
+use kubegate_backends::ResourceDef;
+use kubegate_policy::https::{error_chain, read_body_capped};
+use serde_json::Value;
+
+use super::availability::{client_for, url_host, AGGREGATOR_GROUP, AGGREGATOR_USER};
+use super::table::Backend;
+use super::Aggregator;
+
+/// The documents requests are answered from.
+pub struct Docs {
+    pub discovery: Discovery,
+    pub openapi: OpenApi,
+}
+
+/// Largest discovery or OpenAPI document accepted from a backend.
+const MAX_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
+
+const ACCEPT_AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+
+/// What was last fetched for one APIService.
+#[derive(Clone, Default, PartialEq)]
+struct Fetched {
+    /// The backend's spec when fetched (a changed spec starts again from nothing).
+    spec_key: String,
+    resources: Option<Vec<Value>>,
+    stale: bool,
+    openapi_v3: Vec<(String, Bytes)>,
+    openapi_v2: Option<Value>,
+}
+
+/// Keeps [`Docs`] current.
+pub struct DocSync {
+    local_resources: Vec<ResourceDef>,
+    local_openapi: LocalOpenApi,
+    server_address: String,
+    pub docs: Arc<ArcSwap<Docs>>,
+}
+
+impl DocSync {
+    /// Builds the local documents once; remote ones are merged in by [`DocSync::run`].
+    pub fn new(local_resources: Vec<ResourceDef>, server_address: String) -> DocSync {
+        let local_openapi = LocalOpenApi::build(&local_resources);
+        let docs = Docs {
+            discovery: Discovery::build(&local_resources, &server_address),
+            openapi: local_openapi.openapi().clone(),
+        };
+        DocSync {
+            local_resources,
+            local_openapi,
+            server_address,
+            docs: Arc::new(ArcSwap::from_pointee(docs)),
+        }
+    }
+
+    /// Refreshes remote documents on every routing-table change and every
+    /// `discoveryRefreshInterval`, until `stop`.
+    pub async fn run(
+        self: Arc<Self>,
+        aggregator: Arc<Aggregator>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut fetched: HashMap<String, Fetched> = HashMap::new();
+        let mut published: Option<Vec<(String, Fetched)>> = None;
+        loop {
+            let notified = aggregator.table_changed.notified();
+            let table = aggregator.table.load_full();
+            let mut next: HashMap<String, Fetched> = HashMap::new();
+            let fetches = table.backends().map(|backend| {
+                let previous = fetched.get(&backend.service.name).cloned();
+                let aggregator = aggregator.clone();
+                let backend = backend.clone();
+                async move {
+                    let result = refresh(&aggregator, &backend, previous).await;
+                    (backend.service.name.clone(), result)
+                }
+            });
+            for (name, result) in futures::future::join_all(fetches).await {
+                next.insert(name, result);
+            }
+            fetched = next;
+            // Rebuild only when an input changed: the documents' hashes then stay stable.
+            let mut inputs: Vec<(String, Fetched)> = fetched
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            inputs.sort_by(|a, b| a.0.cmp(&b.0));
+            if published.as_ref() != Some(&inputs) {
+                self.publish(&aggregator, &fetched);
+                published = Some(inputs);
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(aggregator.discovery_refresh_interval) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    fn publish(&self, aggregator: &Aggregator, fetched: &HashMap<String, Fetched>) {
+        let table = aggregator.table.load();
+        let mut remote_versions = Vec::new();
+        let mut remote_openapi = Vec::new();
+        // kube-aggregator merges OpenAPI in group-priority order, then by name.
+        let mut backends: Vec<&Arc<Backend>> = table.backends().collect();
+        backends.sort_by(|a, b| {
+            b.service
+                .group_priority_minimum
+                .cmp(&a.service.group_priority_minimum)
+                .then_with(|| a.service.name.cmp(&b.service.name))
+        });
+        for backend in backends {
+            let service = &backend.service;
+            let Some(f) = fetched.get(&service.name) else {
+                continue;
+            };
+            remote_versions.push(RemoteGroupVersion {
+                group: service.group.clone(),
+                version: service.version.clone(),
+                group_priority_minimum: service.group_priority_minimum,
+                version_priority: service.version_priority,
+                resources: f.resources.clone(),
+                stale: f.stale,
+            });
+            if !f.openapi_v3.is_empty() || f.openapi_v2.is_some() {
+                remote_openapi.push(RemoteOpenApi {
+                    name: service.name.clone(),
+                    v3: f.openapi_v3.clone(),
+                    v2: f.openapi_v2.clone(),
+                });
+            }
+        }
+        let docs = Docs {
+            discovery: Discovery::build_merged(
+                &self.local_resources,
+                &remote_versions,
+                &self.server_address,
+            ),
+            openapi: OpenApi::merge(&self.local_openapi, &remote_openapi),
+        };
+        self.docs.store(Arc::new(docs));
+        tracing::debug!(
+            remote = remote_versions.len(),
+            "merged discovery and OpenAPI rebuilt"
+        );
+    }
+}
+
+/// A fingerprint of what a backend's documents depend on.
+fn spec_key(backend: &Backend) -> String {
+    let s = &backend.service;
+    format!(
+        "{}|{}|{:?}|{}",
+        s.uid,
+        s.group,
+        s.target,
+        s.ca_bundle.as_ref().map_or(0, Vec::len)
+    )
+}
+
+/// Fetches one APIService's documents, keeping the last good copy (marked stale) on failure.
+async fn refresh(aggregator: &Aggregator, backend: &Backend, previous: Option<Fetched>) -> Fetched {
+    let key = spec_key(backend);
+    let previous = previous.filter(|p| p.spec_key == key).unwrap_or(Fetched {
+        spec_key: key,
+        ..Fetched::default()
+    });
+    let stale = |mut previous: Fetched| {
+        previous.stale = true;
+        previous
+    };
+    // kube marks the group-versions of an unavailable APIService stale without asking it.
+    if backend.unavailable().is_some() {
+        return stale(previous);
+    }
+    match fetch(aggregator, backend).await {
+        Ok((resources, openapi_v3, openapi_v2)) => Fetched {
+            spec_key: previous.spec_key,
+            resources: Some(resources),
+            stale: false,
+            // A backend without OpenAPI keeps serving discovery; a failed OpenAPI fetch keeps
+            // the previous OpenAPI.
+            openapi_v3: openapi_v3.unwrap_or(previous.openapi_v3),
+            openapi_v2: openapi_v2.or(previous.openapi_v2),
+        },
+        Err(e) => {
+            tracing::info!(apiservice = %backend.service.name, error = %e, "discovery fetch failed; serving the last good copy as Stale");
+            stale(previous)
+        }
+    }
+}
+
+type FetchResult = (Vec<Value>, Option<Vec<(String, Bytes)>>, Option<Value>);
+
+async fn fetch(aggregator: &Aggregator, backend: &Backend) -> Result<FetchResult, String> {
+    let location = backend.location.as_ref().map_err(|e| e.message.clone())?;
+    let address = backend.next_address().ok_or("no endpoints")?;
+    let client = client_for(aggregator, backend, &location.server_name, address)?;
+    let base = format!(
+        "https://{}:{}{}",
+        url_host(&location.server_name),
+        address.port(),
+        location.base_path
+    );
+    let get = |path: String, accept: &'static str| {
+        let client = client.clone();
+        let url = format!("{base}{path}");
+        let timeout = aggregator.probe_timeout;
+        async move {
+            let mut response = client
+                .get(&url)
+                .header("Accept", accept)
+                .header("X-Remote-User", AGGREGATOR_USER)
+                .header("X-Remote-Group", AGGREGATOR_GROUP)
+                .timeout(timeout)
+                .send()
+                .await
+                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
+            let status = response.status();
+            let content_type = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let body = read_body_capped(&mut response, MAX_DOCUMENT_BYTES).await?;
+            if !status.is_success() {
+                return Err(format!("GET {url}: {}", status.as_u16()));
+            }
+            Ok::<_, String>((content_type, body))
+        }
+    };
+    let service = &backend.service;
+    // Aggregated discovery first; a backend that answers legacy discovery gets its
+    // group-version's resource list converted.
+    let (content_type, body) = get("/apis".into(), ACCEPT_AGGREGATED).await?;
+    let document: Value =
+        serde_json::from_slice(&body).map_err(|e| format!("discovery document: {e}"))?;
+    let resources = if content_type.contains("apidiscovery.k8s.io") {
+        // A backend that does not list the group-version serves no resources in it; kube
+        // shows it as current and empty rather than stale.
+        parse_aggregated(&document)
+            .into_iter()
+            .find(|(g, v, _, _)| g == &service.group && v == &service.version)
+            .map(|(_, _, resources, _)| resources)
+            .unwrap_or_default()
+    } else {
+        let (_, body) = get(
+            format!("/apis/{}/{}", service.group, service.version),
+            "application/json",
+        )
+        .await?;
+        let list: Value =
+            serde_json::from_slice(&body).map_err(|e| format!("resource list: {e}"))?;
+        aggregated_from_legacy(&list)
+    };
+    let openapi_v3 = fetch_openapi_v3(&get, &service.group, &service.version).await;
+    let openapi_v2 = match get("/openapi/v2".into(), "application/json").await {
+        Ok((_, body)) => serde_json::from_slice::<Value>(&body).ok(),
+        Err(_) => None,
+    };
+    Ok((resources, openapi_v3, openapi_v2))
+}
+
+/// The backend's v3 document for the group-version, through its index's
+/// `serverRelativeURL`; `None` when the backend serves no OpenAPI v3 (or it failed).
+async fn fetch_openapi_v3<F, Fut>(
+    get: &F,
+    group: &str,
+    version: &str,
+) -> Option<Vec<(String, Bytes)>>
+where
+    F: Fn(String, &'static str) -> Fut,
+    Fut: std::future::Future<Output = Result<(String, Vec<u8>), String>>,
+{
+    let (_, body) = get("/openapi/v3".into(), "application/json").await.ok()?;
+    let index: Value = serde_json::from_slice(&body).ok()?;
+    let key = format!("apis/{group}/{version}");
+    let url = index
+        .pointer(&format!(
+            "/paths/{}",
+            key.replace('~', "~0").replace('/', "~1")
+        ))
+        .and_then(|p| p.get("serverRelativeURL"))
+        .and_then(Value::as_str)?
+        .to_string();
+    if !url.starts_with('/') {
+        return None;
+    }
+    let (_, document) = get(url, "application/json").await.ok()?;
+    serde_json::from_slice::<Value>(&document).ok()?;
+    Some(vec![(key, Bytes::from(document))])
+}

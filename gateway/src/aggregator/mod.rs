@@ -1,0 +1,89 @@
+//! The kube-aggregator role. APIService objects (`apiregistration.k8s.io/v1`, stored like any
+//! other resource) become an immutable routing table ([`table`]) that the request pipeline
+//! reads per request; a controller ([`controller`]) rebuilds it whenever an APIService, Service
+//! or endpoint changes, registers the local APIServices and publishes the
+//! `extension-apiserver-authentication` ConfigMap; [`availability`] probes remote backends and
+//! writes their `Available` condition; [`proxy`] sends requests on with the caller's identity.
+
+pub mod apiservice;
+pub mod availability;
+pub mod controller;
+pub mod docs;
+pub mod proxy;
+pub mod resolve;
+pub mod table;
+
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use kubegate_backends::registry::Registry;
+use serde_json::Value;
+
+use self::proxy::ProxyIdentity;
+use self::resolve::{ObjectSource, Resolution};
+use self::table::RouteTable;
+
+/// State shared by the request path and the aggregator's controllers.
+pub struct Aggregator {
+    pub table: ArcSwap<RouteTable>,
+    pub identity: ProxyIdentity,
+    pub resolution: Resolution,
+    pub check_interval: Duration,
+    pub probe_timeout: Duration,
+    pub discovery_refresh_interval: Duration,
+    /// Woken whenever a new table is swapped in (the availability controller re-probes).
+    pub table_changed: tokio::sync::Notify,
+}
+
+impl Aggregator {
+    pub fn new(config: &kubegate_config::AggregatorConfig, identity: ProxyIdentity) -> Aggregator {
+        Aggregator {
+            table: ArcSwap::from_pointee(RouteTable::default()),
+            identity,
+            resolution: if config.service_resolution == "clusterDNS" {
+                Resolution::ClusterDns
+            } else {
+                Resolution::Endpoints
+            },
+            check_interval: config.availability_check_interval,
+            probe_timeout: config.probe_timeout,
+            discovery_refresh_interval: config.discovery_refresh_interval,
+            table_changed: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+/// Services, Endpoints and EndpointSlices read from the watch cache.
+pub struct CachedObjects<'a>(pub &'a Registry);
+
+impl CachedObjects<'_> {
+    fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
+        let def = self.0.find(group, plural)?;
+        let cached = self.0.cacher().get(&def.key(namespace, name))?;
+        serde_json::from_slice(&cached.bytes).ok()
+    }
+}
+
+impl ObjectSource for CachedObjects<'_> {
+    fn service(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.get("", "services", namespace, name)
+    }
+
+    fn endpoints(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.get("", "endpoints", namespace, name)
+    }
+
+    fn endpoint_slices(&self, namespace: &str) -> Vec<Value> {
+        let Some(def) = self.0.find("discovery.k8s.io", "endpointslices") else {
+            return Vec::new();
+        };
+        let prefix = def.collection_prefix(namespace);
+        match self.0.cacher().list(&prefix, None, None) {
+            Ok((items, _)) => items
+                .iter()
+                .filter_map(|item| serde_json::from_slice(&item.bytes).ok())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! Sending an authorized request to a remote backend through pingora: the peer (address,
+//! TLS server name, roots, kubegate's front-proxy client certificate, HTTP/2 when offered,
+//! pooled keep-alive connections) and the request headers — the caller's identity as
+//! `X-Remote-*` headers, with every client-sent credential and identity header removed.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubegate_policy::UserInfo;
+use pingora::http::RequestHeader;
+use pingora::protocols::ALPN;
+use pingora::upstreams::peer::{H1UpgradePolicy, HttpPeer};
+use pingora::utils::tls::CertKey;
+
+use super::table::Backend;
+
+/// kubegate's identity towards backends: the front-proxy client certificate.
+pub struct ProxyIdentity {
+    pub cert_key: Arc<CertKey>,
+    /// The same certificate and key as PEM, for kubegate's own HTTPS clients (probes).
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl ProxyIdentity {
+    /// Loads the certificate chain and key, checking both parse (pingora panics on bad ones).
+    pub fn load(cert_file: &Path, key_file: &Path) -> Result<ProxyIdentity, String> {
+        let cert_pem = std::fs::read(cert_file)
+            .map_err(|e| format!("proxy client certificate {}: {e}", cert_file.display()))?;
+        let key_pem = std::fs::read(key_file)
+            .map_err(|e| format!("proxy client key {}: {e}", key_file.display()))?;
+        let chain = rustls_pemfile::certs(&mut &cert_pem[..])
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("proxy client certificate {}: {e}", cert_file.display()))?;
+        if chain.is_empty() {
+            return Err(format!(
+                "proxy client certificate {}: no certificate found",
+                cert_file.display()
+            ));
+        }
+        for cert in &chain {
+            x509_parser::parse_x509_certificate(cert.as_ref())
+                .map_err(|e| format!("proxy client certificate {}: {e}", cert_file.display()))?;
+        }
+        let key = rustls_pemfile::private_key(&mut &key_pem[..])
+            .map_err(|e| format!("proxy client key {}: {e}", key_file.display()))?
+            .ok_or_else(|| {
+                format!(
+                    "proxy client key {}: no private key found",
+                    key_file.display()
+                )
+            })?;
+        let cert_key = CertKey::new(
+            chain.iter().map(|c| c.as_ref().to_vec()).collect(),
+            key.secret_der().to_vec(),
+        );
+        Ok(ProxyIdentity {
+            cert_key: Arc::new(cert_key),
+            cert_pem,
+            key_pem,
+        })
+    }
+}
+
+/// How long dialling a backend may take (kube-aggregator's dialer uses 30s; a backend that
+/// has not answered a SYN in 10s is down for every practical purpose).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The peer for one request to `backend` at `address`.
+pub fn peer(
+    backend: &Backend,
+    address: std::net::SocketAddr,
+    identity: &ProxyIdentity,
+    upgrade: bool,
+    read_timeout: Option<Duration>,
+) -> HttpPeer {
+    let server_name = backend
+        .location
+        .as_ref()
+        .map(|l| l.server_name.clone())
+        .unwrap_or_default();
+    let mut peer = HttpPeer::new(address, true, server_name);
+    peer.client_cert_key = Some(identity.cert_key.clone());
+    let options = &mut peer.options;
+    options.connection_timeout = Some(CONNECT_TIMEOUT);
+    options.read_timeout = read_timeout;
+    options.idle_timeout = Some(Duration::from_secs(90));
+    options.ca = backend.roots.clone();
+    // insecureSkipTLSVerify is the APIService's own choice, as in kube.
+    options.verify_cert = !backend.service.insecure_skip_tls_verify;
+    options.verify_hostname = !backend.service.insecure_skip_tls_verify;
+    if upgrade {
+        // SPDY (kubectl exec/attach/port-forward's fallback) as well as WebSocket upgrades
+        // must reach the backend; the headers are checked in `rewrite_request`.
+        options.http_upstream_request_policy.h1_upgrade = H1UpgradePolicy::Preserve;
+        options.alpn = ALPN::H1;
+    } else {
+        options.alpn = ALPN::H2H1;
+        options.max_h2_streams = 100;
+    }
+    peer
+}
+
+/// Request headers that carry a client's credentials or claimed identity: none of them may
+/// reach a backend, which trusts kubegate's certificate for whatever `X-Remote-*` says.
+fn is_client_identity_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "authorization"
+        || name == "proxy-authorization"
+        || name.starts_with("impersonate-")
+        || name.starts_with("x-remote-")
+}
+
+/// Rewrites the upstream request: path (the normalized one that was authorized, under the
+/// backend's base path), Host, and identity headers for `user`.
+pub fn rewrite_request(
+    request: &mut RequestHeader,
+    user: &UserInfo,
+    backend: &Backend,
+    escaped_path: &str,
+    raw_query: Option<&str>,
+) -> pingora::Result<()> {
+    let base = backend
+        .location
+        .as_ref()
+        .map(|l| l.base_path.as_str())
+        .unwrap_or("");
+    let mut uri = format!("{base}{escaped_path}");
+    if let Some(query) = raw_query.filter(|q| !q.is_empty()) {
+        uri.push('?');
+        uri.push_str(query);
+    }
+    let uri: http::Uri = uri.parse().map_err(|e| {
+        pingora::Error::explain(
+            pingora::ErrorType::InternalError,
+            format!("building the backend URI: {e}"),
+        )
+    })?;
+    request.set_uri(uri);
+    let names: Vec<http::HeaderName> = request
+        .headers
+        .keys()
+        .filter(|name| is_client_identity_header(name.as_str()))
+        .cloned()
+        .collect();
+    for name in names {
+        request.remove_header(&name);
+    }
+    if let Ok(location) = &backend.location {
+        request.insert_header(http::header::HOST, location.server_name.as_str())?;
+    }
+    request.insert_header("X-Remote-User", user.name.as_str())?;
+    if !user.uid.is_empty() {
+        request.insert_header("X-Remote-Uid", user.uid.as_str())?;
+    }
+    for group in &user.groups {
+        request.append_header("X-Remote-Group", group.as_str())?;
+    }
+    for (key, values) in &user.extra {
+        let name = format!("X-Remote-Extra-{}", escape_extra_key(key));
+        for value in values {
+            request.append_header(name.clone(), value.as_str())?;
+        }
+    }
+    Ok(())
+}
+
+/// kube's `headerKeyEscape`: every byte that is not a legal header-name character (and `%`
+/// itself) becomes `%XX`, so any extra key survives the trip and is unescaped by the backend.
+pub fn escape_extra_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for byte in key.bytes() {
+        let legal = byte.is_ascii_alphanumeric()
+            || matches!(
+                byte,
+                b'!' | b'#'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        if legal {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregator::apiservice::{ApiService, Target};
+    use crate::aggregator::resolve::Location;
+    use std::collections::BTreeMap;
+
+    fn backend() -> Backend {
+        Backend::new(
+            ApiService {
+                name: "v1alpha1.wardle.example.com".into(),
+                uid: String::new(),
+                resource_version: String::new(),
+                group: "wardle.example.com".into(),
+                version: "v1alpha1".into(),
+                target: Target::Service {
+                    namespace: "wardle".into(),
+                    name: "api".into(),
+                    port: 443,
+                },
+                ca_bundle: None,
+                insecure_skip_tls_verify: false,
+                group_priority_minimum: 1000,
+                version_priority: 15,
+                available: None,
+            },
+            Ok(Location {
+                server_name: "api.wardle.svc".into(),
+                addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
+                base_path: "/base".into(),
+            }),
+        )
+    }
+
+    #[test]
+    fn client_identity_is_replaced_by_the_authenticated_one() {
+        let mut request =
+            RequestHeader::build("GET", b"/apis/wardle.example.com/v1alpha1/flunders", None)
+                .expect("request");
+        for (name, value) in [
+            ("Authorization", "Bearer secret"),
+            ("X-Remote-User", "forged"),
+            ("x-remote-group", "system:masters"),
+            ("X-Remote-Extra-Scopes", "all"),
+            ("Impersonate-User", "admin"),
+            ("Accept", "application/json"),
+        ] {
+            request.append_header(name, value).expect("header");
+        }
+        let mut extra = BTreeMap::new();
+        extra.insert(
+            "example.org/Scope Key".to_string(),
+            vec!["a".to_string(), "b".to_string()],
+        );
+        let user = UserInfo {
+            name: "bob".into(),
+            uid: "u-1".into(),
+            groups: vec!["dev".into(), "system:authenticated".into()],
+            extra,
+        };
+        rewrite_request(
+            &mut request,
+            &user,
+            &backend(),
+            "/apis/wardle.example.com/v1alpha1/flunders",
+            Some("watch=1"),
+        )
+        .expect("rewritten");
+        let values = |name: &str| -> Vec<String> {
+            request
+                .headers
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap_or("").to_string())
+                .collect()
+        };
+        assert!(values("authorization").is_empty());
+        assert!(values("impersonate-user").is_empty());
+        assert!(values("x-remote-extra-scopes").is_empty());
+        assert_eq!(values("x-remote-user"), vec!["bob"]);
+        assert_eq!(values("x-remote-uid"), vec!["u-1"]);
+        assert_eq!(
+            values("x-remote-group"),
+            vec!["dev", "system:authenticated"]
+        );
+        assert_eq!(
+            values("x-remote-extra-example.org%2FScope%20Key"),
+            vec!["a", "b"]
+        );
+        assert_eq!(values("accept"), vec!["application/json"]);
+        assert_eq!(values("host"), vec!["api.wardle.svc"]);
+        assert_eq!(
+            request.uri.to_string(),
+            "/base/apis/wardle.example.com/v1alpha1/flunders?watch=1"
+        );
+    }
+
+    #[test]
+    fn extra_keys_escape_like_kube() {
+        assert_eq!(escape_extra_key("scopes"), "scopes");
+        assert_eq!(escape_extra_key("a/b c%"), "a%2Fb%20c%25");
+    }
+
+    #[test]
+    fn round_robin_over_ready_endpoints() {
+        let mut b = backend();
+        if let Ok(location) = &mut b.location {
+            location
+                .addresses
+                .push("127.0.0.2:8443".parse().expect("addr"));
+        }
+        let picks: Vec<_> = (0..4).filter_map(|_| b.next_address()).collect();
+        assert_eq!(picks[0], picks[2]);
+        assert_ne!(picks[0], picks[1]);
+    }
+}

@@ -1,0 +1,118 @@
+//! The routing table: an immutable map from group-version to the remote backend that serves
+//! it, rebuilt from the APIServices (and the Services and endpoints they name) on every change
+//! and swapped in whole, so a request never waits for a rebuild and never sees half of one.
+//! Group-versions absent from the table are served locally when the registry serves them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use pingora::utils::tls::{parse_x509, WrappedX509};
+
+use super::apiservice::ApiService;
+use super::resolve::{Location, ResolveError};
+
+/// One remote APIService with where its requests go right now.
+pub struct Backend {
+    pub service: ApiService,
+    pub location: Result<Location, ResolveError>,
+    /// Roots for the backend's certificate, from `caBundle` (`None`: system roots, or
+    /// verification off with `insecureSkipTLSVerify`).
+    pub roots: Option<Arc<[WrappedX509]>>,
+    /// Why `caBundle` is unusable, if it is.
+    pub ca_error: Option<String>,
+    next: AtomicUsize,
+}
+
+impl Backend {
+    pub fn new(service: ApiService, location: Result<Location, ResolveError>) -> Backend {
+        let (roots, ca_error) = match &service.ca_bundle {
+            Some(pem) => match parse_roots(pem) {
+                Ok(roots) => (Some(roots), None),
+                Err(e) => (None, Some(e)),
+            },
+            None => (None, None),
+        };
+        Backend {
+            service,
+            location,
+            roots,
+            ca_error,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// The next address to dial, spreading requests over every ready endpoint.
+    pub fn next_address(&self) -> Option<SocketAddr> {
+        let location = self.location.as_ref().ok()?;
+        if location.addresses.is_empty() {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % location.addresses.len();
+        location.addresses.get(i).copied()
+    }
+
+    /// Why requests cannot be sent now (kube-aggregator answers 503 unless the APIService's
+    /// `Available` condition is True).
+    pub fn unavailable(&self) -> Option<String> {
+        match &self.service.available {
+            Some(condition) if condition.status => None,
+            Some(condition) => Some(format!(
+                "APIService {} is not available ({}): {}",
+                self.service.name, condition.reason, condition.message
+            )),
+            None => Some(format!(
+                "APIService {} has not been checked for availability yet",
+                self.service.name
+            )),
+        }
+    }
+}
+
+/// PEM certificates in the form pingora's TLS connector takes; each is parsed first because
+/// pingora's own parser panics on bad DER.
+fn parse_roots(pem: &[u8]) -> Result<Arc<[WrappedX509]>, String> {
+    let mut roots = Vec::new();
+    for cert in rustls_pemfile::certs(&mut &pem[..]) {
+        let der = cert.map_err(|e| format!("caBundle: invalid PEM: {e}"))?;
+        x509_parser::parse_x509_certificate(der.as_ref())
+            .map_err(|e| format!("caBundle: invalid certificate: {e}"))?;
+        roots.push(WrappedX509::new(der.as_ref().to_vec(), parse_x509));
+    }
+    if roots.is_empty() {
+        return Err("caBundle: no certificate found".into());
+    }
+    Ok(roots.into())
+}
+
+/// The immutable table requests read.
+#[derive(Default)]
+pub struct RouteTable {
+    /// Remote backends by `<group>/<version>`.
+    backends: HashMap<String, Arc<Backend>>,
+    /// Every APIService (local ones too), by name: discovery and availability read these.
+    pub services: Vec<ApiService>,
+}
+
+impl RouteTable {
+    pub fn new(services: Vec<ApiService>, backends: Vec<Arc<Backend>>) -> RouteTable {
+        let backends = backends
+            .into_iter()
+            .map(|b| (format!("{}/{}", b.service.group, b.service.version), b))
+            .collect();
+        RouteTable { backends, services }
+    }
+
+    /// The remote backend for a group-version, if an APIService sends it elsewhere.
+    pub fn remote(&self, group: &str, version: &str) -> Option<&Arc<Backend>> {
+        if self.backends.is_empty() {
+            return None;
+        }
+        self.backends.get(&format!("{group}/{version}"))
+    }
+
+    pub fn backends(&self) -> impl Iterator<Item = &Arc<Backend>> {
+        self.backends.values()
+    }
+}

@@ -1,0 +1,566 @@
+//! End-to-end aggregation: kubegate in front of the sample extension API server (wardle),
+//! registered with an APIService and reached through a Service and Endpoints, driven by the
+//! real kubectl. Covers discovery and OpenAPI merging, proxying with the caller's identity,
+//! header stripping, path normalization, availability (backend down and back), and the
+//! refused-upgrade tunnel of CVE-2018-1002105.
+
+use std::time::Duration;
+
+use kubegate_tests::wardle::{Wardle, WardleOptions};
+use kubegate_tests::{eventually, Kubegate};
+use serde_json::{json, Value};
+
+const APISERVICE: &str = "v1alpha1.wardle.example.com";
+
+/// kubegate with fast probes, and wardle trusting kubegate's generated front-proxy CA.
+fn start() -> (Kubegate, Wardle) {
+    let config = tempfile::NamedTempFile::new().expect("config file");
+    std::fs::write(
+        config.path(),
+        "aggregator:\n  availabilityCheckInterval: 1s\n  discoveryRefreshInterval: 1s\n  probeTimeout: 2s\n",
+    )
+    .expect("write config");
+    let config_path = config.path().to_string_lossy().to_string();
+    let gate = Kubegate::start_with(&["--config", &config_path]);
+    let front_proxy_ca = gate.data_dir.join("pki").join("front-proxy-ca.crt");
+    let wardle = Wardle::start(WardleOptions::new(front_proxy_ca));
+    (gate, wardle)
+}
+
+/// Registers wardle as the ExternalName Service `wardle/api` (host `localhost`, which its
+/// certificate names) and its APIService. Endpoints cannot point at loopback addresses (kube's
+/// validation forbids them), and loopback is all tests may use.
+fn register(gate: &Kubegate, wardle: &Wardle) {
+    gate.ok(&["create", "namespace", "wardle"]);
+    let objects = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "api", "namespace": "wardle"},
+             "spec": {"type": "ExternalName", "externalName": "localhost"}},
+            wardle.apiservice("wardle", "api"),
+        ]
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    let available = eventually(Duration::from_secs(20), || available(gate) == "True");
+    assert!(
+        available,
+        "APIService never became available: {}\n{}",
+        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+    // Discovery is merged in the background once the backend is available.
+    let discovered = eventually(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&fresh(gate, &["api-resources"]).stdout).contains("flunders")
+    });
+    assert!(discovered, "flunders never appeared in api-resources");
+}
+
+fn available(gate: &Kubegate) -> String {
+    let out = gate.kubectl(&[
+        "get",
+        "apiservice",
+        APISERVICE,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+    ]);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// kubectl with its own discovery cache, so a check sees the server's current discovery.
+fn fresh(gate: &Kubegate, args: &[&str]) -> std::process::Output {
+    let cache = tempfile::tempdir().expect("cache dir");
+    let cache_flag = format!("--cache-dir={}", cache.path().display());
+    let mut all = vec![cache_flag.as_str()];
+    all.extend_from_slice(args);
+    gate.kubectl(&all)
+}
+
+fn flunder(name: &str) -> String {
+    json!({
+        "apiVersion": "wardle.example.com/v1alpha1",
+        "kind": "Flunder",
+        "metadata": {"name": name, "namespace": "default", "labels": {"tier": "web"}},
+        "spec": {"reference": "ref"}
+    })
+    .to_string()
+}
+
+/// The last request the backend logged for `method` on a path containing `fragment`.
+fn last_request(wardle: &Wardle, method: &str, fragment: &str) -> Value {
+    wardle
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["method"] == method && r["path"].as_str().unwrap_or("").contains(fragment))
+        .unwrap_or_else(|| panic!("backend saw no {method} {fragment}"))
+}
+
+#[test]
+fn wardle_is_discovered_and_served_with_the_callers_identity() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+
+    let listing = gate.ok(&["get", "apiservices"]);
+    let line = listing
+        .lines()
+        .find(|l| l.starts_with(APISERVICE))
+        .unwrap_or_else(|| panic!("no wardle row: {listing}"));
+    let columns: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(columns[1..3], ["wardle/api", "True"], "{listing}");
+    assert!(
+        listing.contains("v1.apps") || listing.contains("v1.   "),
+        "{listing}"
+    );
+
+    // Merged discovery: kubectl api-resources lists the backend's resources.
+    let resources = String::from_utf8_lossy(&fresh(&gate, &["api-resources"]).stdout).to_string();
+    assert!(resources.contains("namespaces"), "{resources}");
+    let row = resources
+        .lines()
+        .find(|l| l.starts_with("flunders"))
+        .expect("flunders row");
+    assert!(
+        row.contains("wardle.example.com/v1alpha1") && row.contains("Flunder"),
+        "{row}"
+    );
+
+    // Create, get and list through kubegate; the backend sees the admin's identity from
+    // kubegate's front-proxy certificate, and no credential of the client's.
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("one"));
+    let post = last_request(&wardle, "POST", "/flunders");
+    assert_eq!(post["cn"], "front-proxy-client", "{post}");
+    assert_eq!(post["user"], "kubegate-admin", "{post}");
+    let groups = post["groups"].as_array().cloned().unwrap_or_default();
+    assert!(groups.contains(&json!("system:masters")), "{post}");
+    assert!(groups.contains(&json!("system:authenticated")), "{post}");
+    let header_values = post["header_values"].to_string().to_lowercase();
+    assert!(!header_values.contains("authorization"), "{post}");
+    let got = gate.json(&["get", "flunder", "one", "-n", "default", "-o", "json"]);
+    assert_eq!(got["spec"]["reference"], "ref");
+    let all = gate.ok(&["get", "flunders", "-A"]);
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("default") && l.contains("one")),
+        "{all}"
+    );
+    let selected = gate.ok(&["get", "flunders", "-A", "-l", "tier=web", "-o", "name"]);
+    assert!(
+        selected.contains("flunder.wardle.example.com/one"),
+        "{selected}"
+    );
+
+    // Impersonation: the backend sees the impersonated user, not the admin.
+    gate.ok(&[
+        "get",
+        "flunders",
+        "-n",
+        "default",
+        "--as",
+        "bob",
+        "--as-group",
+        "devs",
+        "--as-group",
+        "system:masters",
+    ]);
+    let as_bob = last_request(&wardle, "GET", "/namespaces/default/flunders");
+    assert_eq!(as_bob["user"], "bob", "{as_bob}");
+    assert!(
+        as_bob["groups"]
+            .as_array()
+            .is_some_and(|g| g.contains(&json!("devs"))),
+        "{as_bob}"
+    );
+    assert!(
+        !as_bob["header_values"]
+            .to_string()
+            .to_lowercase()
+            .contains("impersonate"),
+        "{as_bob}"
+    );
+
+    // A forged identity header from the client never reaches the backend.
+    let (code, body) = gate.curl(
+        "GET",
+        "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/one",
+        &[
+            "X-Remote-User: mallory",
+            "X-Remote-Group: system:masters",
+            "X-Remote-Extra-Scopes: all",
+        ],
+        None,
+    );
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let forged = last_request(&wardle, "GET", "/flunders/one");
+    assert_eq!(forged["user"], "kubegate-admin", "{forged}");
+    assert!(!forged.to_string().contains("mallory"), "{forged}");
+    assert!(
+        !forged.to_string().to_lowercase().contains("scopes"),
+        "{forged}"
+    );
+
+    // Watch streams through.
+    let watch = gate.stream(&[
+        "get",
+        "flunders",
+        "-n",
+        "default",
+        "-w",
+        "--output-watch-events",
+    ]);
+    assert!(watch
+        .wait_for(Duration::from_secs(10), |l| l.contains("one"))
+        .is_some());
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("two"));
+    assert!(
+        watch
+            .wait_for(Duration::from_secs(10), |l| l.contains("ADDED")
+                && l.contains("two"))
+            .is_some(),
+        "watch did not see the new flunder"
+    );
+    drop(watch);
+
+    // Merged OpenAPI: kubectl explain reads the backend's schema through kubegate.
+    let explained = eventually(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&fresh(&gate, &["explain", "flunders.spec"]).stdout)
+            .contains("reference")
+    });
+    assert!(explained, "kubectl explain flunders.spec never worked");
+    let index = gate.json(&["get", "--raw", "/openapi/v3"]);
+    assert!(
+        index["paths"]["apis/wardle.example.com/v1alpha1"]["serverRelativeURL"].is_string(),
+        "{index}"
+    );
+
+    // The group's APIGroup document is kubegate's own; the version's list is the backend's.
+    let group = gate.json(&["get", "--raw", "/apis/wardle.example.com"]);
+    assert_eq!(group["preferredVersion"]["version"], "v1alpha1", "{group}");
+    let list = gate.json(&["get", "--raw", "/apis/wardle.example.com/v1alpha1"]);
+    assert_eq!(
+        list["groupVersion"], "wardle.example.com/v1alpha1",
+        "{list}"
+    );
+
+    // Metrics per APIService.
+    let metrics = gate.ok(&["get", "--raw", "/metrics"]);
+    assert!(
+        metrics.contains(&format!(
+            "kubegate_proxy_requests_total{{apiservice=\"{APISERVICE}\",code=\"200\"}}"
+        )),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("proxy"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(metrics.contains(&format!(
+        "aggregator_unavailable_apiservice{{name=\"{APISERVICE}\"}} 0"
+    )));
+}
+
+#[test]
+fn authorization_and_path_normalization_come_before_the_backend() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    wardle.clear_requests();
+
+    // A ServiceAccount without permissions is refused by kubegate with kube's message.
+    gate.ok(&["create", "serviceaccount", "nobody", "-n", "default"]);
+    let token = gate.ok(&["create", "token", "nobody", "-n", "default"]);
+    let server = gate.url();
+    let denied = gate.kubectl(&[
+        "--server",
+        &server,
+        "--token",
+        token.trim(),
+        "--certificate-authority",
+        &gate.data_dir.join("pki/ca.crt").to_string_lossy(),
+        "--kubeconfig",
+        "/dev/null",
+        "get",
+        "flunders",
+        "-n",
+        "default",
+    ]);
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(
+        stderr.contains("flunders.wardle.example.com is forbidden: User \"system:serviceaccount:default:nobody\" cannot list resource \"flunders\" in API group \"wardle.example.com\" in the namespace \"default\""),
+        "{stderr}"
+    );
+
+    // Paths that would escape the authorized group-version are refused before routing.
+    for path in [
+        "/apis/wardle.example.com/v1alpha1/../../../api/v1/namespaces",
+        "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/%2e%2e/%2e%2e/x",
+        "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/a%2Fb",
+        "/apis/wardle.example.com//v1alpha1/flunders",
+    ] {
+        let (code, body) = gate.curl("GET", path, &["Accept: application/json"], None);
+        assert!(
+            code == 400 || code == 404,
+            "{path}: {code} {}",
+            String::from_utf8_lossy(&body)
+        );
+        let status: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        assert_eq!(status["kind"], "Status", "{path}: {status}");
+    }
+    // Only kubegate answered: none of those requests reached the backend (probes and
+    // discovery fetches by kubegate itself aside).
+    let reached: Vec<Value> = wardle
+        .requests()
+        .into_iter()
+        .filter(|r| r["user"] != "system:kube-aggregator")
+        .collect();
+    assert!(reached.is_empty(), "{reached:?}");
+}
+
+#[test]
+fn a_dead_backend_is_unavailable_and_stale_without_slowing_the_rest() {
+    let (gate, mut wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("kept"));
+
+    wardle.stop();
+    let down = eventually(Duration::from_secs(15), || available(&gate) == "False");
+    assert!(down, "APIService stayed available with its backend down");
+    let condition = gate.json(&["get", "apiservice", APISERVICE, "-o", "json"]);
+    let reason = condition["status"]["conditions"][0]["reason"].clone();
+    assert_eq!(reason, "FailedDiscoveryCheck", "{condition}");
+    let listing = gate.ok(&["get", "apiservices"]);
+    assert!(
+        listing.contains("False (FailedDiscoveryCheck)"),
+        "{listing}"
+    );
+
+    // Its requests get a 503 Status a client can decode; everything else still works.
+    let (code, body) = gate.curl(
+        "GET",
+        "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders",
+        &[],
+        None,
+    );
+    assert_eq!(code, 503, "{}", String::from_utf8_lossy(&body));
+    let status: Value = serde_json::from_slice(&body).expect("a Status body");
+    assert_eq!(status["reason"], "ServiceUnavailable", "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains(APISERVICE),
+        "{status}"
+    );
+    assert!(gate.ok(&["get", "ns"]).contains("kube-system"));
+    let out = fresh(&gate, &["api-resources"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("namespaces") && stdout.contains("configmaps"),
+        "{stdout}"
+    );
+    // The stale group is still listed from the last good copy, marked Stale.
+    let aggregated = gate.curl(
+        "GET",
+        "/apis",
+        &["Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"],
+        None,
+    );
+    let doc: Value = serde_json::from_slice(&aggregated.1).expect("aggregated discovery");
+    let wardle_group = doc["items"]
+        .as_array()
+        .and_then(|items| {
+            items
+                .iter()
+                .find(|i| i["metadata"]["name"] == "wardle.example.com")
+        })
+        .cloned()
+        .expect("wardle group listed");
+    assert_eq!(
+        wardle_group["versions"][0]["freshness"], "Stale",
+        "{wardle_group}"
+    );
+    let metrics = gate.ok(&["get", "--raw", "/metrics"]);
+    assert!(metrics.contains(&format!(
+        "aggregator_unavailable_apiservice{{name=\"{APISERVICE}\"}} 1"
+    )));
+    assert!(metrics.contains(&format!(
+        "aggregator_unavailable_apiservice_total{{name=\"{APISERVICE}\",reason=\"FailedDiscoveryCheck\"}}"
+    )));
+
+    // The backend comes back: so does the group.
+    wardle.restart();
+    let back = eventually(Duration::from_secs(15), || available(&gate) == "True");
+    assert!(back, "APIService did not recover");
+    let kept = gate.json(&["get", "flunder", "kept", "-n", "default", "-o", "json"]);
+    assert_eq!(kept["metadata"]["name"], "kept");
+    let fresh_again = eventually(Duration::from_secs(10), || {
+        let (_, body) = gate.curl(
+            "GET",
+            "/apis",
+            &["Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"],
+            None,
+        );
+        String::from_utf8_lossy(&body).contains("\"freshness\":\"Current\"")
+            && !String::from_utf8_lossy(&body).contains("Stale")
+    });
+    assert!(
+        fresh_again,
+        "discovery stayed stale after the backend returned"
+    );
+}
+
+#[test]
+fn missing_service_and_endpoints_are_reported() {
+    let (gate, wardle) = start();
+    let apiservice = wardle.apiservice("wardle", "api");
+    gate.ok_stdin(&["apply", "-f", "-"], &apiservice.to_string());
+    let reason = |gate: &Kubegate| {
+        let out = gate.kubectl(&[
+            "get",
+            "apiservice",
+            APISERVICE,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].reason}",
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(eventually(Duration::from_secs(10), || reason(&gate)
+        == "ServiceNotFound"));
+    gate.ok(&["create", "namespace", "wardle"]);
+    let service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "api", "namespace": "wardle"},
+        "spec": {"ports": [{"port": wardle.port()}]}});
+    gate.ok_stdin(&["apply", "-f", "-"], &service.to_string());
+    assert!(eventually(Duration::from_secs(10), || reason(&gate)
+        == "EndpointsNotFound"));
+    let (code, body) = gate.curl(
+        "GET",
+        "/apis/wardle.example.com/v1alpha1/flunders",
+        &[],
+        None,
+    );
+    assert_eq!(code, 503, "{}", String::from_utf8_lossy(&body));
+}
+
+/// A python client that sends `requests` back to back on one TLS connection and prints
+/// everything it reads until the server closes or 5s pass.
+const PIPELINE_PY: &str = r#"
+import socket, ssl, sys, time
+port, cafile, payload = int(sys.argv[1]), sys.argv[2], sys.stdin.buffer.read()
+ctx = ssl.create_default_context(cafile=cafile)
+with socket.create_connection(("127.0.0.1", port)) as raw:
+    with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall(payload)
+        s.settimeout(5)
+        out = b""
+        deadline = time.time() + 5
+        try:
+            while time.time() < deadline:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                out += chunk
+        except Exception:
+            pass
+        sys.stdout.buffer.write(out)
+"#;
+
+fn pipeline(gate: &Kubegate, payload: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(PIPELINE_PY)
+        .arg(gate.port.to_string())
+        .arg(gate.data_dir.join("pki/ca.crt"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(payload.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("output");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn a_refused_upgrade_leaves_no_tunnel_cve_2018_1002105() {
+    let tokens = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(tokens.path(), "exec-only-token,execer,uid-1\n").expect("write tokens");
+    let config = tempfile::NamedTempFile::new().expect("config file");
+    std::fs::write(
+        config.path(),
+        "aggregator:\n  availabilityCheckInterval: 1s\n  probeTimeout: 2s\n",
+    )
+    .expect("write config");
+    let gate = Kubegate::start_with(&[
+        "--config",
+        &config.path().to_string_lossy(),
+        "--token-auth-file",
+        &tokens.path().to_string_lossy(),
+    ]);
+    let wardle = Wardle::start(WardleOptions::new(
+        gate.data_dir.join("pki/front-proxy-ca.crt"),
+    ));
+    register(&gate, &wardle);
+    // "execer" may only exec into flunders; nothing else.
+    gate.ok(&[
+        "create",
+        "clusterrole",
+        "flunder-exec",
+        "--verb=get,create",
+        "--resource=flunders.wardle.example.com/exec",
+    ]);
+    gate.ok(&[
+        "create",
+        "clusterrolebinding",
+        "execer",
+        "--clusterrole=flunder-exec",
+        "--user=execer",
+    ]);
+    wardle.clear_requests();
+
+    let exec = |name: &str| {
+        format!(
+            "GET /apis/wardle.example.com/v1alpha1/namespaces/default/flunders/{name}/exec HTTP/1.1\r\n\
+             Host: 127.0.0.1\r\nAuthorization: Bearer exec-only-token\r\n\
+             Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n"
+        )
+    };
+    let smuggled = "GET /apis/wardle.example.com/v1alpha1/fischers HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                    X-Remote-User: mallory\r\nX-Remote-Group: system:masters\r\n\r\n";
+
+    // The backend refuses the upgrade; the request sent after it on the same connection must
+    // not reach the backend (it would arrive under kubegate's certificate).
+    let answer = pipeline(&gate, &format!("{}{}", exec("refused"), smuggled));
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let seen: Vec<Value> = wardle
+        .requests()
+        .into_iter()
+        .filter(|r| r["user"] != "system:kube-aggregator")
+        .collect();
+    assert!(
+        seen.iter()
+            .all(|r| !r["path"].as_str().unwrap_or("").contains("fischers")),
+        "the smuggled request reached the backend: {seen:?}"
+    );
+    assert!(!answer.contains("FischerList"), "{answer}");
+    assert!(
+        seen.iter().any(
+            |r| r["path"].as_str().unwrap_or("").contains("/refused/exec") && r["user"] == "execer"
+        ),
+        "{seen:?}"
+    );
+
+    // An accepted upgrade becomes a tunnel to the backend, as exec needs.
+    let answer = pipeline(
+        &gate,
+        &format!("{}hello through the tunnel", exec("upgrade-ok")),
+    );
+    assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
+    assert!(answer.contains("hello through the tunnel"), "{answer}");
+}
