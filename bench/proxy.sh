@@ -60,23 +60,43 @@ rm -rf "$RUN"; mkdir -p "$OUT" "$RUN"
 machine_info >"$OUT/meta.txt"
 
 # ----------------------------------------------------------------------------- backend certificate
-# The harness creates its backend's self-signed certificate on first use only; create it first
-# (same command) so the APIService's caBundle can name it before the backend runs.
+# The harness serves $PERFBASE/tls/cert.pem and creates it on first use only, as a self-signed
+# certificate with CA:TRUE (`openssl req -x509`). rustls/webpki, which kubegate uses towards
+# backends, refuses a CA certificate as a server's own certificate (CaUsedAsEndEntity), so the
+# certificate is made here first instead: a P-256 CA (ca.pem, the APIService's caBundle) and a
+# P-256 leaf for 127.0.0.1/localhost signed by it (cert.pem/key.pem, served by the backend and
+# nginx). BACKEND_TLS=insecure registers the APIService with insecureSkipTLSVerify instead.
+BACKEND_TLS=${BACKEND_TLS:-ca}
 TLS_DIR=$PERFBASE/tls
 mkdir -p "$TLS_DIR"
 if [[ ! -s $TLS_DIR/cert.pem ]]; then
-  log "creating the harness's self-signed P-256 backend certificate in $TLS_DIR"
+  log "creating a P-256 CA and backend certificate (127.0.0.1, localhost) in $TLS_DIR"
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
-    -subj /CN=localhost -addext 'subjectAltName=IP:127.0.0.1,DNS:localhost' \
-    -keyout "$TLS_DIR/key.pem" -out "$TLS_DIR/cert.pem" 2>/dev/null
-  chmod 644 "$TLS_DIR/key.pem"
+    -subj /CN=kubegate-bench-backend-ca -addext 'basicConstraints=critical,CA:TRUE' \
+    -addext 'keyUsage=critical,keyCertSign,cRLSign' \
+    -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
+    -keyout "$TLS_DIR/key.pem" -out "$TLS_DIR/leaf.csr" 2>/dev/null
+  printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'basicConstraints=critical,CA:FALSE' \
+    'keyUsage=critical,digitalSignature' 'extendedKeyUsage=serverAuth' >"$TLS_DIR/leaf.ext"
+  openssl x509 -req -in "$TLS_DIR/leaf.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$TLS_DIR/leaf.ext" -out "$TLS_DIR/cert.pem" 2>/dev/null
+  chmod 644 "$TLS_DIR/key.pem"   # as the harness does
+fi
+if [[ $BACKEND_TLS == ca ]]; then
+  [[ -s $TLS_DIR/ca.pem ]] || die "$TLS_DIR/cert.pem was not made by this script (no ca.pem next to it; the harness's own self-signed CA:TRUE certificate is refused by rustls as a server certificate): use a fresh PERFBASE=<dir>, or BACKEND_TLS=insecure"
+  openssl verify -CAfile "$TLS_DIR/ca.pem" "$TLS_DIR/cert.pem" >/dev/null || die "$TLS_DIR/cert.pem does not verify against ca.pem"
+  TLS_SPEC="caBundle: $(base64 -w0 <"$TLS_DIR/ca.pem")"
+elif [[ $BACKEND_TLS == insecure ]]; then
+  TLS_SPEC="insecureSkipTLSVerify: true"
+else
+  die "BACKEND_TLS must be ca or insecure"
 fi
 
 # ----------------------------------------------------------------------------- setup (kubegate, pass 1)
 KG_LOG_ARGS=(); [[ -n $KG_LOG_LEVEL ]] && KG_LOG_ARGS=(--log-level "$KG_LOG_LEVEL")
 start_kubegate "$RUN/kubegate-data" "$(free_port 17480)" ${KG_LOG_ARGS[@]+"${KG_LOG_ARGS[@]}"}
 export KUBECONFIG=$KG_DIR/admin.kubeconfig
-CA_B64=$(base64 -w0 <"$TLS_DIR/cert.pem")
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: ServiceAccount
@@ -106,7 +126,7 @@ metadata:
 spec:
   group: $GROUP
   version: $VERSION
-  caBundle: $CA_B64
+  $TLS_SPEC
   groupPriorityMinimum: 1000
   versionPriority: 15
 YAML
@@ -130,15 +150,18 @@ stop_kubegate
 
 # ----------------------------------------------------------------------------- upstream connection sampler
 # Every SAMPLE_INTERVAL: epoch, then one line per established TCP connection from kubegate's
-# process to the backend's TLS port ("local-port"). wrk's direct_tls connections are not
-# kubegate's and are filtered out by the owning process.
+# process to the backend's TLS port ("C <local port> <bytes received so far>"). wrk's
+# direct_tls connections are not kubegate's and are filtered out by the owning process.
 SAMPLES=$OUT/upstream-conns.txt
 : >"$SAMPLES"
 (
   while :; do
     echo "T $EPOCHREALTIME"
-    ss -Htnp state established "( dport = :$BACKEND_TLS_PORT )" 2>/dev/null |
-      awk '/"kubegate",pid=/ { n = split($3, a, ":"); print "C " a[n] }'
+    ss -Htnpi state established "( dport = :$BACKEND_TLS_PORT )" 2>/dev/null | awk '
+      function flush() { if (port != "") print "C " port " " rx; port = "" }
+      /users:\(\(/ { flush(); if ($0 ~ /"kubegate",pid=/) { n = split($3, a, ":"); port = a[n]; rx = 0 }; next }
+      port != "" && match($0, /bytes_received:[0-9]+/) { rx = substr($0, RSTART + 15, RLENGTH - 15) }
+      END { flush() }'
     sleep "$SAMPLE_INTERVAL"
   done
 ) >>"$SAMPLES" &
@@ -241,19 +264,22 @@ for line in open(harness_log):
     if m:
         end = dt.datetime.combine(today, dt.time(int(m[1]), int(m[2]), int(m[3]))).timestamp()
         windows.append((f"r{m[4]} c={m[5]}", end - duration + 1, end - 1))
-snaps = []     # (epoch, [local ports])
+snaps = []     # (epoch, {local port: bytes received})
 for line in open(samples):
-    if line.startswith("T "): snaps.append((float(line.split()[1]), []))
-    elif line.startswith("C ") and snaps: snaps[-1][1].append(line.split()[1])
+    if line.startswith("T "): snaps.append((float(line.split()[1]), {}))
+    elif line.startswith("C ") and snaps:
+        f = line.split(); snaps[-1][1][f[1]] = int(f[2]) if len(f) > 2 else 0
 print()
-print("kubegate -> backend established TCP connections (ss every sample, inside each measured kubegate run):")
-print(f"{'run':<10}{'samples':>8}{'conns min/median/max':>22}{'distinct local ports':>22}")
+print("kubegate -> backend established TCP connections (ss every sample, inside each measured kubegate run;")
+print("'carrying traffic' = connections whose received bytes grew during the run)")
+print(f"{'run':<10}{'samples':>8}{'conns min/median/max':>22}{'distinct local ports':>22}{'carrying traffic':>18}")
 for label, a, b in windows:
     inside = [p for t, p in snaps if a <= t <= b]
     if not inside: continue
     counts = [len(p) for p in inside]
     ports = {x for p in inside for x in p}
-    print(f"{label:<10}{len(inside):>8}{f'{min(counts)}/{med(counts):.0f}/{max(counts)}':>22}{len(ports):>22}")
+    busy = {x for x in ports if inside[-1].get(x, 0) > inside[0].get(x, 0) or x not in inside[0]}
+    print(f"{label:<10}{len(inside):>8}{f'{min(counts)}/{med(counts):.0f}/{max(counts)}':>22}{len(ports):>22}{len(busy):>18}")
 allports = {x for _, p in snaps for x in p}
 print(f"distinct kubegate->backend connections seen over the whole run (incl. warm-ups, probes): {len(allports)}")
 EOF
