@@ -9,8 +9,9 @@
 #               TLS front, ServiceAccount bearer token (cached after the first request), RBAC
 #               (the SA may `get` widgets.bench.example.com through a RoleBinding), then proxied
 #               to the backend's TLS port: APIService v1.bench.example.com with the annotation
-#               kubegate.io/backend-url and caBundle = the backend's certificate; kubegate
-#               presents its front-proxy client certificate and adds X-Remote-User/Group.
+#               kubegate.io/backend-url and caBundle = the CA of the backend's certificate
+#               (made here, see below; BACKEND_TLS=insecure: insecureSkipTLSVerify instead);
+#               kubegate presents its front-proxy client certificate and adds X-Remote-*.
 #
 # How: kubegate is started once on a fresh data dir (loopback, RBAC, the defaults) to create the
 # ServiceAccount, its token, the ClusterRole + RoleBinding and the APIService, then stopped;
@@ -29,8 +30,9 @@
 #   ROUNDS=2 DURATION=5 bench/proxy.sh
 #   TOOL=h2load bench/proxy.sh           HTTP/2 from the client to all three targets
 #   KG_LOG_LEVEL=debug bench/proxy.sh    kubegate's log (harness run dir extra.log, copied to $OUT)
-# Output: $RESULTS/proxy/summary.txt, pooling.txt, harness/ (the harness's runs.csv,
-#         summary.txt, raw load-generator output), kubegate logs, meta.txt.
+# Output: $RESULTS/proxy/summary.txt (table, target verdicts, upstream connections per run),
+#         upstream-conns.txt (raw ss samples), harness/ (the harness's runs.csv, summary.txt, raw
+#         load-generator output), harness.log, kubegate.log, kubegate-setup.log, meta.txt.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -212,13 +214,14 @@ tool = rows[0]["tool"] if rows else "?"
 def proxy_us(t, r):
     return 0.0 if t == "direct_tls" else float(r["extra_us_per_req"] if t == "kubegate" else r["proxy_us_per_req"])
 print()
-print(f"GET of a fixed 1051-byte JSON body over TLS ({tool}), one harness run, interleaved rounds, same backend")
+print(f"GET of the backend's fixed ~1 KiB JSON body over TLS ({tool}), one harness run, interleaved rounds, same backend")
 print("direct_tls = backend; nginx_tls = nginx TLS -> plain h1 keep-alive upstream, no auth;")
 print("kubegate = TLS, SA bearer token (cached), RBAC, APIService proxy -> backend over TLS (front-proxy client cert)")
 print("rps/p50/p99/CPU = median over rounds; x/nginx and x/direct = median of per-round paired ratios; p99-nginx in us")
 print("proxy us/req = CPU of the proxy process per request (nginx master+worker / kubegate); backend us/req = the backend's")
+print("cpu% = % of one core (be=backend px=proxy lg=load generator fg=others steal=stolen by the hypervisor: high steal = rerun)")
 hdr = (f"{'target':<12}{'c':>4}{'rps':>9}{'p50 us':>8}{'p99 us':>8}{'proxy us/req':>13}{'backend us/req':>15}"
-       f"{'rps/nginx':>10}{'cpu/nginx':>10}{'p99-nginx':>10}{'rps/direct':>11}   cpu% be/px/lg/fg")
+       f"{'rps/nginx':>10}{'cpu/nginx':>10}{'p99-nginx':>10}{'rps/direct':>11}   cpu% be/px/lg/fg/steal")
 verdicts = []
 for c in sorted({k[1] for k in by}):
     print(); print(hdr); print("-" * len(hdr))
@@ -245,7 +248,7 @@ for c in sorted({k[1] for k in by}):
         else:
             line += f"{'':>11}"
         pxcol = "cpu_extra_pct" if t == "kubegate" else "cpu_proxy_pct"
-        cpu = "/".join(f"{med(f(k)):.0f}" for k in ("cpu_backend_pct", pxcol, "cpu_loadgen_pct", "cpu_foreign_pct"))
+        cpu = "/".join(f"{med(f(k)):.0f}" for k in ("cpu_backend_pct", pxcol, "cpu_loadgen_pct", "cpu_foreign_pct", "steal_pct"))
         flags = []
         if any(int(r["errors"]) + int(r["non2xx"]) for r in runs.values()): flags.append("ERRORS")
         if any(r["quiet"] == "0" or float(r["cpu_foreign_pct"]) > foreign_max for r in runs.values()): flags.append("NOISY")
