@@ -82,6 +82,7 @@ pub fn peer(
         .unwrap_or_default();
     let mut peer = HttpPeer::new(address, true, server_name);
     peer.client_cert_key = Some(identity.cert_key.clone());
+    peer.group_key = backend.pool_key;
     let options = &mut peer.options;
     options.connection_timeout = Some(CONNECT_TIMEOUT);
     options.read_timeout = read_timeout;
@@ -104,8 +105,8 @@ pub fn peer(
 
 /// Request headers that carry a client's credentials or claimed identity: none of them may
 /// reach a backend, which trusts kubegate's certificate for whatever `X-Remote-*` says.
+/// `name` is an `http::HeaderName`, always lower case.
 fn is_client_identity_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
     name == "authorization"
         || name == "proxy-authorization"
         || name.starts_with("impersonate-")
@@ -191,7 +192,9 @@ pub fn escape_extra_key(key: &str) -> String {
         if legal {
             out.push(byte as char);
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            use std::fmt::Write;
+            // Writing to a String cannot fail.
+            let _ = write!(out, "%{byte:02X}");
         }
     }
     out
@@ -292,6 +295,34 @@ mod tests {
             request.uri.to_string(),
             "/base/apis/wardle.example.com/v1alpha1/flunders?watch=1"
         );
+    }
+
+    #[test]
+    fn pooled_connections_are_kept_apart_by_trust() {
+        use pingora::upstreams::peer::Peer;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let front = crate::certs::ensure_front_proxy(dir.path()).expect("front-proxy pki");
+        let identity =
+            ProxyIdentity::load(&front.client_cert, &front.client_key).expect("identity");
+        let ca_pem = std::fs::read(&front.ca_cert).expect("ca");
+        let with_ca = |pem: Option<Vec<u8>>| {
+            let plain = backend();
+            let mut service = plain.service.clone();
+            service.ca_bundle = pem;
+            Backend::new(service, plain.location.clone())
+        };
+        let address = "127.0.0.1:8443".parse().expect("addr");
+        let a = peer(
+            &with_ca(Some(ca_pem.clone())),
+            address,
+            &identity,
+            false,
+            None,
+        );
+        let same = peer(&with_ca(Some(ca_pem)), address, &identity, false, None);
+        let other = peer(&with_ca(None), address, &identity, false, None);
+        assert_eq!(a.reuse_hash(), same.reuse_hash());
+        assert_ne!(a.reuse_hash(), other.reuse_hash());
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub struct Backend {
     pub roots: Option<Arc<[WrappedX509]>>,
     /// Why `caBundle` is unusable, if it is.
     pub ca_error: Option<String>,
+    /// Keeps pooled connections apart per trust: pingora's pool key covers the address, SNI
+    /// and client certificate but not the roots a connection was verified with, so without
+    /// this two APIServices with the same address and name but different `caBundle`s would
+    /// share connections verified against only one of them.
+    pub pool_key: u64,
     next: AtomicUsize,
 }
 
@@ -34,11 +39,20 @@ impl Backend {
             },
             None => (None, None),
         };
+        let pool_key = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            service.name.hash(&mut hasher);
+            service.ca_bundle.hash(&mut hasher);
+            service.insecure_skip_tls_verify.hash(&mut hasher);
+            hasher.finish()
+        };
         Backend {
             service,
             location,
             roots,
             ca_error,
+            pool_key,
             next: AtomicUsize::new(0),
         }
     }
