@@ -290,6 +290,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         crate::rbac::reconcile_bootstrap_policy(&registry)
             .await
             .map_err(|e| StartError::Storage(format!("RBAC bootstrap policy: {e}")))?;
+        kubegate_backends::core::flowcontrol_bootstrap::ensure_bootstrap_configuration(&registry)
+            .await
+            .map_err(|e| StartError::Storage(format!("APF bootstrap configuration: {e}")))?;
         crate::rbac::aggregate_cluster_roles(&registry)
             .await
             .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;

@@ -1,6 +1,7 @@
 //! The built-in core resources kube-apiserver serves and kubegate serves the same way:
 //! namespaces, configmaps, secrets, serviceaccounts, services, endpoints, events (core/v1
-//! and events.k8s.io/v1), RBAC roles and bindings, leases, endpointslices and APIServices,
+//! and events.k8s.io/v1), RBAC roles and bindings, leases, endpointslices, APIServices and
+//! the API Priority and Fairness objects (FlowSchemas, PriorityLevelConfigurations),
 //! plus the computed review resources (`authentication`, `authorization`) the gateway adds
 //! with its authenticators and authorizers. Each type's module gives its
 //! [`ResourceDef`] (names, scope, verbs, subresources, Table columns, field selectors,
@@ -20,6 +21,9 @@ pub mod endpoints;
 pub mod endpointslices;
 pub mod events;
 pub mod events_v1;
+pub mod flowcontrol;
+pub mod flowcontrol_bootstrap;
+mod flowcontrol_validation;
 mod gojson;
 pub mod leases;
 pub mod namespaces;
@@ -73,6 +77,9 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
         rbac::roles_def(),
         leases::def(),
         endpointslices::def(),
+        // flowcontrol.apiserver.k8s.io (16100) ranks right after discovery.k8s.io (16200).
+        flowcontrol::flowschemas_def(),
+        flowcontrol::prioritylevelconfigurations_def(),
     ]
 }
 

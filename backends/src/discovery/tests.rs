@@ -549,6 +549,8 @@ fn builtin_resources_discover_like_kube() {
             "rbac.authorization.k8s.io/roles null Namespaced role",
             "coordination.k8s.io/leases null Namespaced lease",
             "discovery.k8s.io/endpointslices null Namespaced endpointslice",
+            "flowcontrol.apiserver.k8s.io/flowschemas null Cluster flowschema",
+            "flowcontrol.apiserver.k8s.io/prioritylevelconfigurations null Cluster prioritylevelconfiguration",
         ]
     );
     let core = parse(&d.select("/api/v1", None).expect("/api/v1"));
