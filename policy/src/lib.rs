@@ -12,6 +12,7 @@
 
 pub mod authn;
 pub mod authz;
+pub mod flowcontrol;
 pub mod https;
 pub mod impersonation;
 pub mod request_info;

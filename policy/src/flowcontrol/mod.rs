@@ -1,0 +1,804 @@
+//! # API Priority and Fairness
+//!
+//! kube-apiserver's flow control (k8s.io/apiserver `util/flowcontrol`, KEP-1040 with seat
+//! borrowing) as a pure engine: FlowSchemas classify a request into a flow of a priority
+//! level; each limited level owns a share of the server's seats and, for `Queue` levels, a
+//! set of fair queues that requests wait in until seats free up.
+//!
+//! How to use it from the request pipeline:
+//! 1. Build one [`FlowControl`] with [`FlowControlOptions`] (total seats = max requests in
+//!    flight + max mutating requests in flight) and share it (it is a cheap `Arc` clone).
+//! 2. Whenever FlowSchema or PriorityLevelConfiguration objects change, call
+//!    [`FlowControl::update_config`] with all of them and write the returned
+//!    [`FlowSchemaStatus::condition`]s back (the `Dangling` condition). Every
+//!    [`BORROWING_ADJUSTMENT_PERIOD`], call [`FlowControl::adjust_borrowing`].
+//! 3. Per request: [`FlowControl::classify`], estimate its work with a [`WorkEstimator`]
+//!    (passing [`Classification::max_seats`]), then [`FlowControl::admit`]. An [`Admission`]
+//!    holds the seats until dropped (watches call [`Admission::initialization_done`] once their
+//!    initial events are sent); a [`Rejection`] is a 429 with `Retry-After`. Both carry the
+//!    matched names and UIDs for the `X-Kubernetes-PF-*` headers.
+//! 4. [`FlowControl::snapshot`] gives the numbers behind kube's
+//!    `apiserver_flowcontrol_*` metrics.
+
+pub mod borrowing;
+pub mod classify;
+pub mod config;
+pub mod estimate;
+mod queueset;
+mod retry;
+pub mod shuffle;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+pub use borrowing::SeatDemandStats;
+pub use classify::RequestDigest;
+pub use config::{
+    ConfigReport, DanglingCondition, FlowSchemaStatus, LevelBehavior, Skipped, CATCH_ALL, EXEMPT,
+};
+pub use estimate::{
+    ObjectCounts, WatchCounts, WatchRegistration, WatchTracker, WorkEstimate, WorkEstimator,
+    WorkEstimatorConfig,
+};
+pub use queueset::QueueSetCounters;
+
+use classify::{flow_distinguisher, hash_flow_id, matches_flow_schema};
+use config::{FlowSchema, PriorityLevel};
+use queueset::{QueueSet, Queuing, Refusal, Start, Ticket};
+use retry::DroppedRequests;
+use shuffle::Dealer;
+
+/// How often kube re-divides seats between priority levels.
+pub const BORROWING_ADJUSTMENT_PERIOD: Duration = Duration::from_secs(10);
+
+/// No request waits in a queue longer than this (kube's hard limit).
+pub const MAX_REQUEST_WAIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// Share of a level's nominal limit one request may occupy (kube's
+/// `priorityLevelMaxSeatsPercent`).
+const PRIORITY_LEVEL_MAX_SEATS_PERCENT: f64 = 0.15;
+
+/// Locks a mutex, taking the data even if another thread panicked while holding it.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Server-wide parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowControlOptions {
+    /// The server's concurrency limit in seats: `--max-requests-inflight` +
+    /// `--max-mutating-requests-inflight` (kube's defaults 400 + 200).
+    pub total_seats: usize,
+    /// How long a request without a deadline (a watch, say) may wait in a queue: kube passes
+    /// `--request-timeout` / 4, 15 s by default.
+    pub request_wait_limit: Duration,
+}
+
+impl Default for FlowControlOptions {
+    fn default() -> Self {
+        FlowControlOptions {
+            total_seats: 600,
+            request_wait_limit: Duration::from_secs(15),
+        }
+    }
+}
+
+impl FlowControlOptions {
+    /// How long a request may wait in its queue (kube's `getRequestWaitContext`): a quarter of
+    /// its own timeout if it has one, the default otherwise, never more than a minute.
+    pub fn wait_limit(&self, timeout: Option<Duration>) -> Duration {
+        timeout
+            .map_or(self.request_wait_limit, |t| t / 4)
+            .min(MAX_REQUEST_WAIT_LIMIT)
+    }
+}
+
+/// The FlowSchema and priority level a request was classified into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matched {
+    pub flow_schema: String,
+    /// For `X-Kubernetes-PF-FlowSchema-UID` (empty for the built-in mandatory objects when no
+    /// stored object exists).
+    pub flow_schema_uid: String,
+    pub priority_level: String,
+    /// For `X-Kubernetes-PF-PriorityLevel-UID`.
+    pub priority_level_uid: String,
+    /// The user or namespace that, with the schema, identifies the flow (empty when the level
+    /// does not queue or the schema has no distinguisher).
+    pub flow_distinguisher: String,
+}
+
+/// Why a request was rejected; [`RejectReason::as_str`] is kube's metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// Its queue was at `queueLengthLimit` and all seats were taken.
+    QueueFull,
+    /// A `Reject` level had no free seats.
+    ConcurrencyLimit,
+    /// It waited in its queue beyond its wait limit.
+    TimeOut,
+}
+
+impl RejectReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RejectReason::QueueFull => "queue-full",
+            RejectReason::ConcurrencyLimit => "concurrency-limit",
+            RejectReason::TimeOut => "time-out",
+        }
+    }
+}
+
+/// A rejected request: answer 429 with `Retry-After: retry_after_seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Too many requests, please try again later.")]
+pub struct Rejection {
+    pub matched: Arc<Matched>,
+    pub reason: RejectReason,
+    /// kube's `Retry-After`, from the level's recent rejections (1 to 32 seconds).
+    pub retry_after_seconds: u64,
+    /// How long it waited in a queue before being rejected.
+    pub waited: Duration,
+}
+
+/// The result of [`FlowControl::classify`]: pass it to [`FlowControl::admit_classified`].
+#[derive(Debug, Clone)]
+pub struct Classification {
+    pub matched: Arc<Matched>,
+    /// Whether the level is exempt (never queues or rejects).
+    pub exempt: bool,
+    /// The most seats a request of this level should be estimated at (kube's
+    /// `MaxSeatsTracker`); 0 when the level sets no bound.
+    pub max_seats: u64,
+    /// How long the request may wait in a queue.
+    pub wait_limit: Duration,
+    hash: u64,
+    level: Arc<Level>,
+}
+
+/// A request allowed to execute. It holds its seats until it is dropped or
+/// [`Admission::initialization_done`] is called.
+#[derive(Debug)]
+pub struct Admission {
+    matched: Arc<Matched>,
+    level: Arc<Level>,
+    ticket: Option<Ticket>,
+    waited: Duration,
+    estimate: WorkEstimate,
+}
+
+impl Admission {
+    pub fn matched(&self) -> &Matched {
+        &self.matched
+    }
+
+    /// How long it waited in a queue (kube's `request_wait_duration_seconds`).
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// The work estimate it was admitted with (final seats may have been narrowed to the
+    /// level's limit).
+    pub fn work_estimate(&self) -> WorkEstimate {
+        self.estimate
+    }
+
+    /// Releases the seats now while the response goes on: for a watch, once its initial
+    /// events are sent (kube's `WatchInitialized`). Later calls and the drop do nothing more.
+    pub fn initialization_done(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            Level::finish(&self.level, ticket);
+        }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.initialization_done();
+    }
+}
+
+/// Per priority level numbers for metrics and debugging.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorityLevelSnapshot {
+    pub name: String,
+    pub uid: String,
+    pub behavior: LevelBehavior,
+    /// Removed from the configuration, kept until its requests drain.
+    pub quiescing: bool,
+    /// `nominal_limit_seats`.
+    pub nominal_limit: usize,
+    /// Nominal limit less what it may lend.
+    pub lower_limit: usize,
+    /// Nominal limit plus what it may borrow.
+    pub upper_limit: usize,
+    /// `current_limit_seats`: the limit in force after borrowing.
+    pub current_limit: usize,
+    /// `current_executing_seats`.
+    pub seats_in_use: usize,
+    pub executing_requests: usize,
+    /// `current_inqueue_requests`.
+    pub waiting_requests: usize,
+    pub waiting_seats: usize,
+    pub queues: usize,
+    /// `dispatched_requests_total` and `rejected_requests_total` by reason.
+    pub counters: QueueSetCounters,
+    pub seat_demand: SeatDemandStats,
+}
+
+/// One priority level's live state; kept across config updates while the level exists.
+#[derive(Debug)]
+pub(crate) struct Level {
+    name: String,
+    pub(crate) state: Mutex<LevelState>,
+}
+
+pub(crate) struct LevelState {
+    pub spec: PriorityLevel,
+    pub quiescing: bool,
+    /// Set until the first config pass sets its limits.
+    fresh: bool,
+    pub queues: QueueSet,
+    pub nominal_cl: usize,
+    pub min_cl: usize,
+    pub max_cl: usize,
+    pub current_cl: usize,
+    pub max_seats: u64,
+    pub demand_stats: SeatDemandStats,
+}
+
+impl std::fmt::Debug for LevelState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelState")
+            .field("spec", &self.spec)
+            .field("current_cl", &self.current_cl)
+            .finish_non_exhaustive()
+    }
+}
+
+fn queuing_of(spec: &PriorityLevel) -> Queuing {
+    match spec.behavior {
+        LevelBehavior::Exempt => Queuing::Exempt,
+        LevelBehavior::Reject => Queuing::Reject,
+        LevelBehavior::Queue(q) => {
+            match Dealer::new(q.queues as usize, q.hand_size as usize) {
+                Ok(dealer) => Queuing::Queues {
+                    dealer,
+                    queues: q.queues as usize,
+                    queue_length_limit: q.queue_length_limit as usize,
+                },
+                // Refused when parsed; unreachable, but never queue with a bad dealer.
+                Err(_) => Queuing::Reject,
+            }
+        }
+    }
+}
+
+impl Level {
+    fn new(spec: PriorityLevel, now: Instant) -> Self {
+        let queues = QueueSet::new(queuing_of(&spec), 0, now);
+        Level {
+            name: spec.name.clone(),
+            state: Mutex::new(LevelState {
+                spec,
+                quiescing: false,
+                fresh: true,
+                queues,
+                nominal_cl: 0,
+                min_cl: 0,
+                max_cl: 0,
+                current_cl: 0,
+                max_seats: 0,
+                demand_stats: SeatDemandStats::default(),
+            }),
+        }
+    }
+
+    /// Ends a request's execution; final seats are released after their latency.
+    fn finish(level: &Arc<Level>, ticket: Ticket) {
+        let now = Instant::now();
+        let linger = lock(&level.state).queues.finish(ticket, now);
+        let Some(linger) = linger else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let level = level.clone();
+                handle.spawn(async move {
+                    tokio::time::sleep(linger.delay).await;
+                    lock(&level.state).queues.release(&linger, Instant::now());
+                });
+            }
+            Err(_) => lock(&level.state).queues.release(&linger, now),
+        }
+    }
+}
+
+/// The configuration in force.
+struct Config {
+    /// Non-dangling schemas plus the mandatory ones, in matching order.
+    flow_schemas: Vec<Arc<FlowSchema>>,
+    levels: BTreeMap<String, Arc<Level>>,
+    nominal_cl_sum: usize,
+}
+
+struct Inner {
+    options: FlowControlOptions,
+    config: RwLock<Arc<Config>>,
+    /// Serializes config updates and borrowing adjustments; holds the last objects given.
+    update: Mutex<(Vec<PriorityLevel>, Vec<FlowSchema>)>,
+    dropped: Mutex<DroppedRequests>,
+    epoch: Instant,
+}
+
+/// The flow-control engine. Clones share state.
+#[derive(Clone)]
+pub struct FlowControl {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for FlowControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowControl")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlowControl {
+    /// An engine with only the mandatory `exempt` and `catch-all` objects, as kube runs
+    /// before its config objects are read.
+    pub fn new(options: FlowControlOptions) -> Self {
+        let now = Instant::now();
+        let empty = Config {
+            flow_schemas: Vec::new(),
+            levels: BTreeMap::new(),
+            nominal_cl_sum: 0,
+        };
+        let flow_control = FlowControl {
+            inner: Arc::new(Inner {
+                options,
+                config: RwLock::new(Arc::new(empty)),
+                update: Mutex::new((Vec::new(), Vec::new())),
+                dropped: Mutex::new(DroppedRequests::default()),
+                epoch: now,
+            }),
+        };
+        let guard = lock(&flow_control.inner.update);
+        flow_control.digest(&[], &[], now);
+        drop(guard);
+        flow_control
+    }
+
+    pub fn options(&self) -> &FlowControlOptions {
+        &self.inner.options
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.inner
+            .config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the configuration with these FlowSchema and PriorityLevelConfiguration
+    /// objects (all of them, as stored). Levels that still exist keep their queues and
+    /// executing requests; removed ones keep draining until idle. Unusable objects are
+    /// skipped and reported.
+    pub fn update_config(&self, flow_schemas: &[Value], priority_levels: &[Value]) -> ConfigReport {
+        let mut report = ConfigReport::default();
+        let mut levels: Vec<PriorityLevel> = Vec::new();
+        for value in priority_levels {
+            match config::parse_priority_level(value) {
+                Ok(level) if levels.iter().any(|l| l.name == level.name) => {
+                    report.skipped.push(Skipped {
+                        kind: "PriorityLevelConfiguration",
+                        name: level.name,
+                        reason: "duplicate name".into(),
+                    })
+                }
+                Ok(level) => levels.push(level),
+                Err(skipped) => report.skipped.push(skipped),
+            }
+        }
+        let mut schemas: Vec<FlowSchema> = Vec::new();
+        for value in flow_schemas {
+            match config::parse_flow_schema(value) {
+                Ok(schema) if schemas.iter().any(|s| s.name == schema.name) => {
+                    report.skipped.push(Skipped {
+                        kind: "FlowSchema",
+                        name: schema.name,
+                        reason: "duplicate name".into(),
+                    })
+                }
+                Ok(schema) => schemas.push(schema),
+                Err(skipped) => report.skipped.push(skipped),
+            }
+        }
+        for skipped in &report.skipped {
+            tracing::warn!(kind = skipped.kind, name = %skipped.name, reason = %skipped.reason,
+                "flow control: ignoring unusable object");
+        }
+        let mut last = lock(&self.inner.update);
+        report.flow_schemas = self.digest(&levels, &schemas, Instant::now());
+        *last = (levels, schemas);
+        report
+    }
+
+    /// kube's `lockAndDigestConfigObjects`; the caller holds the update lock.
+    fn digest(
+        &self,
+        priority_levels: &[PriorityLevel],
+        flow_schemas: &[FlowSchema],
+        now: Instant,
+    ) -> Vec<FlowSchemaStatus> {
+        let old = self.config();
+        let mut levels: BTreeMap<String, Arc<Level>> = BTreeMap::new();
+        let mut share_sum = 0f64;
+        for spec in priority_levels {
+            let level = match old.levels.get(&spec.name) {
+                Some(level) => {
+                    let mut state = lock(&level.state);
+                    state.spec = spec.clone();
+                    state.quiescing = false;
+                    level.clone()
+                }
+                None => Arc::new(Level::new(spec.clone(), now)),
+            };
+            share_sum += f64::from(spec.nominal_concurrency_shares);
+            levels.insert(spec.name.clone(), level);
+        }
+        let mut have_exempt = levels.contains_key(EXEMPT);
+        let mut have_catch_all = levels.contains_key(CATCH_ALL);
+
+        let mut statuses = Vec::with_capacity(flow_schemas.len());
+        let mut sequence: Vec<Arc<FlowSchema>> = Vec::with_capacity(flow_schemas.len() + 2);
+        for schema in flow_schemas {
+            let dangling = !levels.contains_key(&schema.priority_level);
+            statuses.push(FlowSchemaStatus {
+                name: schema.name.clone(),
+                priority_level: schema.priority_level.clone(),
+                dangling,
+                condition: DanglingCondition::new(&schema.priority_level, dangling),
+            });
+            if !dangling {
+                sequence.push(Arc::new(schema.clone()));
+            }
+        }
+        sequence.sort_by(|a, b| {
+            a.matching_precedence
+                .cmp(&b.matching_precedence)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        if !sequence.iter().any(|s| s.name == EXEMPT) {
+            sequence.insert(0, Arc::new(config::mandatory_exempt_flow_schema()));
+        }
+        if !sequence.iter().any(|s| s.name == CATCH_ALL) {
+            sequence.push(Arc::new(config::mandatory_catch_all_flow_schema()));
+        }
+
+        // Levels no longer configured: mandatory ones stay, busy ones drain, idle ones go.
+        for (name, level) in &old.levels {
+            if levels.contains_key(name) {
+                continue;
+            }
+            let mut state = lock(&level.state);
+            let mandatory =
+                (name == EXEMPT && !have_exempt) || (name == CATCH_ALL && !have_catch_all);
+            if !mandatory {
+                if state.queues.is_idle() {
+                    continue;
+                }
+                state.quiescing = true;
+            }
+            share_sum += f64::from(state.spec.nominal_concurrency_shares);
+            have_exempt |= name == EXEMPT;
+            have_catch_all |= name == CATCH_ALL;
+            drop(state);
+            levels.insert(name.clone(), level.clone());
+        }
+        for (have, spec) in [
+            (have_exempt, config::mandatory_exempt_priority_level()),
+            (have_catch_all, config::mandatory_catch_all_priority_level()),
+        ] {
+            if !have {
+                share_sum += f64::from(spec.nominal_concurrency_shares);
+                levels.insert(spec.name.clone(), Arc::new(Level::new(spec, now)));
+            }
+        }
+
+        // Divide the server's seats by shares (kube's `finishQueueSetReconfigsLocked`).
+        let server = self.inner.options.total_seats;
+        let mut nominal_sum = 0usize;
+        for level in levels.values() {
+            let mut state = lock(&level.state);
+            let shares = f64::from(state.spec.nominal_concurrency_shares);
+            let nominal = if share_sum > 0.0 {
+                (server as f64 * shares / share_sum).ceil() as usize
+            } else {
+                0
+            };
+            let lendable =
+                (nominal as f64 * f64::from(state.spec.lendable_percent) / 100.0).round() as usize;
+            let borrowing = match state.spec.borrowing_limit_percent {
+                Some(p) => (nominal as f64 * f64::from(p) / 100.0).round() as usize,
+                None => server,
+            };
+            state.nominal_cl = nominal;
+            state.min_cl = nominal.saturating_sub(lendable);
+            state.max_cl = nominal.saturating_add(borrowing);
+            state.max_seats = match state.spec.behavior {
+                LevelBehavior::Queue(q) => {
+                    let by_percent = (nominal as f64 * PRIORITY_LEVEL_MAX_SEATS_PERCENT).ceil();
+                    let by_hand = (nominal / q.hand_size.max(1) as usize) as f64;
+                    by_percent.min(by_hand).max(1.0) as u64
+                }
+                _ => 0,
+            };
+            if state.fresh {
+                state.fresh = false;
+                state.current_cl = nominal.saturating_sub(lendable / 2);
+                state.demand_stats = SeatDemandStats::default();
+            }
+            let queuing = queuing_of(&state.spec);
+            let current = state.current_cl;
+            state.queues.set_configuration(queuing, current, now);
+            nominal_sum += nominal;
+        }
+        let all: Vec<Arc<Level>> = levels.values().cloned().collect();
+        borrowing::update_borrowing(&all, nominal_sum, now);
+
+        let new = Arc::new(Config {
+            flow_schemas: sequence,
+            levels,
+            nominal_cl_sum: nominal_sum,
+        });
+        *self
+            .inner
+            .config
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = new;
+        statuses
+    }
+
+    /// Re-divides seats from the seat demand observed since the last call (kube's
+    /// `updateBorrowing`, every [`BORROWING_ADJUSTMENT_PERIOD`]). Also retires removed
+    /// priority levels that have drained.
+    pub fn adjust_borrowing(&self) {
+        let last = lock(&self.inner.update);
+        let config = self.config();
+        let drained = config.levels.values().any(|level| {
+            let state = lock(&level.state);
+            state.quiescing && state.queues.is_idle()
+        });
+        if drained {
+            self.digest(&last.0, &last.1, Instant::now());
+            return;
+        }
+        let levels: Vec<Arc<Level>> = config.levels.values().cloned().collect();
+        borrowing::update_borrowing(&levels, config.nominal_cl_sum, Instant::now());
+    }
+
+    /// Finds the request's FlowSchema, priority level and flow.
+    pub fn classify(&self, digest: &RequestDigest<'_>) -> Classification {
+        let config = self.config();
+        let schema = config
+            .flow_schemas
+            .iter()
+            .find(|schema| matches_flow_schema(digest, schema))
+            .or_else(|| config.flow_schemas.iter().find(|s| s.name == CATCH_ALL))
+            .cloned()
+            .unwrap_or_else(|| Arc::new(config::mandatory_catch_all_flow_schema()));
+        let level = config
+            .levels
+            .get(&schema.priority_level)
+            .or_else(|| config.levels.get(CATCH_ALL))
+            .cloned()
+            .unwrap_or_else(|| {
+                // Unreachable: the catch-all level is always configured.
+                let spec = config::mandatory_catch_all_priority_level();
+                Arc::new(Level::new(spec, Instant::now()))
+            });
+        let (uid, behavior, max_seats) = {
+            let state = lock(&level.state);
+            (state.spec.uid.clone(), state.spec.behavior, state.max_seats)
+        };
+        let (distinguisher, hash) = match behavior {
+            LevelBehavior::Queue(q) if q.queues > 1 => {
+                let distinguisher = flow_distinguisher(digest, schema.distinguisher);
+                let hash = hash_flow_id(&schema.name, &distinguisher);
+                (distinguisher, hash)
+            }
+            _ => (String::new(), 0),
+        };
+        Classification {
+            matched: Arc::new(Matched {
+                flow_schema: schema.name.clone(),
+                flow_schema_uid: schema.uid.clone(),
+                priority_level: level.name.clone(),
+                priority_level_uid: uid,
+                flow_distinguisher: distinguisher,
+            }),
+            exempt: behavior == LevelBehavior::Exempt,
+            max_seats,
+            wait_limit: self.inner.options.wait_limit(digest.timeout),
+            hash,
+            level,
+        }
+    }
+
+    /// Classifies and admits a request: resolves when it may execute, or with why not.
+    /// Dropping the future while it waits removes it from its queue.
+    pub async fn admit(
+        &self,
+        digest: &RequestDigest<'_>,
+        estimate: WorkEstimate,
+    ) -> Result<Admission, Rejection> {
+        self.admit_classified(self.classify(digest), estimate).await
+    }
+
+    /// Admits a request classified with [`FlowControl::classify`].
+    pub async fn admit_classified(
+        &self,
+        classification: Classification,
+        estimate: WorkEstimate,
+    ) -> Result<Admission, Rejection> {
+        let arrival = Instant::now();
+        let level = classification.level.clone();
+        let start = lock(&level.state)
+            .queues
+            .start_request(estimate, classification.hash, arrival);
+        let (id, queue, receiver) = match start {
+            Start::Refused(refusal) => {
+                let reason = match refusal {
+                    Refusal::QueueFull => RejectReason::QueueFull,
+                    Refusal::ConcurrencyLimit => RejectReason::ConcurrencyLimit,
+                };
+                return Err(self.reject(classification.matched, reason, Duration::ZERO));
+            }
+            Start::Executing(ticket) => {
+                return Ok(Self::admission(classification, ticket, Duration::ZERO))
+            }
+            Start::Queued {
+                id,
+                queue,
+                receiver,
+            } => (id, queue, receiver),
+        };
+        let mut waiter = Waiter {
+            level: level.clone(),
+            id,
+            queue,
+            receiver,
+            armed: true,
+        };
+        let deadline = arrival + classification.wait_limit;
+        let outcome = tokio::time::timeout_at(deadline, &mut waiter.receiver).await;
+        let waited = Instant::now().saturating_duration_since(arrival);
+        waiter.armed = false;
+        match outcome {
+            Ok(Ok(ticket)) => Ok(Self::admission(classification, ticket, waited)),
+            // The sender went away undispatched; cannot happen while the level lives.
+            Ok(Err(_)) => Err(self.reject(classification.matched, RejectReason::TimeOut, waited)),
+            Err(_elapsed) => {
+                let removed =
+                    lock(&level.state)
+                        .queues
+                        .remove_waiting(id, queue, true, Instant::now());
+                // Not in its queue any more: it was dispatched just now.
+                let dispatched = if removed {
+                    None
+                } else {
+                    waiter.receiver.try_recv().ok()
+                };
+                match dispatched {
+                    Some(ticket) => Ok(Self::admission(classification, ticket, waited)),
+                    None => Err(self.reject(classification.matched, RejectReason::TimeOut, waited)),
+                }
+            }
+        }
+    }
+
+    fn admission(classification: Classification, ticket: Ticket, waited: Duration) -> Admission {
+        Admission {
+            matched: classification.matched,
+            level: classification.level,
+            estimate: ticket.estimate.estimate,
+            ticket: Some(ticket),
+            waited,
+        }
+    }
+
+    fn reject(&self, matched: Arc<Matched>, reason: RejectReason, waited: Duration) -> Rejection {
+        let second = Instant::now()
+            .saturating_duration_since(self.inner.epoch)
+            .as_secs();
+        let retry_after_seconds = lock(&self.inner.dropped).record(
+            &matched.priority_level,
+            i64::try_from(second).unwrap_or(i64::MAX),
+        );
+        tracing::debug!(flow_schema = %matched.flow_schema, priority_level = %matched.priority_level,
+            reason = reason.as_str(), "flow control: rejected request");
+        Rejection {
+            matched,
+            reason,
+            retry_after_seconds,
+            waited,
+        }
+    }
+
+    /// The numbers of every priority level, by name.
+    pub fn snapshot(&self) -> Vec<PriorityLevelSnapshot> {
+        let config = self.config();
+        config
+            .levels
+            .values()
+            .map(|level| {
+                let state = lock(&level.state);
+                PriorityLevelSnapshot {
+                    name: level.name.clone(),
+                    uid: state.spec.uid.clone(),
+                    behavior: state.spec.behavior,
+                    quiescing: state.quiescing,
+                    nominal_limit: state.nominal_cl,
+                    lower_limit: state.min_cl,
+                    upper_limit: state.max_cl,
+                    current_limit: state.current_cl,
+                    seats_in_use: state.queues.seats_in_use,
+                    executing_requests: state.queues.executing_requests,
+                    waiting_requests: state.queues.waiting_requests,
+                    waiting_seats: state.queues.waiting_seats,
+                    queues: state.queues.queue_count(),
+                    counters: state.queues.counters,
+                    seat_demand: state.demand_stats,
+                }
+            })
+            .collect()
+    }
+
+    /// The FlowSchemas in force, in matching order (names).
+    pub fn flow_schema_order(&self) -> Vec<String> {
+        self.config()
+            .flow_schemas
+            .iter()
+            .map(|s| s.name.clone())
+            .collect()
+    }
+}
+
+/// Removes a waiting request from its queue if its future is dropped; if it was dispatched in
+/// the meantime, gives its seats back.
+struct Waiter {
+    level: Arc<Level>,
+    id: u64,
+    queue: u64,
+    receiver: tokio::sync::oneshot::Receiver<Ticket>,
+    /// Whether dropping it means the request was abandoned while waiting.
+    armed: bool,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let removed = lock(&self.level.state).queues.remove_waiting(
+            self.id,
+            self.queue,
+            false,
+            Instant::now(),
+        );
+        if !removed {
+            if let Ok(ticket) = self.receiver.try_recv() {
+                Level::finish(&self.level, ticket);
+            }
+        }
+    }
+}

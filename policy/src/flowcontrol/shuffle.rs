@@ -1,0 +1,80 @@
+//! Shuffle sharding, as k8s.io/apiserver's `util/shufflesharding`: a flow's hash value deals a
+//! hand of distinct queue indices from a deck of queues.
+
+/// How many bits of a hash value may be consumed; kube keeps the last card's bias small
+/// (32:33) by not using all 64.
+pub const MAX_HASH_BITS: u32 = 60;
+
+/// The largest deck kube accepts.
+pub const MAX_DECK_SIZE: usize = 1 << 26;
+
+/// The number of hash bits dealing `hand_size` cards from `deck_size` consumes (a slightly
+/// conservative estimate, as kube's `RequiredEntropyBits`).
+pub fn required_entropy_bits(deck_size: usize, hand_size: usize) -> u32 {
+    let bits = (deck_size as f64).log2() * hand_size as f64;
+    bits.ceil().max(0.0) as u32
+}
+
+/// Deals hands of `hand_size` distinct cards from a deck of `deck_size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dealer {
+    deck_size: usize,
+    hand_size: usize,
+}
+
+impl Dealer {
+    /// A dealer, or why the sizes are unusable (the same checks as kube's `NewDealer`).
+    pub fn new(deck_size: usize, hand_size: usize) -> Result<Dealer, String> {
+        if deck_size == 0 || hand_size == 0 {
+            return Err(format!(
+                "deckSize {deck_size} or handSize {hand_size} is not positive"
+            ));
+        }
+        if hand_size > deck_size {
+            return Err(format!(
+                "handSize {hand_size} is greater than deckSize {deck_size}"
+            ));
+        }
+        if deck_size > MAX_DECK_SIZE {
+            return Err(format!("deckSize {deck_size} is impractically large"));
+        }
+        if required_entropy_bits(deck_size, hand_size) > MAX_HASH_BITS {
+            return Err(format!(
+                "required entropy bits of deckSize {deck_size} and handSize {hand_size} is greater than {MAX_HASH_BITS}"
+            ));
+        }
+        Ok(Dealer {
+            deck_size,
+            hand_size,
+        })
+    }
+
+    pub fn hand_size(&self) -> usize {
+        self.hand_size
+    }
+
+    /// The hand for `hash`: `hand_size` distinct cards in `0..deck_size`, in deal order. The
+    /// same hash always deals the same hand.
+    pub fn deal(&self, mut hash: u64) -> Vec<usize> {
+        // Mixed-radix digits of the hash: the i-th pick is among the deck_size - i cards left.
+        let mut remainders = Vec::with_capacity(self.hand_size);
+        for i in 0..self.hand_size {
+            let radix = (self.deck_size - i) as u64;
+            remainders.push((hash % radix) as usize);
+            hash /= radix;
+        }
+        // Turn each pick among the remaining cards into a card of the full deck by skipping
+        // the cards dealt before it.
+        let mut hand = Vec::with_capacity(self.hand_size);
+        for i in 0..self.hand_size {
+            let mut card = remainders[i];
+            for j in (1..=i).rev() {
+                if card >= remainders[j - 1] {
+                    card += 1;
+                }
+            }
+            hand.push(card);
+        }
+        hand
+    }
+}
