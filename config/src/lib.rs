@@ -7,6 +7,7 @@
 //! Use: [`Config::load`] a file (or [`Config::default`]), apply overrides, then
 //! [`Config::validate`] before starting anything.
 
+mod delegate;
 mod duration;
 
 use std::net::IpAddr;
@@ -15,6 +16,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use delegate::{
+    group_version_enabled, parse_runtime_config, parse_server, DelegateConfig, DelegateServer,
+    IDENTITY_FORWARDING_MODES,
+};
 pub use duration::{format_duration, parse_duration};
 
 /// Errors loading or validating the configuration.
@@ -59,6 +64,11 @@ pub struct Config {
     pub authentication: AuthenticationConfig,
     pub authorization: AuthorizationConfig,
     pub aggregator: AggregatorConfig,
+    /// An existing Kubernetes API server kubegate fronts (`delegate:`), off unless set.
+    pub delegate: Option<DelegateConfig>,
+    /// Built-in group-versions switched on or off (`--runtime-config`): `api/all`,
+    /// `api/legacy`, `api/v1`, `<group>/<version>`; the most specific key wins.
+    pub runtime_config: std::collections::BTreeMap<String, bool>,
     pub logging: LoggingConfig,
 }
 
@@ -386,6 +396,8 @@ impl Default for Config {
             authentication: AuthenticationConfig::default(),
             authorization: AuthorizationConfig::default(),
             aggregator: AggregatorConfig::default(),
+            delegate: None,
+            runtime_config: Default::default(),
             logging: LoggingConfig::default(),
         }
     }
@@ -537,6 +549,9 @@ impl Config {
         }
         self.authorization.validate(&mut errors);
         self.aggregator.validate(&mut errors);
+        if let Some(delegate) = &self.delegate {
+            delegate.validate(&mut errors);
+        }
         if !["text", "json"].contains(&self.logging.format.as_str()) {
             errors.push(format!(
                 "logging.format: Unsupported value: {:?}: supported values: text, json",

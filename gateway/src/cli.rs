@@ -118,6 +118,10 @@ pub struct ServeFlags {
     /// Private key of --proxy-client-cert-file.
     #[arg(long)]
     pub proxy_client_key_file: Option<PathBuf>,
+    /// Built-in group-versions to switch on or off, as kube-apiserver's flag:
+    /// `api/all=false,rbac.authorization.k8s.io/v1=true` (merged over the config file's).
+    #[arg(long)]
+    pub runtime_config: Option<String>,
     /// text or json.
     #[arg(long)]
     pub log_format: Option<String>,
@@ -249,6 +253,12 @@ impl ServeFlags {
         }
         if let Some(v) = self.proxy_client_key_file {
             config.aggregator.proxy_client_key_file = Some(v);
+        }
+        if let Some(v) = self.runtime_config {
+            match kubegate_config::parse_runtime_config(&v) {
+                Ok(map) => config.runtime_config.extend(map),
+                Err(e) => errors.push(format!("--runtime-config: {e}")),
+            }
         }
         if let Some(v) = self.log_format {
             config.logging.format = v;

@@ -519,7 +519,6 @@ impl ProxyHttp for Gateway {
         Ok(Box::new(proxy::peer(
             &plan.backend,
             address,
-            &self.aggregator.identity,
             plan.upgrade,
             read_timeout,
         )))

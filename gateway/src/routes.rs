@@ -25,6 +25,9 @@ pub struct Routes {
     pub version: serde_json::Value,
     /// The ServiceAccount issuer's `/.well-known/openid-configuration` and JWKS.
     pub issuer_discovery: Option<(bytes::Bytes, bytes::Bytes)>,
+    /// Built-in group-versions switched off by `runtimeConfig`: not served here even though
+    /// the registry holds them (kubegate's own controllers still use them).
+    pub disabled_group_versions: std::collections::BTreeSet<(String, String)>,
 }
 
 impl Routes {
@@ -35,6 +38,9 @@ impl Routes {
             if !self
                 .registry
                 .serves_group_version(&info.api_group, &info.api_version)
+                || self
+                    .disabled_group_versions
+                    .contains(&(info.api_group.clone(), info.api_version.clone()))
             {
                 return ApiError::path_not_found().into();
             }

@@ -2,6 +2,7 @@
 //! registry, authenticators and authorizers, the pingora HTTPS (and optional loopback HTTP)
 //! listener, background controllers, and graceful shutdown on SIGTERM.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 
 use crate::aggregator::controller::{self, AuthenticationInfo, RequestHeaderInfo};
+use crate::aggregator::delegate::Delegate;
 use crate::aggregator::docs::DocSync;
 use crate::aggregator::proxy::ProxyIdentity;
 use crate::aggregator::Aggregator;
@@ -209,7 +211,56 @@ fn aggregator_setup(
         client_ca: read(client_ca)?,
         request_header,
     };
-    Ok((Arc::new(Aggregator::new(agg, identity)), info))
+    let delegate = match &config.delegate {
+        Some(d) => Some(Delegate::from_config(d, agg.probe_timeout).map_err(StartError::Other)?),
+        None => None,
+    };
+    Ok((Arc::new(Aggregator::new(agg, identity, delegate)), info))
+}
+
+/// The built-in group-versions `runtimeConfig` switches off. Keys must name a group-version
+/// kubegate serves (or `api/all`, `api/legacy`); `apiregistration.k8s.io/v1` always stays on,
+/// because APIServices are what kubegate routes by.
+fn disabled_group_versions(
+    config: &Config,
+    resources: &[kubegate_backends::ResourceDef],
+) -> Result<BTreeSet<(String, String)>, StartError> {
+    let served: BTreeSet<(String, String)> = resources
+        .iter()
+        .map(|r| (r.group.clone(), r.version.clone()))
+        .collect();
+    let mut errors = Vec::new();
+    for (key, enabled) in &config.runtime_config {
+        let known = matches!(key.as_str(), "api/all" | "api/legacy")
+            || served.iter().any(|(g, v)| {
+                if g.is_empty() {
+                    key == &format!("api/{v}")
+                } else {
+                    key == &format!("{g}/{v}")
+                }
+            });
+        if !known {
+            errors.push(format!(
+                "runtimeConfig[{key}]: Invalid value: not a group-version kubegate serves (api/all, api/legacy, api/v1 or <group>/<version>)"
+            ));
+        } else if !enabled && key == "apiregistration.k8s.io/v1" {
+            errors.push(format!(
+                "runtimeConfig[{key}]: Forbidden: APIServices are how kubegate routes requests; this group-version cannot be switched off"
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(StartError::Config(kubegate_config::ConfigError::Invalid(
+            errors,
+        )));
+    }
+    Ok(served
+        .into_iter()
+        .filter(|(g, v)| {
+            g != kubegate_backends::core::apiregistration::GROUP
+                && !kubegate_config::group_version_enabled(&config.runtime_config, g, v)
+        })
+        .collect())
 }
 
 /// Starts kubegate and blocks until it has shut down.
@@ -274,12 +325,14 @@ pub fn run(config: Config) -> Result<(), StartError> {
     )
     .map_err(|e| StartError::Storage(format!("{}: {e}", store_path.display())))?;
     let store: Arc<dyn Store> = store;
+    let all_resources = served_resources(&authentication, lookup.clone(), &authorizer, &rbac_index);
+    let disabled = disabled_group_versions(&config, &all_resources)?;
     let registry = background.block_on(async {
         let cacher = Cacher::start(store.clone(), config.storage.watch_cache_history)
             .await
             .map_err(|e| StartError::Storage(e.to_string()))?;
         let registry = Arc::new(Registry::new(
-            served_resources(&authentication, lookup.clone(), &authorizer, &rbac_index),
+            all_resources,
             cacher,
             RegistryOptions::default(),
         ));
@@ -296,9 +349,22 @@ pub fn run(config: Config) -> Result<(), StartError> {
         crate::rbac::aggregate_cluster_roles(&registry)
             .await
             .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;
-        controller::register_local_apiservices(&registry)
+        controller::register_local_apiservices(&registry, &disabled)
             .await
             .map_err(|e| StartError::Storage(format!("local APIServices: {e}")))?;
+        // The delegate's group-versions are registered once before serving (so the first
+        // requests already route), then kept in sync by `delegate::run`.
+        match &aggregator.delegate {
+            Some(delegate) => match delegate.discover().await {
+                Ok(served) => crate::aggregator::delegate::register(&registry, Some(&served))
+                    .await
+                    .map_err(|e| StartError::Storage(format!("delegate APIServices: {e}")))?,
+                Err(e) => tracing::warn!(error = %e, "the delegate cluster could not be discovered at start; retrying in the background"),
+            },
+            None => crate::aggregator::delegate::register(&registry, None)
+                .await
+                .map_err(|e| StartError::Storage(format!("delegate APIServices: {e}")))?,
+        }
         controller::publish_authentication_configmap(&registry, &authentication_info)
             .await
             .map_err(StartError::Storage)?;
@@ -328,6 +394,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
         aggregator.clone(),
         stop_rx.clone(),
     ));
+    background.spawn(crate::aggregator::delegate::run(
+        registry.clone(),
+        aggregator.clone(),
+        stop_rx.clone(),
+    ));
 
     let lifecycle = Arc::new(Lifecycle::default());
     let mut health = Health::new();
@@ -345,7 +416,14 @@ pub fn run(config: Config) -> Result<(), StartError> {
             }
         }),
     );
-    let resources: Vec<_> = registry.resources().iter().map(|r| (**r).clone()).collect();
+    // Discovery and OpenAPI list only the group-versions served here; switched-off ones are
+    // the delegate's (or nobody's).
+    let resources: Vec<_> = registry
+        .resources()
+        .iter()
+        .filter(|r| !disabled.contains(&(r.group.clone(), r.version.clone())))
+        .map(|r| (**r).clone())
+        .collect();
     let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Other(e.to_string()))?);
     background.spawn(crate::aggregator::availability::run(
         registry.clone(),
@@ -362,6 +440,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         metrics,
         version: crate::version::version_info(),
         issuer_discovery: authentication.discovery.clone(),
+        disabled_group_versions: disabled,
     });
     let gateway = Gateway {
         authenticator: authentication.authenticator.clone(),

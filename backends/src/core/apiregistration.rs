@@ -29,7 +29,8 @@ use crate::resource::{
 use crate::status::{ApiError, StatusCause};
 
 pub use super::apiregistration_validation::{
-    backend_url_annotation, parse_backend_url, BackendUrl, BACKEND_URL_ANNOTATION,
+    backend_url_annotation, is_delegated, parse_backend_url, BackendUrl, BACKEND_URL_ANNOTATION,
+    DELEGATE_ANNOTATION,
 };
 
 /// The API group of APIServices.
@@ -173,7 +174,9 @@ impl Strategy for ApiServiceStrategy {
 /// Whether an APIService is served by this process: no `spec.service` and (kubegate's
 /// extension) no `kubegate.io/backend-url` annotation.
 pub fn is_local(apiservice: &Value) -> bool {
-    !has_service(apiservice) && backend_url_annotation(apiservice).is_none()
+    !has_service(apiservice)
+        && backend_url_annotation(apiservice).is_none()
+        && !is_delegated(apiservice)
 }
 
 /// The SERVICE cell: `<namespace>/<name>`, or `Local`. An APIService backed by a
@@ -188,6 +191,7 @@ fn service_cell(object: &Value) -> String {
     }
     match backend_url_annotation(object) {
         Some(url) => url.to_string(),
+        None if is_delegated(object) => "Delegate".into(),
         None => "Local".into(),
     }
 }
@@ -315,6 +319,31 @@ pub fn local_apiservice(group: &str, version: &str) -> Value {
         "metadata": {
             "name": format!("{version}.{group}"),
             "labels": {AUTOMANAGED_LABEL: managed},
+        },
+        "spec": {
+            "service": null,
+            "group": group,
+            "version": version,
+            "groupPriorityMinimum": group_priority,
+            "versionPriority": version_priority,
+        },
+    })
+}
+
+/// The APIService kubegate registers for a group-version the delegate cluster serves:
+/// `automanaged: "true"` (kept in sync with the delegate's discovery) and
+/// `kubegate.io/delegate: "true"`. Priorities come from kube's table for known groups, else
+/// as for a CRD group, with `version_priority` keeping the delegate's version order.
+pub fn delegate_apiservice(group: &str, version: &str, version_priority: i32) -> Value {
+    let (group_priority, version_priority) = crate::discovery::apiservice_priority(group, version)
+        .unwrap_or((CRD_GROUP_PRIORITY_MINIMUM, version_priority));
+    json!({
+        "apiVersion": format!("{GROUP}/v1"),
+        "kind": "APIService",
+        "metadata": {
+            "name": format!("{version}.{group}"),
+            "labels": {AUTOMANAGED_LABEL: AUTOMANAGED_CONTINUOUSLY},
+            "annotations": {DELEGATE_ANNOTATION: "true"},
         },
         "spec": {
             "service": null,
@@ -666,6 +695,58 @@ mod tests {
         assert_eq!(service_cell(&object), "Local");
         object["metadata"]["annotations"] = json!({BACKEND_URL_ANNOTATION: "https://b.example"});
         assert_eq!(service_cell(&object), "https://b.example");
+    }
+
+    #[test]
+    fn delegated_apiservices() {
+        let mut object = delegate_apiservice("apps", "v1", 7);
+        assert_eq!(object["metadata"]["name"], "v1.apps");
+        assert_eq!(
+            object["metadata"]["annotations"][DELEGATE_ANNOTATION],
+            "true"
+        );
+        assert_eq!(object["metadata"]["labels"][AUTOMANAGED_LABEL], "true");
+        // A known group takes kube's priorities; an unknown one keeps the delegate's order.
+        let (g, v) = crate::discovery::apiservice_priority("apps", "v1").unwrap_or((0, 0));
+        assert_eq!(object["spec"]["groupPriorityMinimum"], g);
+        assert_eq!(object["spec"]["versionPriority"], v);
+        let other = delegate_apiservice("widgets.example.com", "v2", 99);
+        assert_eq!(other["spec"]["groupPriorityMinimum"], 1000);
+        assert_eq!(other["spec"]["versionPriority"], 99);
+
+        ApiServiceStrategy.prepare_for_create(&mut object);
+        assert!(!is_local(&object));
+        // Not assumed available: the availability controller probes the delegate.
+        assert_eq!(object["status"], json!({}));
+        assert!(ApiServiceStrategy.validate(&object).is_empty());
+        assert_eq!(service_cell(&object), "Delegate");
+
+        let mut with_service = object.clone();
+        with_service["spec"]["service"] = json!({"namespace": "a", "name": "b", "port": 443});
+        let causes = ApiServiceStrategy.validate(&with_service);
+        assert!(causes
+            .iter()
+            .any(|c| c.field == "metadata.annotations[kubegate.io/delegate]"
+                && c.message
+                    .contains("may not be set together with spec.service")));
+        let mut with_url = object.clone();
+        with_url["metadata"]["annotations"][BACKEND_URL_ANNOTATION] = json!("https://b.example");
+        assert!(ApiServiceStrategy
+            .validate(&with_url)
+            .iter()
+            .any(|c| c.message.contains("kubegate.io/backend-url")));
+        let mut with_ca = object.clone();
+        with_ca["spec"]["caBundle"] = json!("QUJD");
+        assert!(ApiServiceStrategy.validate(&with_ca).iter().any(|c| c
+            .message
+            .contains("delegated APIServices may not have a caBundle")));
+        let mut other_value = object;
+        other_value["metadata"]["annotations"][DELEGATE_ANNOTATION] = json!("yes");
+        let causes = ApiServiceStrategy.validate(&other_value);
+        assert!(
+            causes.iter().any(|c| c.reason == "FieldValueNotSupported"),
+            "{causes:?}"
+        );
     }
 
     #[test]

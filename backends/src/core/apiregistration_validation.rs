@@ -2,7 +2,8 @@
 //! (`ValidateAPIService`, and `ValidateAPIServiceStatus` for the `status` subresource) with
 //! kube's field paths and messages, plus kubegate's one extension: the
 //! `kubegate.io/backend-url` annotation, which names a backend by an `https://` URL instead of
-//! a Service, and its parser [`parse_backend_url`].
+//! a Service, and its parser [`parse_backend_url`]; and `kubegate.io/delegate: "true"`, which
+//! sends the group-version to the cluster kubegate fronts (`delegate:` in its configuration).
 //!
 //! Objects reach these checks after the strategy has decoded them as Go would (types checked,
 //! `spec.service.port` defaulted to 443), so a missing field reads as Go's zero value.
@@ -21,6 +22,10 @@ use crate::status::{
 
 /// The annotation naming an APIService's backend by URL (kubegate's extension).
 pub const BACKEND_URL_ANNOTATION: &str = "kubegate.io/backend-url";
+
+/// The annotation sending an APIService's group-version to the configured delegate cluster
+/// (kubegate's extension; its only accepted value is `"true"`).
+pub const DELEGATE_ANNOTATION: &str = "kubegate.io/delegate";
 
 /// The condition statuses kube accepts, in the order its error lists them.
 const CONDITION_STATUSES: &[&str] = &["True", "False", "Unknown"];
@@ -149,6 +154,15 @@ pub fn backend_url_annotation(object: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// Whether the APIService is served by the delegate cluster (`kubegate.io/delegate: "true"`).
+pub fn is_delegated(object: &Value) -> bool {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(DELEGATE_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some("true")
+}
+
 /// Whether `spec.service` is set (kube's `Spec.Service != nil`).
 pub(crate) fn has_service(object: &Value) -> bool {
     object
@@ -212,22 +226,33 @@ pub(crate) fn validate_apiservice(object: &Value) -> Vec<StatusCause> {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let backend_url = backend_url_annotation(object);
+    causes.extend(validate_delegate(object, backend_url.is_some()));
 
     if !has_service(object) {
         if backend_url.is_none() {
+            // A local or delegated APIService: no TLS settings of its own apply (the
+            // delegate's trust is kubegate's configuration).
             // A local APIService: served by this process, so no TLS settings apply.
             if ca_bundle_len != 0 {
                 causes.push(field_invalid(
                     "spec.caBundle",
                     &format!("{ca_bundle_len} bytes"),
-                    "local APIServices may not have a caBundle",
+                    if is_delegated(object) {
+                        "delegated APIServices may not have a caBundle"
+                    } else {
+                        "local APIServices may not have a caBundle"
+                    },
                 ));
             }
             if insecure {
                 causes.push(invalid_raw(
                     "spec.insecureSkipTLSVerify",
                     "true",
-                    "local APIServices may not have insecureSkipTLSVerify",
+                    if is_delegated(object) {
+                        "delegated APIServices may not have insecureSkipTLSVerify"
+                    } else {
+                        "local APIServices may not have insecureSkipTLSVerify"
+                    },
                 ));
             }
             return causes;
@@ -280,6 +305,37 @@ fn validate_name(object: &Value) -> Vec<StatusCause> {
         if value != required {
             causes.push(field_invalid(field, value, &message));
         }
+    }
+    causes
+}
+
+/// kubegate's `kubegate.io/delegate` annotation: `"true"` only, and never together with
+/// another backend.
+fn validate_delegate(object: &Value, has_backend_url: bool) -> Vec<StatusCause> {
+    let Some(value) = object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(DELEGATE_ANNOTATION))
+        .and_then(Value::as_str)
+    else {
+        return Vec::new();
+    };
+    let field = key_path("metadata.annotations", DELEGATE_ANNOTATION);
+    let mut causes = Vec::new();
+    if value != "true" {
+        causes.push(field_not_supported(&field, value, &["true"]));
+        return causes;
+    }
+    if has_service(object) {
+        causes.push(field_forbidden(
+            &field,
+            "may not be set together with spec.service",
+        ));
+    }
+    if has_backend_url {
+        causes.push(field_forbidden(
+            &field,
+            &format!("may not be set together with {BACKEND_URL_ANNOTATION}"),
+        ));
     }
     causes
 }

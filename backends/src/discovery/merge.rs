@@ -120,11 +120,11 @@ pub(super) fn build(
             .push(r);
     }
 
-    // The first APIService named for a group-version counts. The core group is never remote:
-    // kube's `/apis` skips it and `/api` is the built-in server's.
+    // The first APIService named for a group-version counts. The core group (empty name) is
+    // remote only when kubegate fronts a cluster that serves it: `/api` then lists it.
     let mut remote_gvs: BTreeMap<(&str, &str), &RemoteGroupVersion> = BTreeMap::new();
     for r in remote {
-        if is_segment(&r.group) && is_segment(&r.version) {
+        if (r.group.is_empty() || is_segment(&r.group)) && is_segment(&r.version) {
             remote_gvs
                 .entry((r.group.as_str(), r.version.as_str()))
                 .or_insert(r);

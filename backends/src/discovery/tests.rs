@@ -950,7 +950,6 @@ fn remote_group_version_lists_are_left_to_the_backend() {
 #[test]
 fn unusable_remote_entries_are_ignored() {
     let remotes = vec![
-        remote("", "v1", 100, 15, Some(flunders()), false),
         remote("bad/group", "v1", 100, 15, Some(flunders()), false),
         remote("ok.example.com", "", 100, 15, Some(flunders()), false),
         remote("ok.example.com", "v1 ", 100, 15, Some(flunders()), false),
@@ -976,6 +975,31 @@ fn unusable_remote_entries_are_ignored() {
     let core = parse(&d.select("/api", Some(ACCEPT_KUBECTL)).expect("/api"));
     assert_eq!(core["items"].as_array().map(Vec::len), Some(1));
     assert!(d.select("/api/v1", None).is_some());
+}
+
+#[test]
+fn a_delegated_core_group_is_listed_under_api() {
+    // kubegate fronting a cluster with its own core group switched off.
+    let local: Vec<_> = served_resources()
+        .into_iter()
+        .filter(|r| !r.group.is_empty())
+        .collect();
+    let remotes = vec![remote("", "v1", 18000, 1, Some(flunders()), false)];
+    let d = Discovery::build_merged(&local, &remotes, "10.0.0.1:6443");
+    let legacy = parse(&d.select("/api", None).expect("/api"));
+    assert_eq!(legacy["versions"], json!(["v1"]));
+    // The resource list itself is the delegate's, proxied: not served from here.
+    assert!(d.select("/api/v1", None).is_none());
+    let core = parse(&d.select("/api", Some(ACCEPT_KUBECTL)).expect("/api"));
+    assert_eq!(
+        core["items"][0]["versions"][0]["resources"],
+        json!(flunders())
+    );
+    assert_eq!(core["items"][0]["versions"][0]["freshness"], "Current");
+    // Without it (or before its first fetch ends) `/api` lists nothing.
+    let d = Discovery::build_merged(&local, &[], "10.0.0.1:6443");
+    let legacy = parse(&d.select("/api", None).expect("/api"));
+    assert_eq!(legacy["versions"], json!([]));
 }
 
 #[test]

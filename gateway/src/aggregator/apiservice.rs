@@ -1,9 +1,12 @@
 //! An APIService object as the aggregator uses it: where its group-version is served
-//! (locally, by a Service, or by a URL — kubegate's `kubegate.io/backend-url` extension), how
+//! (locally, by a Service, by a URL — kubegate's `kubegate.io/backend-url` extension — or by
+//! the cluster kubegate fronts, `kubegate.io/delegate`), how
 //! the backend's certificate is checked, its discovery priorities and its availability.
 
 use base64::Engine;
-use kubegate_backends::core::apiregistration::{backend_url_annotation, parse_backend_url};
+use kubegate_backends::core::apiregistration::{
+    backend_url_annotation, is_delegated, parse_backend_url,
+};
 use serde_json::Value;
 
 /// Where an APIService's requests go.
@@ -23,6 +26,9 @@ pub enum Target {
         port: u16,
         path: String,
     },
+    /// `kubegate.io/delegate: "true"`: the configured delegate cluster (`delegate:`), reached
+    /// with the delegate's own trust and credentials.
+    Delegate,
 }
 
 /// The parts of an APIService the routing table, discovery and availability need.
@@ -95,6 +101,7 @@ impl ApiService {
                     .and_then(|p| u16::try_from(p).ok())
                     .unwrap_or(443),
             },
+            (None, None) if is_delegated(object) => Target::Delegate,
             (None, None) => Target::Local,
         };
         let ca_bundle = spec
@@ -205,5 +212,12 @@ mod tests {
                 path: "/base".into()
             }
         );
+        let delegated = ApiService::from_object(&json!({
+            "metadata": {"name": "v1.", "annotations": {"kubegate.io/delegate": "true"}},
+            "spec": {"version": "v1", "service": null}
+        }))
+        .expect("parsed");
+        assert_eq!(delegated.target, Target::Delegate);
+        assert!(!delegated.is_local());
     }
 }

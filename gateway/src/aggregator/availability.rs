@@ -17,6 +17,7 @@ use kubegate_policy::https::{
 };
 
 use super::apiservice::{ApiService, Condition};
+use super::proxy::{Forwarding, ProxyIdentity};
 use super::table::Backend;
 use super::Aggregator;
 use crate::metrics::Metrics;
@@ -143,8 +144,9 @@ pub async fn check(aggregator: &Aggregator, backend: &Backend) -> Condition {
         };
     }
     let path = format!(
-        "{}/apis/{}/{}",
-        location.base_path, backend.service.group, backend.service.version
+        "{}{}",
+        location.base_path,
+        discovery_path(&backend.service.group, &backend.service.version)
     );
     // kube requires every endpoint it may send to to answer; one failing endpoint makes the
     // APIService unavailable, because a share of requests would fail.
@@ -181,11 +183,8 @@ async fn probe(
     path: &str,
 ) -> Result<(), String> {
     let url = format!("https://{}:{}{path}", url_host(server_name), address.port());
-    let client = client_for(aggregator, backend, server_name, address)?;
-    let request = client
-        .get(&url)
-        .header("X-Remote-User", AGGREGATOR_USER)
-        .header("X-Remote-Group", AGGREGATOR_GROUP)
+    let client = client_for(backend, server_name, address)?;
+    let request = with_probe_identity(client.get(&url), &backend.identity)
         .header("Accept", "application/json")
         .timeout(aggregator.probe_timeout);
     match request.send().await {
@@ -211,21 +210,40 @@ pub fn url_host(host: &str) -> String {
 }
 
 /// An HTTPS client that reaches `address` under `server_name` with the APIService's trust
-/// and kubegate's proxy certificate.
+/// and the backend's client certificate.
 pub fn client_for(
-    aggregator: &Aggregator,
     backend: &Backend,
     server_name: &str,
     address: std::net::SocketAddr,
 ) -> Result<reqwest::Client, String> {
-    let roots = match &backend.service.ca_bundle {
-        Some(pem) if !backend.service.insecure_skip_tls_verify => {
+    https_client_to(
+        backend.service.ca_bundle.as_deref(),
+        backend.service.insecure_skip_tls_verify,
+        &backend.identity,
+        server_name,
+        address,
+    )
+}
+
+/// An HTTPS client that reaches `address` under `server_name`, trusting `ca_pem` (system
+/// roots when `None`) and presenting `identity`'s client certificate, if it has one.
+pub fn https_client_to(
+    ca_pem: Option<&[u8]>,
+    insecure: bool,
+    identity: &ProxyIdentity,
+    server_name: &str,
+    address: std::net::SocketAddr,
+) -> Result<reqwest::Client, String> {
+    let roots = match ca_pem {
+        Some(pem) if !insecure => {
             Some(root_store_from_pem(pem).map_err(|e| format!("caBundle: {e}"))?)
         }
         _ => None,
     };
-    let identity =
-        ClientIdentity::from_pem(&aggregator.identity.cert_pem, &aggregator.identity.key_pem)?;
+    let client_auth = match &identity.pem {
+        Some((cert, key)) => Some(ClientIdentity::from_pem(cert, key)?),
+        None => None,
+    };
     let resolve = if server_name.parse::<std::net::IpAddr>().is_ok() {
         Vec::new()
     } else {
@@ -233,10 +251,38 @@ pub fn client_for(
     };
     https_client(&TlsOptions {
         roots,
-        insecure: backend.service.insecure_skip_tls_verify,
+        insecure,
         server_name: None,
-        client_auth: Some(identity),
+        client_auth,
         https_only: true,
         resolve,
     })
+}
+
+/// Adds the identity probes and document fetches carry: kube-aggregator's own user as
+/// front-proxy headers, or, for a backend that kubegate authenticates to with a token or a
+/// certificate of its own (impersonation), just that credential's user.
+pub fn with_probe_identity(
+    request: reqwest::RequestBuilder,
+    identity: &ProxyIdentity,
+) -> reqwest::RequestBuilder {
+    let request = match &identity.bearer {
+        Some(bearer) => request.header(http::header::AUTHORIZATION, bearer.clone()),
+        None => request,
+    };
+    match identity.forwarding {
+        Forwarding::FrontProxy => request
+            .header("X-Remote-User", AGGREGATOR_USER)
+            .header("X-Remote-Group", AGGREGATOR_GROUP),
+        Forwarding::Impersonate => request,
+    }
+}
+
+/// The legacy discovery path of a group-version (`/api/v1` for the core group).
+pub fn discovery_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    }
 }

@@ -12,14 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kubegate_backends::core::apiregistration::{
-    local_apiservice, local_apiservice_needs_update, AUTOMANAGED_LABEL, AUTOMANAGED_ON_START, GROUP,
+    is_delegated, local_apiservice, local_apiservice_needs_update, AUTOMANAGED_LABEL,
+    AUTOMANAGED_ON_START, DELEGATE_ANNOTATION, GROUP,
 };
 use kubegate_backends::registry::Registry;
 use kubegate_backends::storage::cacher::CacheWatcher;
 use serde_json::{json, Value};
 
-use super::apiservice::ApiService;
-use super::resolve::resolve;
+use super::apiservice::{ApiService, Target};
+use super::resolve::{resolve, ResolveError};
 use super::table::{Backend, RouteTable};
 use super::{Aggregator, CachedObjects};
 
@@ -30,7 +31,10 @@ const SETTLE: Duration = Duration::from_millis(20);
 /// Registers an APIService (service: null, `automanaged: onstart`) for every group-version
 /// the built-in registry serves, updates those whose spec drifted, and removes `onstart`
 /// ones for group-versions no longer served, as kube-apiserver does at start.
-pub async fn register_local_apiservices(registry: &Registry) -> Result<(), String> {
+pub async fn register_local_apiservices(
+    registry: &Registry,
+    disabled: &BTreeSet<(String, String)>,
+) -> Result<(), String> {
     let def = registry
         .find(GROUP, "apiservices")
         .ok_or("apiservices.apiregistration.k8s.io is not served")?
@@ -39,6 +43,7 @@ pub async fn register_local_apiservices(registry: &Registry) -> Result<(), Strin
         .resources()
         .iter()
         .map(|r| (r.group.clone(), r.version.clone()))
+        .filter(|gv| !disabled.contains(gv))
         .collect();
     let (existing, _) = registry.list_internal(&def).await.map_err(|e| e.message)?;
     for (group, version) in &served {
@@ -60,14 +65,22 @@ pub async fn register_local_apiservices(registry: &Registry) -> Result<(), Strin
             }
             // An APIService a user pointed at a backend is theirs: kube's autoregister
             // controller only manages the ones it labelled.
+            // (One the delegate registration made while this group-version was switched off
+            // is reclaimed the same way.)
             Some(current) if is_automanaged(current) => {
-                if local_apiservice_needs_update(current, &desired) {
+                if local_apiservice_needs_update(current, &desired) || is_delegated(current) {
                     registry
                         .update_internal(&def, "", &name, |old| {
                             let mut object = old.clone();
                             object["spec"] = desired["spec"].clone();
                             object["metadata"]["labels"][AUTOMANAGED_LABEL] =
                                 desired["metadata"]["labels"][AUTOMANAGED_LABEL].clone();
+                            if let Some(annotations) = object
+                                .pointer_mut("/metadata/annotations")
+                                .and_then(Value::as_object_mut)
+                            {
+                                annotations.remove(DELEGATE_ANNOTATION);
+                            }
                             Ok(object)
                         })
                         .await
@@ -224,13 +237,36 @@ pub async fn build_table(registry: &Registry, aggregator: &Aggregator) -> RouteT
         .collect();
     let mut backends = Vec::new();
     for service in services.iter().filter(|s| !s.is_local()) {
-        let location = resolve(
-            &service.target,
-            &CachedObjects(registry),
-            aggregator.resolution,
-        )
-        .await;
-        backends.push(Arc::new(Backend::new(service.clone(), location)));
+        let backend = match (&service.target, &aggregator.delegate) {
+            (Target::Delegate, Some(delegate)) => {
+                // The delegate's trust and credentials are kubegate's configuration.
+                let mut service = service.clone();
+                service.ca_bundle = delegate.ca_pem.clone();
+                service.insecure_skip_tls_verify = false;
+                Backend::new(service, delegate.locate().await, delegate.identity.clone())
+            }
+            (Target::Delegate, None) => Backend::new(
+                service.clone(),
+                Err(ResolveError {
+                    reason: "ServiceNotFound",
+                    message:
+                        "no delegate cluster is configured (delegate: in kubegate's configuration)"
+                            .into(),
+                }),
+                aggregator.identity.clone(),
+            ),
+            _ => Backend::new(
+                service.clone(),
+                resolve(
+                    &service.target,
+                    &CachedObjects(registry),
+                    aggregator.resolution,
+                )
+                .await,
+                aggregator.identity.clone(),
+            ),
+        };
+        backends.push(Arc::new(backend));
     }
     RouteTable::new(services, backends)
 }

@@ -18,7 +18,7 @@ use kubegate_backends::ResourceDef;
 use kubegate_policy::https::{error_chain, read_body_capped};
 use serde_json::Value;
 
-use super::availability::{client_for, url_host, AGGREGATOR_GROUP, AGGREGATOR_USER};
+use super::availability::{client_for, discovery_path, url_host, with_probe_identity};
 use super::table::Backend;
 use super::Aggregator;
 
@@ -42,6 +42,36 @@ struct Fetched {
     stale: bool,
     openapi_v3: Vec<(String, Bytes)>,
     openapi_v2: Option<Value>,
+}
+
+/// One refresh cycle's fetches by URL and `Accept`: APIServices served by the same backend
+/// (every group-version of a delegate cluster) share one fetch of its `/apis`, `/api` and
+/// OpenAPI documents instead of each downloading them again.
+#[derive(Default)]
+struct FetchMemo {
+    fetches: std::sync::Mutex<HashMap<String, SharedFetch>>,
+}
+
+type FetchOutput = Result<(String, Bytes), String>;
+type SharedFetch = futures::future::Shared<futures::future::BoxFuture<'static, FetchOutput>>;
+
+impl FetchMemo {
+    /// The fetch for `key`, started by `start` unless one is already under way or done.
+    fn get(
+        &self,
+        key: String,
+        start: impl FnOnce() -> futures::future::BoxFuture<'static, FetchOutput>,
+    ) -> SharedFetch {
+        use futures::FutureExt;
+        let mut fetches = self
+            .fetches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        fetches
+            .entry(key)
+            .or_insert_with(|| start().shared())
+            .clone()
+    }
 }
 
 /// Keeps [`Docs`] current.
@@ -81,12 +111,14 @@ impl DocSync {
             let notified = aggregator.table_changed.notified();
             let table = aggregator.table.load_full();
             let mut next: HashMap<String, Fetched> = HashMap::new();
+            let memo = Arc::new(FetchMemo::default());
             let fetches = table.backends().map(|backend| {
                 let previous = fetched.get(&backend.service.name).cloned();
                 let aggregator = aggregator.clone();
                 let backend = backend.clone();
+                let memo = memo.clone();
                 async move {
-                    let result = refresh(&aggregator, &backend, previous).await;
+                    let result = refresh(&aggregator, &backend, previous, &memo).await;
                     (backend.service.name.clone(), result)
                 }
             });
@@ -174,7 +206,12 @@ fn spec_key(backend: &Backend) -> String {
 }
 
 /// Fetches one APIService's documents, keeping the last good copy (marked stale) on failure.
-async fn refresh(aggregator: &Aggregator, backend: &Backend, previous: Option<Fetched>) -> Fetched {
+async fn refresh(
+    aggregator: &Aggregator,
+    backend: &Backend,
+    previous: Option<Fetched>,
+    memo: &FetchMemo,
+) -> Fetched {
     let key = spec_key(backend);
     let previous = previous.filter(|p| p.spec_key == key).unwrap_or(Fetched {
         spec_key: key,
@@ -188,7 +225,7 @@ async fn refresh(aggregator: &Aggregator, backend: &Backend, previous: Option<Fe
     if backend.unavailable().is_some() {
         return stale(previous);
     }
-    match fetch(aggregator, backend).await {
+    match fetch(aggregator, backend, memo).await {
         Ok((resources, openapi_v3, openapi_v2)) => Fetched {
             spec_key: previous.spec_key,
             resources: Some(resources),
@@ -207,48 +244,69 @@ async fn refresh(aggregator: &Aggregator, backend: &Backend, previous: Option<Fe
 
 type FetchResult = (Vec<Value>, Option<Vec<(String, Bytes)>>, Option<Value>);
 
-async fn fetch(aggregator: &Aggregator, backend: &Backend) -> Result<FetchResult, String> {
+async fn fetch(
+    aggregator: &Aggregator,
+    backend: &Backend,
+    memo: &FetchMemo,
+) -> Result<FetchResult, String> {
     let location = backend.location.as_ref().map_err(|e| e.message.clone())?;
     let address = backend.next_address().ok_or("no endpoints")?;
-    let client = client_for(aggregator, backend, &location.server_name, address)?;
+    let client = client_for(backend, &location.server_name, address)?;
     let base = format!(
         "https://{}:{}{}",
         url_host(&location.server_name),
         address.port(),
         location.base_path
     );
+    // Fetches are shared only between APIServices with the same address, trust and
+    // credentials: a document verified against one caBundle never serves another.
+    let trust = {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        backend.service.ca_bundle.hash(&mut hasher);
+        backend.service.insecure_skip_tls_verify.hash(&mut hasher);
+        hasher.finish()
+    };
+    let identity_key = Arc::as_ptr(&backend.identity) as usize;
     let get = |path: String, accept: &'static str| {
         let client = client.clone();
         let url = format!("{base}{path}");
         let timeout = aggregator.probe_timeout;
-        async move {
-            let mut response = client
-                .get(&url)
-                .header("Accept", accept)
-                .header("X-Remote-User", AGGREGATOR_USER)
-                .header("X-Remote-Group", AGGREGATOR_GROUP)
-                .timeout(timeout)
-                .send()
-                .await
-                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
-            let status = response.status();
-            let content_type = response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            let body = read_body_capped(&mut response, MAX_DOCUMENT_BYTES).await?;
-            if !status.is_success() {
-                return Err(format!("GET {url}: {}", status.as_u16()));
-            }
-            Ok::<_, String>((content_type, body))
-        }
+        let identity = backend.identity.clone();
+        let key = format!("{identity_key:x}|{trust:x}|{accept}|{url}");
+        memo.get(key, move || {
+            Box::pin(async move {
+                let mut response = with_probe_identity(client.get(&url), &identity)
+                    .header("Accept", accept)
+                    .timeout(timeout)
+                    .send()
+                    .await
+                    .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
+                let status = response.status();
+                let content_type = response
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                let body = read_body_capped(&mut response, MAX_DOCUMENT_BYTES).await?;
+                if !status.is_success() {
+                    return Err(format!("GET {url}: {}", status.as_u16()));
+                }
+                Ok::<_, String>((content_type, Bytes::from(body)))
+            })
+        })
     };
     let service = &backend.service;
     // Aggregated discovery first; a backend that answers legacy discovery gets its
     // group-version's resource list converted.
-    let (content_type, body) = get("/apis".into(), ACCEPT_AGGREGATED).await?;
+    // The core group's aggregated document is `/api`, every other group's `/apis`.
+    let root = if service.group.is_empty() {
+        "/api"
+    } else {
+        "/apis"
+    };
+    let (content_type, body) = get(root.into(), ACCEPT_AGGREGATED).await?;
     let document: Value =
         serde_json::from_slice(&body).map_err(|e| format!("discovery document: {e}"))?;
     let resources = if content_type.contains("apidiscovery.k8s.io") {
@@ -261,7 +319,7 @@ async fn fetch(aggregator: &Aggregator, backend: &Backend) -> Result<FetchResult
             .unwrap_or_default()
     } else {
         let (_, body) = get(
-            format!("/apis/{}/{}", service.group, service.version),
+            discovery_path(&service.group, &service.version),
             "application/json",
         )
         .await?;
@@ -286,11 +344,13 @@ async fn fetch_openapi_v3<F, Fut>(
 ) -> Option<Vec<(String, Bytes)>>
 where
     F: Fn(String, &'static str) -> Fut,
-    Fut: std::future::Future<Output = Result<(String, Vec<u8>), String>>,
+    Fut: std::future::Future<Output = Result<(String, Bytes), String>>,
 {
     let (_, body) = get("/openapi/v3".into(), "application/json").await.ok()?;
     let index: Value = serde_json::from_slice(&body).ok()?;
-    let key = format!("apis/{group}/{version}");
+    let key = discovery_path(group, version)
+        .trim_start_matches('/')
+        .to_string();
     let url = index
         .pointer(&format!(
             "/paths/{}",
@@ -304,5 +364,5 @@ where
     }
     let (_, document) = get(url, "application/json").await.ok()?;
     serde_json::from_slice::<Value>(&document).ok()?;
-    Some(vec![(key, Bytes::from(document))])
+    Some(vec![(key, document)])
 }

@@ -3,22 +3,26 @@
 //! reads per request; a controller ([`controller`]) rebuilds it whenever an APIService, Service
 //! or endpoint changes, registers the local APIServices and publishes the
 //! `extension-apiserver-authentication` ConfigMap; [`availability`] probes remote backends and
-//! writes their `Available` condition; [`proxy`] sends requests on with the caller's identity.
+//! writes their `Available` condition; [`proxy`] sends requests on with the caller's identity;
+//! [`delegate`] registers the group-versions of the cluster kubegate fronts.
 
 pub mod apiservice;
 pub mod availability;
 pub mod controller;
+pub mod delegate;
 pub mod docs;
 pub mod proxy;
 pub mod resolve;
 pub mod table;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use kubegate_backends::registry::Registry;
 use serde_json::Value;
 
+use self::delegate::Delegate;
 use self::proxy::ProxyIdentity;
 use self::resolve::{ObjectSource, Resolution};
 use self::table::RouteTable;
@@ -26,7 +30,10 @@ use self::table::RouteTable;
 /// State shared by the request path and the aggregator's controllers.
 pub struct Aggregator {
     pub table: ArcSwap<RouteTable>,
-    pub identity: ProxyIdentity,
+    /// kubegate's front-proxy identity, for APIService backends.
+    pub identity: Arc<ProxyIdentity>,
+    /// The cluster kubegate fronts, when `delegate:` is configured.
+    pub delegate: Option<Arc<Delegate>>,
     pub resolution: Resolution,
     pub check_interval: Duration,
     pub probe_timeout: Duration,
@@ -36,10 +43,15 @@ pub struct Aggregator {
 }
 
 impl Aggregator {
-    pub fn new(config: &kubegate_config::AggregatorConfig, identity: ProxyIdentity) -> Aggregator {
+    pub fn new(
+        config: &kubegate_config::AggregatorConfig,
+        identity: ProxyIdentity,
+        delegate: Option<Delegate>,
+    ) -> Aggregator {
         Aggregator {
             table: ArcSwap::from_pointee(RouteTable::default()),
-            identity,
+            identity: Arc::new(identity),
+            delegate: delegate.map(Arc::new),
             resolution: if config.service_resolution == "clusterDNS" {
                 Resolution::ClusterDns
             } else {

@@ -15,52 +15,106 @@ use pingora::utils::tls::CertKey;
 
 use super::table::Backend;
 
-/// kubegate's identity towards backends: the front-proxy client certificate.
+/// How a backend learns who the caller is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forwarding {
+    /// `X-Remote-User`/`-Uid`/`-Group`/`-Extra-*`, believed because kubegate's client
+    /// certificate is the front-proxy one the backend trusts (kube-aggregator's way).
+    FrontProxy,
+    /// `Impersonate-User`/`-Uid`/`-Group`/`-Extra-*` on a request authenticated as a user the
+    /// backend allows to impersonate (a delegate cluster that trusts kubegate's token).
+    Impersonate,
+}
+
+/// kubegate's identity towards one kind of backend: the client certificate it presents, the
+/// bearer token it sends, and how it forwards the caller.
 pub struct ProxyIdentity {
-    pub cert_key: Arc<CertKey>,
+    pub cert_key: Option<Arc<CertKey>>,
     /// The same certificate and key as PEM, for kubegate's own HTTPS clients (probes).
-    pub cert_pem: Vec<u8>,
-    pub key_pem: Vec<u8>,
+    pub pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// `Bearer <token>`, marked sensitive so it is never logged.
+    pub bearer: Option<http::HeaderValue>,
+    pub forwarding: Forwarding,
 }
 
 impl ProxyIdentity {
-    /// Loads the certificate chain and key, checking both parse (pingora panics on bad ones).
+    /// The front-proxy identity: the certificate chain and key, checked to parse (pingora
+    /// panics on bad ones).
     pub fn load(cert_file: &Path, key_file: &Path) -> Result<ProxyIdentity, String> {
-        let cert_pem = std::fs::read(cert_file)
-            .map_err(|e| format!("proxy client certificate {}: {e}", cert_file.display()))?;
-        let key_pem = std::fs::read(key_file)
-            .map_err(|e| format!("proxy client key {}: {e}", key_file.display()))?;
-        let chain = rustls_pemfile::certs(&mut &cert_pem[..])
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("proxy client certificate {}: {e}", cert_file.display()))?;
-        if chain.is_empty() {
-            return Err(format!(
-                "proxy client certificate {}: no certificate found",
-                cert_file.display()
-            ));
-        }
-        for cert in &chain {
-            x509_parser::parse_x509_certificate(cert.as_ref())
-                .map_err(|e| format!("proxy client certificate {}: {e}", cert_file.display()))?;
-        }
-        let key = rustls_pemfile::private_key(&mut &key_pem[..])
-            .map_err(|e| format!("proxy client key {}: {e}", key_file.display()))?
-            .ok_or_else(|| {
-                format!(
-                    "proxy client key {}: no private key found",
-                    key_file.display()
-                )
-            })?;
-        let cert_key = CertKey::new(
-            chain.iter().map(|c| c.as_ref().to_vec()).collect(),
-            key.secret_der().to_vec(),
-        );
+        let (cert_key, pem) = load_cert_key(cert_file, key_file)?;
         Ok(ProxyIdentity {
-            cert_key: Arc::new(cert_key),
-            cert_pem,
-            key_pem,
+            cert_key: Some(cert_key),
+            pem: Some(pem),
+            bearer: None,
+            forwarding: Forwarding::FrontProxy,
         })
     }
+
+    /// An identity from a client certificate and/or a token file, forwarding as `forwarding`.
+    pub fn with_credentials(
+        cert: Option<(&Path, &Path)>,
+        token_file: Option<&Path>,
+        forwarding: Forwarding,
+    ) -> Result<ProxyIdentity, String> {
+        let (cert_key, pem) = match cert {
+            Some((cert_file, key_file)) => {
+                let (cert_key, pem) = load_cert_key(cert_file, key_file)?;
+                (Some(cert_key), Some(pem))
+            }
+            None => (None, None),
+        };
+        let bearer = match token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("token file {}: {e}", path.display()))?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(format!("token file {}: empty", path.display()));
+                }
+                let mut value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| format!("token file {}: not a valid token", path.display()))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        Ok(ProxyIdentity {
+            cert_key,
+            pem,
+            bearer,
+            forwarding,
+        })
+    }
+}
+
+type LoadedCert = (Arc<CertKey>, (Vec<u8>, Vec<u8>));
+
+fn load_cert_key(cert_file: &Path, key_file: &Path) -> Result<LoadedCert, String> {
+    let cert_pem = std::fs::read(cert_file)
+        .map_err(|e| format!("client certificate {}: {e}", cert_file.display()))?;
+    let key_pem =
+        std::fs::read(key_file).map_err(|e| format!("client key {}: {e}", key_file.display()))?;
+    let chain = rustls_pemfile::certs(&mut &cert_pem[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("client certificate {}: {e}", cert_file.display()))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "client certificate {}: no certificate found",
+            cert_file.display()
+        ));
+    }
+    for cert in &chain {
+        x509_parser::parse_x509_certificate(cert.as_ref())
+            .map_err(|e| format!("client certificate {}: {e}", cert_file.display()))?;
+    }
+    let key = rustls_pemfile::private_key(&mut &key_pem[..])
+        .map_err(|e| format!("client key {}: {e}", key_file.display()))?
+        .ok_or_else(|| format!("client key {}: no private key found", key_file.display()))?;
+    let cert_key = CertKey::new(
+        chain.iter().map(|c| c.as_ref().to_vec()).collect(),
+        key.secret_der().to_vec(),
+    );
+    Ok((Arc::new(cert_key), (cert_pem, key_pem)))
 }
 
 /// How long dialling a backend may take (kube-aggregator's dialer uses 30s; a backend that
@@ -71,7 +125,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn peer(
     backend: &Backend,
     address: std::net::SocketAddr,
-    identity: &ProxyIdentity,
     upgrade: bool,
     read_timeout: Option<Duration>,
 ) -> HttpPeer {
@@ -81,7 +134,7 @@ pub fn peer(
         .map(|l| l.server_name.clone())
         .unwrap_or_default();
     let mut peer = HttpPeer::new(address, true, server_name);
-    peer.client_cert_key = Some(identity.cert_key.clone());
+    peer.client_cert_key = backend.identity.cert_key.clone();
     peer.group_key = backend.pool_key;
     let options = &mut peer.options;
     options.connection_timeout = Some(CONNECT_TIMEOUT);
@@ -151,15 +204,33 @@ pub fn rewrite_request(
     if let Ok(location) = &backend.location {
         request.insert_header(http::header::HOST, location.server_name.as_str())?;
     }
-    request.insert_header("X-Remote-User", user.name.as_str())?;
+    let identity = &backend.identity;
+    if let Some(bearer) = &identity.bearer {
+        request.insert_header(http::header::AUTHORIZATION, bearer.clone())?;
+    }
+    let (user_header, uid_header, group_header, extra_prefix) = match identity.forwarding {
+        Forwarding::FrontProxy => (
+            "X-Remote-User",
+            "X-Remote-Uid",
+            "X-Remote-Group",
+            "X-Remote-Extra-",
+        ),
+        Forwarding::Impersonate => (
+            "Impersonate-User",
+            "Impersonate-Uid",
+            "Impersonate-Group",
+            "Impersonate-Extra-",
+        ),
+    };
+    request.insert_header(user_header, user.name.as_str())?;
     if !user.uid.is_empty() {
-        request.insert_header("X-Remote-Uid", user.uid.as_str())?;
+        request.insert_header(uid_header, user.uid.as_str())?;
     }
     for group in &user.groups {
-        request.append_header("X-Remote-Group", group.as_str())?;
+        request.append_header(group_header, group.as_str())?;
     }
     for (key, values) in &user.extra {
-        let name = format!("X-Remote-Extra-{}", escape_extra_key(key));
+        let name = format!("{extra_prefix}{}", escape_extra_key(key));
         for value in values {
             request.append_header(name.clone(), value.as_str())?;
         }
@@ -207,7 +278,20 @@ mod tests {
     use crate::aggregator::resolve::Location;
     use std::collections::BTreeMap;
 
+    fn no_credentials(forwarding: Forwarding) -> Arc<ProxyIdentity> {
+        Arc::new(ProxyIdentity {
+            cert_key: None,
+            pem: None,
+            bearer: None,
+            forwarding,
+        })
+    }
+
     fn backend() -> Backend {
+        backend_with(no_credentials(Forwarding::FrontProxy))
+    }
+
+    fn backend_with(identity: Arc<ProxyIdentity>) -> Backend {
         Backend::new(
             ApiService {
                 name: "v1alpha1.wardle.example.com".into(),
@@ -231,6 +315,7 @@ mod tests {
                 addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
                 base_path: "/base".into(),
             }),
+            identity,
         )
     }
 
@@ -303,26 +388,82 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let front = crate::certs::ensure_front_proxy(dir.path()).expect("front-proxy pki");
         let identity =
-            ProxyIdentity::load(&front.client_cert, &front.client_key).expect("identity");
+            Arc::new(ProxyIdentity::load(&front.client_cert, &front.client_key).expect("identity"));
         let ca_pem = std::fs::read(&front.ca_cert).expect("ca");
         let with_ca = |pem: Option<Vec<u8>>| {
-            let plain = backend();
+            let plain = backend_with(identity.clone());
             let mut service = plain.service.clone();
             service.ca_bundle = pem;
-            Backend::new(service, plain.location.clone())
+            Backend::new(service, plain.location.clone(), identity.clone())
         };
         let address = "127.0.0.1:8443".parse().expect("addr");
-        let a = peer(
-            &with_ca(Some(ca_pem.clone())),
-            address,
-            &identity,
-            false,
-            None,
-        );
-        let same = peer(&with_ca(Some(ca_pem)), address, &identity, false, None);
-        let other = peer(&with_ca(None), address, &identity, false, None);
+        let a = peer(&with_ca(Some(ca_pem.clone())), address, false, None);
+        let same = peer(&with_ca(Some(ca_pem)), address, false, None);
+        let other = peer(&with_ca(None), address, false, None);
         assert_eq!(a.reuse_hash(), same.reuse_hash());
         assert_ne!(a.reuse_hash(), other.reuse_hash());
+    }
+
+    #[test]
+    fn impersonation_carries_the_caller_on_kubegates_token() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, "delegate-token\n").expect("token");
+        let identity =
+            ProxyIdentity::with_credentials(None, Some(&token_file), Forwarding::Impersonate)
+                .expect("identity");
+        let mut request = RequestHeader::build("GET", b"/api/v1/pods", None).expect("request");
+        for (name, value) in [
+            ("Authorization", "Bearer client-secret"),
+            ("Impersonate-User", "admin"),
+            ("Impersonate-Group", "system:masters"),
+            ("X-Remote-User", "forged"),
+        ] {
+            request.append_header(name, value).expect("header");
+        }
+        let mut extra = BTreeMap::new();
+        extra.insert("scopes".to_string(), vec!["a".to_string()]);
+        let user = UserInfo {
+            name: "alice".into(),
+            uid: "u-2".into(),
+            groups: vec!["dev".into(), "system:authenticated".into()],
+            extra,
+        };
+        rewrite_request(
+            &mut request,
+            &user,
+            &backend_with(Arc::new(identity)),
+            "/api/v1/pods",
+            None,
+        )
+        .expect("rewritten");
+        let values = |name: &str| -> Vec<String> {
+            request
+                .headers
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap_or("").to_string())
+                .collect()
+        };
+        assert_eq!(values("authorization"), vec!["Bearer delegate-token"]);
+        assert!(request
+            .headers
+            .get("authorization")
+            .is_some_and(|v| v.is_sensitive()));
+        assert_eq!(values("impersonate-user"), vec!["alice"]);
+        assert_eq!(values("impersonate-uid"), vec!["u-2"]);
+        assert_eq!(
+            values("impersonate-group"),
+            vec!["dev", "system:authenticated"]
+        );
+        assert_eq!(values("impersonate-extra-scopes"), vec!["a"]);
+        assert!(values("x-remote-user").is_empty());
+
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "  \n").expect("empty");
+        assert!(
+            ProxyIdentity::with_credentials(None, Some(&empty), Forwarding::Impersonate).is_err()
+        );
     }
 
     #[test]

@@ -54,6 +54,11 @@ pub async fn resolve(
             reason: "Local",
             message: "Local APIServices are always available".into(),
         }),
+        // The routing table resolves these through the configured delegate.
+        Target::Delegate => Err(ResolveError {
+            reason: "ServiceNotFound",
+            message: "delegated APIServices are resolved through the delegate configuration".into(),
+        }),
         Target::Url { host, port, path } => Ok(Location {
             server_name: host.clone(),
             addresses: lookup(host, *port).await?,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use pingora::utils::tls::{parse_x509, WrappedX509};
 
 use super::apiservice::ApiService;
+use super::proxy::ProxyIdentity;
 use super::resolve::{Location, ResolveError};
 
 /// One remote APIService with where its requests go right now.
@@ -27,11 +28,17 @@ pub struct Backend {
     /// this two APIServices with the same address and name but different `caBundle`s would
     /// share connections verified against only one of them.
     pub pool_key: u64,
+    /// How kubegate authenticates to this backend and forwards the caller.
+    pub identity: Arc<ProxyIdentity>,
     next: AtomicUsize,
 }
 
 impl Backend {
-    pub fn new(service: ApiService, location: Result<Location, ResolveError>) -> Backend {
+    pub fn new(
+        service: ApiService,
+        location: Result<Location, ResolveError>,
+        identity: Arc<ProxyIdentity>,
+    ) -> Backend {
         let (roots, ca_error) = match &service.ca_bundle {
             Some(pem) => match parse_roots(pem) {
                 Ok(roots) => (Some(roots), None),
@@ -53,6 +60,7 @@ impl Backend {
             roots,
             ca_error,
             pool_key,
+            identity,
             next: AtomicUsize::new(0),
         }
     }

@@ -1,0 +1,442 @@
+//! End-to-end fronting of a cluster (`delegate:`): a second kubegate plays the existing
+//! cluster, the first stands in front of it with its own built-in group-versions switched off
+//! (`runtimeConfig`), discovers the delegate's, registers them as APIServices and proxies to
+//! them with the caller's identity — as `Impersonate-*` headers on kubegate's own credential,
+//! or as front-proxy `X-Remote-*` headers on a front-proxy certificate the delegate trusts.
+//! Driven with the real kubectl on both sides.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use kubegate_tests::wardle::make_front_proxy_ca;
+use kubegate_tests::{eventually, Kubegate};
+use serde_json::Value;
+
+const ALICE_TOKEN: &str = "alice-token-0123456789";
+
+/// The front kubegate's configuration: fast probes and discovery, the delegate, and
+/// `runtimeConfig`. `credentials` is the YAML of the delegate's credential fields.
+fn front_config(
+    dir: &Path,
+    delegate: &Kubegate,
+    credentials: &str,
+    runtime_config: &str,
+    authorization: &str,
+) -> std::path::PathBuf {
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        format!("{ALICE_TOKEN},alice,alice-uid,\"devs,qa\"\n"),
+    )
+    .expect("tokens");
+    let config = dir.join("front.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "aggregator:\n  availabilityCheckInterval: 1s\n  discoveryRefreshInterval: 1s\n  probeTimeout: 2s\n\
+             authentication:\n  tokenAuthFile: {tokens}\n\
+             authorization:\n  modes: [{authorization}]\n\
+             delegate:\n  server: {server}\n  caFile: {ca}\n  syncInterval: 1s\n{credentials}\
+             runtimeConfig:\n{runtime_config}",
+            tokens = tokens.display(),
+            server = delegate.url(),
+            ca = delegate.data_dir.join("pki/ca.crt").display(),
+        ),
+    )
+    .expect("config");
+    config
+}
+
+/// kubectl against `gate` with only a bearer token and a fresh discovery cache.
+fn as_alice(gate: &Kubegate, args: &[&str]) -> Output {
+    let cache = tempfile::tempdir().expect("cache dir");
+    let mut all = vec![
+        "--kubeconfig=/dev/null".to_string(),
+        format!("--server={}", gate.url()),
+        format!(
+            "--certificate-authority={}",
+            gate.data_dir.join("pki/ca.crt").display()
+        ),
+        format!("--token={ALICE_TOKEN}"),
+        format!("--cache-dir={}", cache.path().display()),
+    ];
+    all.extend(args.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    gate.kubectl(&refs)
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// kubectl with its own discovery cache.
+fn fresh(gate: &Kubegate, args: &[&str]) -> Output {
+    let cache = tempfile::tempdir().expect("cache dir");
+    let flag = format!("--cache-dir={}", cache.path().display());
+    let mut all = vec![flag.as_str()];
+    all.extend_from_slice(args);
+    gate.kubectl(&all)
+}
+
+/// The `Available` status of an APIService on `gate`.
+fn available(gate: &Kubegate, name: &str) -> String {
+    stdout(&gate.kubectl(&[
+        "get",
+        "apiservice",
+        name,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+    ]))
+    .trim()
+    .to_string()
+}
+
+/// Waits until the delegate's core group is registered and available on the front.
+fn wait_delegated(front: &Kubegate, names: &[&str]) {
+    for name in names {
+        let ok = eventually(Duration::from_secs(30), || available(front, name) == "True");
+        assert!(
+            ok,
+            "APIService {name} never became available on the front: {}\n{}",
+            stdout(&front.kubectl(&["get", "apiservices"])),
+            kubegate_tests::tail(&front.log(), 30)
+        );
+    }
+}
+
+/// `kubectl auth whoami -o json` through the front as alice: what the delegate saw.
+fn whoami(front: &Kubegate, extra: &[&str]) -> Value {
+    let mut args = vec!["auth", "whoami", "-o", "json"];
+    args.extend_from_slice(extra);
+    let out = as_alice(front, &args);
+    assert!(out.status.success(), "whoami failed: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("SelfSubjectReview JSON")
+}
+
+#[test]
+fn fronting_a_cluster_with_impersonation() {
+    // The "cluster": a kubegate with RBAC, whose admin (system:masters) may impersonate.
+    let mut cluster = Kubegate::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let pki = cluster.data_dir.join("pki");
+    let credentials = format!(
+        "  identityForwarding: impersonate\n  clientCertFile: {}\n  clientKeyFile: {}\n",
+        pki.join("admin.crt").display(),
+        pki.join("admin.key").display()
+    );
+    let config = front_config(
+        dir.path(),
+        &cluster,
+        &credentials,
+        "  api/all: false\n",
+        "AlwaysAllow",
+    );
+    let front = Kubegate::start_with(&["--config", &config.to_string_lossy()]);
+    wait_delegated(
+        &front,
+        &[
+            "v1.",
+            "v1.rbac.authorization.k8s.io",
+            "v1.authentication.k8s.io",
+        ],
+    );
+
+    // Every group-version but APIServices is the cluster's; APIServices stay the front's.
+    let listing = front.ok(&["get", "apiservices"]);
+    let row = |name: &str| -> Vec<String> {
+        listing
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row: {listing}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(row("v1.")[1..3], ["Delegate", "True"]);
+    assert_eq!(row("v1.apiregistration.k8s.io")[1..3], ["Local", "True"]);
+    let resources = |gate: &Kubegate| -> Vec<String> {
+        let out = fresh(gate, &["api-resources", "-o", "name"]);
+        assert!(out.status.success(), "api-resources: {}", stderr(&out));
+        let mut names: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+        names.sort();
+        names
+    };
+    // Merged discovery follows availability in the background.
+    let expected = resources(&cluster);
+    let merged = eventually(Duration::from_secs(10), || resources(&front) == expected);
+    assert!(
+        merged,
+        "front: {:?}\ncluster: {expected:?}",
+        resources(&front)
+    );
+
+    // Objects written on either side are the same objects.
+    cluster.ok(&["create", "namespace", "only-on-cluster"]);
+    assert_eq!(
+        front
+            .ok(&["get", "namespace", "only-on-cluster", "-o", "name"])
+            .trim(),
+        "namespace/only-on-cluster"
+    );
+    front.ok(&["create", "configmap", "from-front", "--from-literal=a=1"]);
+    assert_eq!(
+        cluster.ok(&["get", "configmap", "from-front", "-o", "jsonpath={.data.a}"]),
+        "1"
+    );
+    cluster.ok(&["create", "configmap", "from-cluster", "--from-literal=b=2"]);
+    assert_eq!(
+        front.ok(&[
+            "get",
+            "configmap",
+            "from-cluster",
+            "-o",
+            "jsonpath={.data.b}"
+        ]),
+        "2"
+    );
+
+    // The cluster sees the caller (impersonated), not the front's credential.
+    let review = whoami(&front, &[]);
+    assert_eq!(review["status"]["userInfo"]["username"], "alice");
+    assert_eq!(review["status"]["userInfo"]["uid"], "alice-uid");
+    let groups = review["status"]["userInfo"]["groups"].to_string();
+    assert!(
+        groups.contains("devs") && groups.contains("qa") && groups.contains("system:authenticated"),
+        "{groups}"
+    );
+    // ... so the cluster's own RBAC decides: alice may do nothing there yet.
+    let denied = as_alice(&front, &["get", "configmaps", "-n", "default"]);
+    assert!(
+        stderr(&denied).contains(
+            "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        ),
+        "{}",
+        stderr(&denied)
+    );
+    cluster.ok(&[
+        "create",
+        "rolebinding",
+        "alice-view",
+        "--clusterrole=view",
+        "--user=alice",
+        "-n",
+        "default",
+    ]);
+    let allowed = eventually(Duration::from_secs(10), || {
+        stdout(&as_alice(
+            &front,
+            &["get", "configmaps", "-n", "default", "-o", "name"],
+        ))
+        .contains("configmap/from-cluster")
+    });
+    assert!(allowed, "alice's view binding on the cluster did not apply");
+    let create = as_alice(&front, &["create", "configmap", "nope", "-n", "default"]);
+    assert!(
+        stderr(&create).contains("User \"alice\" cannot create resource \"configmaps\""),
+        "{}",
+        stderr(&create)
+    );
+
+    // Watches stream through.
+    let watch = front.stream(&["get", "configmaps", "-n", "default", "-w", "-o", "name"]);
+    cluster.ok(&["create", "configmap", "watched", "--from-literal=c=3"]);
+    assert!(
+        watch
+            .wait_for(Duration::from_secs(15), |l| l.contains("configmap/watched"))
+            .is_some(),
+        "the front's watch never saw a change made on the cluster"
+    );
+
+    // The cluster goes down: its APIServices turn unavailable and its requests get 503,
+    // while the front's own APIServices keep working; it comes back on its own.
+    cluster.terminate(Duration::from_secs(10));
+    let down = eventually(Duration::from_secs(20), || {
+        available(&front, "v1.") == "False"
+    });
+    assert!(down, "v1. stayed available with the cluster down");
+    let failed = front.kubectl(&["get", "namespaces"]);
+    assert!(!failed.status.success());
+    assert!(
+        stderr(&failed).contains("ServiceUnavailable")
+            || stderr(&failed).contains("the server is currently unable to handle the request"),
+        "{}",
+        stderr(&failed)
+    );
+    assert!(front
+        .ok(&["get", "apiservices"])
+        .contains("FailedDiscoveryCheck"));
+    cluster.restart();
+    let back = eventually(Duration::from_secs(30), || {
+        front
+            .kubectl(&["get", "namespace", "only-on-cluster"])
+            .status
+            .success()
+    });
+    assert!(back, "the front never recovered once the cluster was back");
+}
+
+#[test]
+fn fronting_a_cluster_with_front_proxy_headers() {
+    let dir = tempfile::tempdir().expect("dir");
+    let front_proxy = make_front_proxy_ca(dir.path());
+    // The cluster trusts the front-proxy CA for X-Remote-* identities.
+    let cluster_config = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &cluster_config,
+        format!(
+            "authentication:\n  requestHeader:\n    clientCAFile: {}\n    allowedNames: [front-proxy-client]\n",
+            front_proxy.ca_cert.display()
+        ),
+    )
+    .expect("cluster config");
+    let cluster = Kubegate::start_with(&["--config", &cluster_config.to_string_lossy()]);
+    let credentials = format!(
+        "  identityForwarding: frontProxy\n  clientCertFile: {}\n  clientKeyFile: {}\n",
+        front_proxy.client_cert.display(),
+        front_proxy.client_key.display()
+    );
+    // Only the core group and SelfSubjectReviews are the cluster's; RBAC stays the front's,
+    // so both sides authorize.
+    let config = front_config(
+        dir.path(),
+        &cluster,
+        &credentials,
+        "  api/v1: false\n  authentication.k8s.io/v1: false\n",
+        "RBAC",
+    );
+    let front = Kubegate::start_with(&["--config", &config.to_string_lossy()]);
+    wait_delegated(&front, &["v1.", "v1.authentication.k8s.io"]);
+    // The cluster's RBAC group is claimed by the front's own.
+    let rbac = front.json(&[
+        "get",
+        "apiservice",
+        "v1.rbac.authorization.k8s.io",
+        "-o",
+        "json",
+    ]);
+    assert!(rbac["metadata"]["annotations"]["kubegate.io/delegate"].is_null());
+
+    // X-Remote-* carry the caller; the cluster believes them because of the certificate.
+    let review = whoami(&front, &[]);
+    assert_eq!(review["status"]["userInfo"]["username"], "alice");
+    assert_eq!(review["status"]["userInfo"]["uid"], "alice-uid");
+
+    // Impersonation is decided by the front, and the cluster sees the impersonated user.
+    let out = fresh(
+        &front,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "json",
+            "--as=bob",
+            "--as-group=testers",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let review: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(review["status"]["userInfo"]["username"], "bob");
+    assert!(review["status"]["userInfo"]["groups"]
+        .to_string()
+        .contains("testers"));
+
+    // A client's own X-Remote-User never reaches the cluster.
+    let (code, body) = front.curl(
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        &[
+            "Content-Type: application/json",
+            "X-Remote-User: mallory",
+            "X-Remote-Group: system:masters",
+        ],
+        Some(br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let review: Value = serde_json::from_slice(&body).expect("json");
+    let user = review["status"]["userInfo"].to_string();
+    assert!(!user.contains("mallory"), "{user}");
+    assert!(
+        user.contains("system:masters"),
+        "the admin's own groups: {user}"
+    );
+
+    // Both sides authorize: a binding on the cluster alone is not enough, nor one on the
+    // front alone.
+    let list = |gate: &Kubegate| as_alice(gate, &["get", "configmaps", "-n", "default"]);
+    assert!(stderr(&list(&front)).contains("cannot list resource \"configmaps\""));
+    cluster.ok(&[
+        "create",
+        "rolebinding",
+        "alice-view",
+        "--clusterrole=view",
+        "--user=alice",
+        "-n",
+        "default",
+    ]);
+    let still = list(&front);
+    assert!(
+        stderr(&still).contains("User \"alice\" cannot list resource \"configmaps\""),
+        "the front's RBAC must still refuse: {}",
+        stderr(&still)
+    );
+    front.ok(&[
+        "create",
+        "rolebinding",
+        "alice-view",
+        "--clusterrole=view",
+        "--user=alice",
+        "-n",
+        "default",
+    ]);
+    let allowed = eventually(Duration::from_secs(10), || list(&front).status.success());
+    assert!(allowed, "{}", stderr(&list(&front)));
+}
+
+#[test]
+fn runtime_config_names_only_served_group_versions() {
+    let dir = tempfile::tempdir().expect("dir");
+    for (value, expected) in [
+        (
+            "widgets.example.com/v1=false",
+            "runtimeConfig[widgets.example.com/v1]: Invalid value",
+        ),
+        (
+            "apiregistration.k8s.io/v1=false",
+            "this group-version cannot be switched off",
+        ),
+        (
+            "api/all=maybe",
+            "--runtime-config: invalid value of api/all",
+        ),
+    ] {
+        let out = std::process::Command::new(kubegate_tests::binary())
+            .args(["serve", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--secure-port", &kubegate_tests::free_port().to_string()])
+            .args(["--bind-address", "127.0.0.1", "--runtime-config", value])
+            .output()
+            .expect("run kubegate");
+        assert!(!out.status.success(), "{value} was accepted");
+        let text = stderr(&out);
+        assert!(text.contains(expected), "{value}: {text}");
+    }
+}
+
+#[test]
+fn a_switched_off_group_version_is_not_served_without_a_delegate() {
+    let gate = Kubegate::start_with(&["--runtime-config", "coordination.k8s.io/v1=false"]);
+    let resources = stdout(&fresh(&gate, &["api-resources", "-o", "name"]));
+    assert!(!resources.contains("leases"), "{resources}");
+    assert!(resources.contains("configmaps"), "{resources}");
+    let (code, body) = gate.curl("GET", "/apis/coordination.k8s.io/v1/leases", &[], None);
+    assert_eq!(code, 404, "{}", String::from_utf8_lossy(&body));
+    assert!(gate
+        .ok(&["get", "apiservices", "-o", "name"])
+        .lines()
+        .all(|l| l != "apiservice.apiregistration.k8s.io/v1.coordination.k8s.io"));
+}
