@@ -64,6 +64,7 @@ pub struct Config {
     pub authentication: AuthenticationConfig,
     pub authorization: AuthorizationConfig,
     pub aggregator: AggregatorConfig,
+    pub flow_control: FlowControlConfig,
     /// An existing Kubernetes API server kubegate fronts (`delegate:`), off unless set.
     pub delegate: Option<DelegateConfig>,
     /// Built-in group-versions switched on or off (`--runtime-config`): `api/all`,
@@ -366,6 +367,52 @@ impl AggregatorConfig {
     }
 }
 
+/// How concurrent requests are limited: API Priority and Fairness (kube's default) or the
+/// older max-in-flight limits (`--enable-priority-and-fairness=false`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct FlowControlConfig {
+    /// `priorityAndFairness` or `maxInFlight`.
+    pub mode: String,
+    /// Read-only requests in flight (`--max-requests-inflight`); with APF, part of the
+    /// server's seat count. In `maxInFlight` mode 0 means unlimited.
+    pub max_requests_inflight: u32,
+    /// Mutating requests in flight (`--max-mutating-requests-inflight`).
+    pub max_mutating_requests_inflight: u32,
+}
+
+/// The values `flowControl.mode` takes.
+pub const FLOW_CONTROL_MODES: &[&str] = &["priorityAndFairness", "maxInFlight"];
+
+impl Default for FlowControlConfig {
+    fn default() -> Self {
+        FlowControlConfig {
+            mode: "priorityAndFairness".into(),
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
+        }
+    }
+}
+
+impl FlowControlConfig {
+    fn validate(&self, errors: &mut Vec<String>) {
+        if !FLOW_CONTROL_MODES.contains(&self.mode.as_str()) {
+            errors.push(format!(
+                "flowControl.mode: Unsupported value: {:?}: supported values: {}",
+                self.mode,
+                FLOW_CONTROL_MODES.join(", ")
+            ));
+        } else if self.mode == "priorityAndFairness"
+            && self.max_requests_inflight + self.max_mutating_requests_inflight == 0
+        {
+            // kube: APF needs a positive server concurrency limit.
+            errors.push(
+                "flowControl.maxRequestsInflight: Invalid value: 0: with priorityAndFairness, maxRequestsInflight + maxMutatingRequestsInflight must be positive".into(),
+            );
+        }
+    }
+}
+
 /// Log settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -396,6 +443,7 @@ impl Default for Config {
             authentication: AuthenticationConfig::default(),
             authorization: AuthorizationConfig::default(),
             aggregator: AggregatorConfig::default(),
+            flow_control: FlowControlConfig::default(),
             delegate: None,
             runtime_config: Default::default(),
             logging: LoggingConfig::default(),
@@ -549,6 +597,7 @@ impl Config {
         }
         self.authorization.validate(&mut errors);
         self.aggregator.validate(&mut errors);
+        self.flow_control.validate(&mut errors);
         if let Some(delegate) = &self.delegate {
             delegate.validate(&mut errors);
         }

@@ -118,6 +118,15 @@ pub struct ServeFlags {
     /// Private key of --proxy-client-cert-file.
     #[arg(long)]
     pub proxy_client_key_file: Option<PathBuf>,
+    /// API Priority and Fairness (default true); false uses the max-in-flight limits.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_priority_and_fairness: Option<bool>,
+    /// Read-only requests in flight (APF: part of the server's seats; 0 = unlimited without APF).
+    #[arg(long)]
+    pub max_requests_inflight: Option<u32>,
+    /// Mutating requests in flight.
+    #[arg(long)]
+    pub max_mutating_requests_inflight: Option<u32>,
     /// Built-in group-versions to switch on or off, as kube-apiserver's flag:
     /// `api/all=false,rbac.authorization.k8s.io/v1=true` (merged over the config file's).
     #[arg(long)]
@@ -253,6 +262,19 @@ impl ServeFlags {
         }
         if let Some(v) = self.proxy_client_key_file {
             config.aggregator.proxy_client_key_file = Some(v);
+        }
+        if let Some(enabled) = self.enable_priority_and_fairness {
+            config.flow_control.mode = if enabled {
+                "priorityAndFairness".into()
+            } else {
+                "maxInFlight".into()
+            };
+        }
+        if let Some(v) = self.max_requests_inflight {
+            config.flow_control.max_requests_inflight = v;
+        }
+        if let Some(v) = self.max_mutating_requests_inflight {
+            config.flow_control.max_mutating_requests_inflight = v;
         }
         if let Some(v) = self.runtime_config {
             match kubegate_config::parse_runtime_config(&v) {

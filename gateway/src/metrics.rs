@@ -197,6 +197,14 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// Adds a collector owned by another module (flow control's metrics).
+    pub fn register(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> Result<(), prometheus::Error> {
+        self.registry.register(collector)
+    }
+
     /// The text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();

@@ -1,5 +1,5 @@
 //! The request pipeline, in kube-apiserver's `DefaultBuildHandlerChain` order:
-//! request info → limits → authentication → audit id → impersonation → (flow control) →
+//! request info → limits → authentication → audit id → impersonation → flow control →
 //! authorization → route. Each stage is one call into the module that owns it; this file
 //! only sequences them and adapts pingora's `ProxyHttp` phases.
 
@@ -37,6 +37,8 @@ pub struct Gateway {
     pub routes: Arc<Routes>,
     /// The routing table of remote APIService backends and kubegate's proxy identity.
     pub aggregator: Arc<Aggregator>,
+    /// API Priority and Fairness, or the max-in-flight limits.
+    pub flow: Arc<crate::flowcontrol::FlowGate>,
     pub max_request_bytes: usize,
     pub request_timeout: Duration,
     pub lifecycle: Arc<crate::server::Lifecycle>,
@@ -83,6 +85,10 @@ pub struct RequestCtx {
     dry_run: bool,
     /// Set when the request goes on to a remote backend.
     proxy: Option<ProxyPlan>,
+    /// The request's seats (or max-in-flight slot), held until the request is done.
+    flow: Option<crate::flowcontrol::Ticket>,
+    /// `X-Kubernetes-PF-*` for every response of a classified request.
+    pf_headers: Option<crate::flowcontrol::PfHeaders>,
 }
 
 /// What the proxy phases need to send an authorized request to its backend.
@@ -225,6 +231,25 @@ impl Gateway {
             session.req_header_mut().remove_header(&name);
         }
 
+        // 6. flow control, on the (impersonated) user, before authorization as in kube.
+        let upgrade = is_upgrade(session.req_header());
+        let long_running = info.long_running || upgrade;
+        let own_timeout = (!long_running).then(|| timeout_param(&query, self.request_timeout));
+        match self
+            .flow
+            .admit(&info, &user, &raw_query, own_timeout, long_running)
+            .await
+        {
+            Ok(ticket) => {
+                ctx.pf_headers = ticket.headers.clone();
+                ctx.flow = Some(ticket);
+            }
+            Err(refused) => {
+                ctx.pf_headers = refused.headers;
+                return refused.error.into();
+            }
+        }
+
         // 7. authorization.
         let decision = self
             .authorizer
@@ -250,7 +275,6 @@ impl Gateway {
             if let Some(message) = backend.unavailable() {
                 return ApiError::service_unavailable(message).into();
             }
-            let upgrade = is_upgrade(session.req_header());
             let in_flight = (!info.long_running && !upgrade).then(|| {
                 InFlight::enter(
                     Some(self.lifecycle.clone()),
@@ -389,8 +413,22 @@ fn header_string(session: &Session, name: http::header::HeaderName) -> Option<St
 
 /// The effective timeout: the server's, or a shorter `?timeout=` from the client.
 fn request_timeout(request: &ApiRequest, default: Duration) -> Duration {
-    request
-        .param("timeout")
+    effective_timeout(request.param("timeout"), default)
+}
+
+/// [`request_timeout`] from the parsed query, before the request is built.
+fn timeout_param(query: &[(String, String)], default: Duration) -> Duration {
+    effective_timeout(
+        query
+            .iter()
+            .find(|(k, _)| k == "timeout")
+            .map(|(_, v)| v.as_str()),
+        default,
+    )
+}
+
+fn effective_timeout(param: Option<&str>, default: Duration) -> Duration {
+    param
         .and_then(|t| kubegate_config::parse_duration(t).ok())
         .filter(|t| !t.is_zero())
         .map(|t| t.min(default))
@@ -444,6 +482,8 @@ impl ProxyHttp for Gateway {
             status: 0,
             dry_run: false,
             proxy: None,
+            flow: None,
+            pf_headers: None,
         }
     }
 
@@ -457,7 +497,7 @@ impl ProxyHttp for Gateway {
         {
             ctx.audit_id = id;
         }
-        let response = match self.handle(session, ctx).await {
+        let mut response = match self.handle(session, ctx).await {
             Handled::Respond(response) => response,
             Handled::Proxy(plan) => {
                 ctx.proxy = Some(plan);
@@ -486,11 +526,28 @@ impl ProxyHttp for Gateway {
             )),
             _ => None,
         };
+        if let Some(pf) = &ctx.pf_headers {
+            let headers = match &mut response {
+                ApiResponse::Body(body) => &mut body.headers,
+                ApiResponse::Watch(watch) => &mut watch.headers,
+            };
+            for (name, value) in pf.pairs() {
+                headers.push((name.to_string(), value.to_string()));
+            }
+        }
+        // A watch holds its seats while its initial events go out, then gives them back.
+        let flow = &mut ctx.flow;
+        let mut initialized = || {
+            if let Some(ticket) = flow.as_mut() {
+                ticket.initialization_done();
+            }
+        };
         respond::write(
             session,
             response,
             &ctx.audit_id,
             &self.lifecycle.shutting_down,
+            &mut initialized,
         )
         .await?;
         Ok(true)
@@ -591,6 +648,18 @@ impl ProxyHttp for Gateway {
         if upstream_response.headers.get("audit-id").is_none() {
             upstream_response.insert_header("Audit-Id", ctx.audit_id.as_str())?;
         }
+        if let Some(pf) = &ctx.pf_headers {
+            for (name, value) in pf.pairs() {
+                upstream_response.insert_header(name, value)?;
+            }
+        }
+        // A proxied watch has started once the backend answers: its seats go back (kubegate
+        // cannot see when the backend's initial events end).
+        if plan.long_running {
+            if let Some(ticket) = ctx.flow.as_mut() {
+                ticket.initialization_done();
+            }
+        }
         Ok(())
     }
 
@@ -638,6 +707,7 @@ impl ProxyHttp for Gateway {
                 error.into(),
                 &ctx.audit_id,
                 &self.lifecycle.shutting_down,
+                &mut || {},
             )
             .await
             {

@@ -35,16 +35,20 @@ fn base_header(
     Ok(header)
 }
 
-/// Writes the response, complete or streamed.
+/// Writes the response, complete or streamed. `initialized` is called once a watch's
+/// initial events are written (the frames its producer queued before the stream started).
 pub async fn write(
     session: &mut Session,
     response: ApiResponse,
     audit_id: &str,
     shutting_down: &AtomicBool,
+    initialized: &mut (dyn FnMut() + Send),
 ) -> Result<()> {
     match response {
         ApiResponse::Body(body) => write_body(session, body, audit_id).await,
-        ApiResponse::Watch(watch) => write_watch(session, watch, audit_id, shutting_down).await,
+        ApiResponse::Watch(watch) => {
+            write_watch(session, watch, audit_id, shutting_down, initialized).await
+        }
     }
 }
 
@@ -66,6 +70,7 @@ async fn write_watch(
     mut watch: WatchStream,
     audit_id: &str,
     shutting_down: &AtomicBool,
+    initialized: &mut (dyn FnMut() + Send),
 ) -> Result<()> {
     let mut header = base_header(200, &watch.content_type, audit_id, &watch.headers)?;
     if !session.is_http2() {
@@ -74,6 +79,18 @@ async fn write_watch(
     session
         .write_response_header(Box::new(header), false)
         .await?;
+    // The initial events: whatever the producer has queued by now.
+    loop {
+        match watch.frames.try_recv() {
+            Ok(frame) => session.write_response_body(Some(frame), false).await?,
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                initialized();
+                return session.write_response_body(None, true).await;
+            }
+        }
+    }
+    initialized();
     let mut poll = tokio::time::interval(SHUTDOWN_POLL);
     loop {
         let event = tokio::select! {

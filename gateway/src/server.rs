@@ -431,6 +431,21 @@ pub fn run(config: Config) -> Result<(), StartError> {
         metrics.clone(),
         stop_rx.clone(),
     ));
+    let flow_metrics = Arc::new(
+        crate::flowcontrol::FlowMetrics::register(&metrics)
+            .map_err(|e| StartError::Other(e.to_string()))?,
+    );
+    let flow = Arc::new(crate::flowcontrol::FlowGate::new(
+        &config.flow_control,
+        config.request_timeout,
+        registry.clone(),
+        flow_metrics,
+    ));
+    background.spawn(crate::flowcontrol::run(
+        registry.clone(),
+        flow.clone(),
+        stop_rx.clone(),
+    ));
     let doc_sync = Arc::new(DocSync::new(resources, server_address.clone()));
     background.spawn(doc_sync.clone().run(aggregator.clone(), stop_rx));
     let routes = Arc::new(Routes {
@@ -449,6 +464,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         authorizer,
         routes,
         aggregator,
+        flow,
         max_request_bytes: config.max_request_bytes,
         request_timeout: config.request_timeout,
         lifecycle: lifecycle.clone(),

@@ -1,0 +1,620 @@
+//! Flow control in front of every request, as kube-apiserver's `WithPriorityAndFairness` (the
+//! policy crate's APF engine) or, with `flowControl.mode: maxInFlight`, its older
+//! `WithMaxInFlightLimit`. Also the controller that feeds the engine the stored FlowSchemas
+//! and PriorityLevelConfigurations and writes their `Dangling` conditions, the periodic seat
+//! borrowing, and the `apiserver_flowcontrol_*` metrics.
+
+// `ApiError` is the registry's error type throughout; boxing it here alone would not help.
+#![allow(clippy::result_large_err)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kubegate_backends::registry::Registry;
+use kubegate_backends::status::ApiError;
+use kubegate_config::FlowControlConfig;
+use kubegate_policy::flowcontrol::{
+    Admission, FlowControl, FlowControlOptions, ObjectCounts, RequestDigest, WatchRegistration,
+    WatchTracker, WorkEstimator, WorkEstimatorConfig, BORROWING_ADJUSTMENT_PERIOD,
+};
+use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
+use kubegate_policy::{RequestInfo, UserInfo};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts};
+use serde_json::Value;
+
+/// Where both flowcontrol kinds are stored: one watch covers them.
+const STORAGE_PREFIX: &str = "/flowcontrol.apiserver.k8s.io/";
+const GROUP: &str = "flowcontrol.apiserver.k8s.io";
+/// How long configuration changes settle before the engine is reconfigured.
+const SETTLE: Duration = Duration::from_millis(20);
+/// kube's answer to a refused request.
+const TOO_MANY: &str = "Too many requests, please try again later.";
+
+/// `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID` values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PfHeaders {
+    pub flow_schema_uid: String,
+    pub priority_level_uid: String,
+}
+
+impl PfHeaders {
+    pub fn pairs(&self) -> [(&'static str, &str); 2] {
+        [
+            ("X-Kubernetes-PF-FlowSchema-UID", &self.flow_schema_uid),
+            (
+                "X-Kubernetes-PF-PriorityLevel-UID",
+                &self.priority_level_uid,
+            ),
+        ]
+    }
+}
+
+/// A request allowed to run: holds its seats (or max-in-flight slot) until dropped.
+#[derive(Default)]
+pub struct Ticket {
+    admission: Option<Admission>,
+    executing: Option<ExecutingSeats>,
+    _watch: Option<WatchRegistration>,
+    _slot: Option<Slot>,
+    pub headers: Option<PfHeaders>,
+}
+
+impl Ticket {
+    /// Gives the seats back while the response goes on (a watch whose initial events are
+    /// out), as kube's watch-initialization signal does.
+    pub fn initialization_done(&mut self) {
+        if let Some(admission) = &mut self.admission {
+            admission.initialization_done();
+        }
+        self.executing = None;
+    }
+}
+
+/// A refused request: the 429 to answer and the headers it carries.
+pub struct Refused {
+    pub error: ApiError,
+    pub headers: Option<PfHeaders>,
+}
+
+/// The seats one admitted request holds in `current_executing_seats`.
+struct ExecutingSeats {
+    gauge: prometheus::IntGauge,
+    seats: i64,
+}
+
+impl Drop for ExecutingSeats {
+    fn drop(&mut self) {
+        self.gauge.sub(self.seats);
+    }
+}
+
+/// One request counted against a max-in-flight limit.
+struct Slot {
+    limit: Arc<Limit>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.limit.current.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A max-in-flight limit (0: unlimited).
+struct Limit {
+    max: usize,
+    current: AtomicUsize,
+}
+
+impl Limit {
+    fn try_enter(self: &Arc<Self>) -> Option<Slot> {
+        if self.max == 0 {
+            self.current.fetch_add(1, Ordering::AcqRel);
+            return Some(Slot {
+                limit: self.clone(),
+            });
+        }
+        let mut current = self.current.load(Ordering::Acquire);
+        loop {
+            if current >= self.max {
+                return None;
+            }
+            match self.current.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return Some(Slot {
+                        limit: self.clone(),
+                    })
+                }
+                Err(now) => current = now,
+            }
+        }
+    }
+}
+
+enum Mode {
+    Apf {
+        control: FlowControl,
+        estimator: WorkEstimator,
+        watches: WatchTracker,
+    },
+    MaxInFlight {
+        read_only: Arc<Limit>,
+        mutating: Arc<Limit>,
+    },
+}
+
+/// kube's `apiserver_flowcontrol_*` metrics.
+pub struct FlowMetrics {
+    rejected: IntCounterVec,
+    dispatched: IntCounterVec,
+    in_queue: IntGaugeVec,
+    executing_seats: IntGaugeVec,
+    wait_duration: HistogramVec,
+    nominal_limit: IntGaugeVec,
+    current_limit: IntGaugeVec,
+}
+
+impl FlowMetrics {
+    pub fn register(metrics: &crate::metrics::Metrics) -> Result<FlowMetrics, prometheus::Error> {
+        let both = &["flow_schema", "priority_level"];
+        let rejected = IntCounterVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_rejected_requests_total",
+                "Number of requests rejected by API Priority and Fairness subsystem",
+            ),
+            &["flow_schema", "priority_level", "reason"],
+        )?;
+        let dispatched = IntCounterVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_dispatched_requests_total",
+                "Number of requests executed by API Priority and Fairness subsystem",
+            ),
+            both,
+        )?;
+        let in_queue = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_current_inqueue_requests",
+                "Number of requests currently pending in queues of the API Priority and Fairness subsystem",
+            ),
+            both,
+        )?;
+        let executing_seats = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_current_executing_seats",
+                "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+            ),
+            both,
+        )?;
+        let wait_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "apiserver_flowcontrol_request_wait_duration_seconds",
+                "Length of time a request spent waiting in its queue",
+            )
+            .buckets(vec![
+                0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
+            ]),
+            &["flow_schema", "priority_level", "execute"],
+        )?;
+        let nominal_limit = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_nominal_limit_seats",
+                "Nominal number of execution seats configured for each priority level",
+            ),
+            &["priority_level"],
+        )?;
+        let current_limit = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_current_limit_seats",
+                "current derived number of execution seats available to each priority level",
+            ),
+            &["priority_level"],
+        )?;
+        metrics.register(Box::new(rejected.clone()))?;
+        metrics.register(Box::new(dispatched.clone()))?;
+        metrics.register(Box::new(in_queue.clone()))?;
+        metrics.register(Box::new(executing_seats.clone()))?;
+        metrics.register(Box::new(wait_duration.clone()))?;
+        metrics.register(Box::new(nominal_limit.clone()))?;
+        metrics.register(Box::new(current_limit.clone()))?;
+        Ok(FlowMetrics {
+            rejected,
+            dispatched,
+            in_queue,
+            executing_seats,
+            wait_duration,
+            nominal_limit,
+            current_limit,
+        })
+    }
+}
+
+/// Object counts for LIST work estimates, from the watch cache. Counting walks the cache, so
+/// a count is reused for a second (kube refreshes its counts every minute).
+struct CachedCounts {
+    registry: Arc<Registry>,
+    counts: Mutex<HashMap<(String, String), (Instant, u64)>>,
+}
+
+const COUNT_REUSE: Duration = Duration::from_secs(1);
+
+impl ObjectCounts for CachedCounts {
+    fn object_count(&self, group: &str, resource: &str) -> Option<u64> {
+        let key = (group.to_string(), resource.to_string());
+        if let Some((at, count)) = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
+            if at.elapsed() < COUNT_REUSE {
+                return Some(*count);
+            }
+        }
+        let def = self.registry.find(group, resource)?;
+        let count = self.registry.cacher().count(&def.collection_prefix("")) as u64;
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, (Instant::now(), count));
+        Some(count)
+    }
+}
+
+/// kube's read-only verbs for max-in-flight.
+fn is_read_only(verb: &str) -> bool {
+    matches!(verb, "get" | "list" | "watch" | "proxy")
+}
+
+/// The flow-control stage of the pipeline.
+pub struct FlowGate {
+    mode: Mode,
+    metrics: Arc<FlowMetrics>,
+}
+
+impl FlowGate {
+    pub fn new(
+        config: &FlowControlConfig,
+        request_timeout: Duration,
+        registry: Arc<Registry>,
+        metrics: Arc<FlowMetrics>,
+    ) -> FlowGate {
+        let mode = if config.mode == "maxInFlight" {
+            Mode::MaxInFlight {
+                read_only: Arc::new(Limit {
+                    max: config.max_requests_inflight as usize,
+                    current: AtomicUsize::new(0),
+                }),
+                mutating: Arc::new(Limit {
+                    max: config.max_mutating_requests_inflight as usize,
+                    current: AtomicUsize::new(0),
+                }),
+            }
+        } else {
+            let watches = WatchTracker::new();
+            let estimator = WorkEstimator::new(
+                WorkEstimatorConfig::default(),
+                Arc::new(CachedCounts {
+                    registry,
+                    counts: Mutex::new(HashMap::new()),
+                }),
+                Arc::new(watches.clone()),
+            );
+            Mode::Apf {
+                control: FlowControl::new(FlowControlOptions {
+                    total_seats: (config.max_requests_inflight
+                        + config.max_mutating_requests_inflight)
+                        as usize,
+                    // kube: --request-timeout / 4 for requests without their own deadline.
+                    request_wait_limit: request_timeout / 4,
+                }),
+                estimator,
+                watches,
+            }
+        };
+        FlowGate { mode, metrics }
+    }
+
+    /// The APF engine, when flow control is APF.
+    pub fn apf(&self) -> Option<&FlowControl> {
+        match &self.mode {
+            Mode::Apf { control, .. } => Some(control),
+            Mode::MaxInFlight { .. } => None,
+        }
+    }
+
+    /// Admits a request or refuses it with a 429. `timeout` is the request's own deadline
+    /// (`None` for long-running requests).
+    pub async fn admit(
+        &self,
+        info: &RequestInfo,
+        user: &UserInfo,
+        raw_query: &str,
+        timeout: Option<Duration>,
+        long_running: bool,
+    ) -> Result<Ticket, Refused> {
+        match &self.mode {
+            Mode::MaxInFlight {
+                read_only,
+                mutating,
+            } => {
+                // kube: long-running requests are not limited, and system:masters never is.
+                if long_running {
+                    return Ok(Ticket::default());
+                }
+                let limit = if is_read_only(&info.verb) {
+                    read_only
+                } else {
+                    mutating
+                };
+                match limit.try_enter() {
+                    Some(slot) => Ok(Ticket {
+                        _slot: Some(slot),
+                        ..Ticket::default()
+                    }),
+                    None if user.in_group(SYSTEM_PRIVILEGED_GROUP) => Ok(Ticket::default()),
+                    None => Err(Refused {
+                        error: ApiError::too_many_requests(TOO_MANY, 1),
+                        headers: None,
+                    }),
+                }
+            }
+            Mode::Apf {
+                control,
+                estimator,
+                watches,
+            } => {
+                // kube: long-running requests other than watches bypass APF entirely.
+                let is_watch = info.verb == "watch";
+                if long_running && !is_watch {
+                    return Ok(Ticket::default());
+                }
+                let digest = RequestDigest {
+                    request_info: info,
+                    user,
+                    timeout,
+                };
+                let classification = control.classify(&digest);
+                let matched = classification.matched.clone();
+                let headers = PfHeaders {
+                    flow_schema_uid: matched.flow_schema_uid.clone(),
+                    priority_level_uid: matched.priority_level_uid.clone(),
+                };
+                let labels = [
+                    matched.flow_schema.as_str(),
+                    matched.priority_level.as_str(),
+                ];
+                let estimate = estimator.estimate_raw(info, raw_query, classification.max_seats);
+                let in_queue = self.metrics.in_queue.with_label_values(&labels);
+                in_queue.inc();
+                let outcome = control.admit_classified(classification, estimate).await;
+                in_queue.dec();
+                match outcome {
+                    Ok(admission) => {
+                        self.metrics.dispatched.with_label_values(&labels).inc();
+                        self.metrics
+                            .wait_duration
+                            .with_label_values(&[labels[0], labels[1], "true"])
+                            .observe(admission.waited().as_secs_f64());
+                        let seats =
+                            i64::try_from(admission.work_estimate().initial_seats).unwrap_or(1);
+                        let gauge = self.metrics.executing_seats.with_label_values(&labels);
+                        gauge.add(seats);
+                        Ok(Ticket {
+                            admission: Some(admission),
+                            executing: Some(ExecutingSeats { gauge, seats }),
+                            _watch: is_watch.then(|| watches.register(info)),
+                            _slot: None,
+                            headers: Some(headers),
+                        })
+                    }
+                    Err(rejection) => {
+                        self.metrics
+                            .rejected
+                            .with_label_values(&[labels[0], labels[1], rejection.reason.as_str()])
+                            .inc();
+                        self.metrics
+                            .wait_duration
+                            .with_label_values(&[labels[0], labels[1], "false"])
+                            .observe(rejection.waited.as_secs_f64());
+                        let retry_after =
+                            u32::try_from(rejection.retry_after_seconds.max(1)).unwrap_or(1);
+                        Err(Refused {
+                            error: ApiError::too_many_requests(TOO_MANY, retry_after),
+                            headers: Some(headers),
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sets the limit gauges from the engine.
+    fn publish_limits(&self) {
+        let Some(control) = self.apf() else {
+            return;
+        };
+        for level in control.snapshot() {
+            let name = [level.name.as_str()];
+            self.metrics
+                .nominal_limit
+                .with_label_values(&name)
+                .set(i64::try_from(level.nominal_limit).unwrap_or(i64::MAX));
+            self.metrics
+                .current_limit
+                .with_label_values(&name)
+                .set(i64::try_from(level.current_limit).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// Feeds the engine the stored configuration whenever it changes, writes the FlowSchemas'
+/// `Dangling` conditions, and re-divides seats every [`BORROWING_ADJUSTMENT_PERIOD`], until
+/// `stop`. Does nothing in max-in-flight mode.
+pub async fn run(
+    registry: Arc<Registry>,
+    gate: Arc<FlowGate>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    if gate.apf().is_none() {
+        return;
+    }
+    let mut watcher = configure(&registry, &gate).await;
+    let mut borrowing = tokio::time::interval(BORROWING_ADJUSTMENT_PERIOD);
+    borrowing.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            event = watcher.next() => {
+                if !matches!(event, Some(Ok(_))) {
+                    // The watch ended (the cache re-listed): start over from a fresh list.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                tokio::time::sleep(SETTLE).await;
+                watcher = configure(&registry, &gate).await;
+            }
+            _ = borrowing.tick() => {
+                if let Some(control) = gate.apf() {
+                    control.adjust_borrowing();
+                }
+                gate.publish_limits();
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Loads every stored FlowSchema and PriorityLevelConfiguration into the engine, writes the
+/// conditions that changed, and returns the watch that signals the next change.
+async fn configure(
+    registry: &Registry,
+    gate: &FlowGate,
+) -> kubegate_backends::storage::cacher::CacheWatcher {
+    let (items, _, watcher) = registry.cacher().list_and_watch(STORAGE_PREFIX);
+    let mut flow_schemas = Vec::new();
+    let mut priority_levels = Vec::new();
+    for item in items {
+        let Ok(object) = serde_json::from_slice::<Value>(&item.bytes) else {
+            tracing::warn!(key = %item.key, "unreadable flowcontrol object");
+            continue;
+        };
+        if item
+            .key
+            .starts_with(&format!("{STORAGE_PREFIX}flowschemas/"))
+        {
+            flow_schemas.push(object);
+        } else if item
+            .key
+            .starts_with(&format!("{STORAGE_PREFIX}prioritylevelconfigurations/"))
+        {
+            priority_levels.push(object);
+        }
+    }
+    let Some(control) = gate.apf() else {
+        return watcher;
+    };
+    let report = control.update_config(&flow_schemas, &priority_levels);
+    for skipped in &report.skipped {
+        tracing::warn!(kind = %skipped.kind, name = %skipped.name, reason = %skipped.reason, "flowcontrol object not used");
+    }
+    gate.publish_limits();
+    let Some(def) = registry.find(GROUP, "flowschemas").cloned() else {
+        return watcher;
+    };
+    for status in report.flow_schemas {
+        let current = flow_schemas.iter().find(|o| {
+            o.pointer("/metadata/name").and_then(Value::as_str) == Some(status.name.as_str())
+        });
+        if current.is_some_and(|o| status.condition.is_current_in(o)) {
+            continue;
+        }
+        let condition = &status.condition;
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let result = registry
+            .update_status_internal(&def, "", &status.name, |old| {
+                let mut object = old.clone();
+                let entry = serde_json::json!({
+                    "type": condition.type_,
+                    "status": condition.status,
+                    "lastTransitionTime": now,
+                    "reason": condition.reason,
+                    "message": condition.message,
+                });
+                let conditions = object
+                    .pointer_mut("/status/conditions")
+                    .and_then(Value::as_array_mut);
+                match conditions {
+                    Some(list) => {
+                        match list
+                            .iter_mut()
+                            .find(|c| c.get("type").and_then(Value::as_str) == Some("Dangling"))
+                        {
+                            Some(existing) => {
+                                // kube keeps the transition time while the status holds.
+                                let mut entry = entry.clone();
+                                if existing.get("status").and_then(Value::as_str)
+                                    == Some(condition.status)
+                                {
+                                    if let Some(t) = existing.get("lastTransitionTime") {
+                                        entry["lastTransitionTime"] = t.clone();
+                                    }
+                                }
+                                *existing = entry;
+                            }
+                            None => list.push(entry),
+                        }
+                    }
+                    None => {
+                        object["status"] = serde_json::json!({ "conditions": [entry] });
+                    }
+                }
+                Ok(object)
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::debug!(flowschema = %status.name, error = %e.message, "writing the Dangling condition");
+        }
+    }
+    watcher
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_in_flight_limits_count_and_release() {
+        let limit = Arc::new(Limit {
+            max: 2,
+            current: AtomicUsize::new(0),
+        });
+        let a = limit.try_enter();
+        let b = limit.try_enter();
+        assert!(a.is_some() && b.is_some());
+        assert!(limit.try_enter().is_none());
+        drop(a);
+        assert!(limit.try_enter().is_some());
+        let unlimited = Arc::new(Limit {
+            max: 0,
+            current: AtomicUsize::new(0),
+        });
+        let slots: Vec<_> = (0..1000).filter_map(|_| unlimited.try_enter()).collect();
+        assert_eq!(slots.len(), 1000);
+        drop(slots);
+        assert_eq!(unlimited.current.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn read_only_verbs_follow_kube() {
+        for verb in ["get", "list", "watch"] {
+            assert!(is_read_only(verb));
+        }
+        for verb in ["create", "update", "patch", "delete", "deletecollection"] {
+            assert!(!is_read_only(verb));
+        }
+    }
+}

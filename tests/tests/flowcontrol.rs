@@ -1,0 +1,377 @@
+//! End-to-end flow control: API Priority and Fairness classifies every request into a
+//! FlowSchema and priority level (seen in the `X-Kubernetes-PF-*` response headers), a
+//! FlowSchema created with kubectl moves a user's requests, a one-seat `Reject` level answers
+//! 429 with `Retry-After` under concurrent load while exempt users are never held back,
+//! dangling FlowSchemas get their condition, the metrics count it all; and the max-in-flight
+//! mode limits without APF.
+
+use std::process::Command;
+use std::time::Duration;
+
+use kubegate_tests::{eventually, Kubegate};
+use serde_json::{json, Value};
+
+const ALICE: &str = "alice-token-flowcontrol";
+
+/// kubegate with a token for alice and `extra` flags; everyone may do anything (flow control
+/// is what is under test).
+fn start(dir: &std::path::Path, extra: &[&str]) -> Kubegate {
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(&tokens, format!("{ALICE},alice,alice-uid,devs\n")).expect("tokens");
+    let tokens = tokens.to_string_lossy().to_string();
+    let mut args = vec![
+        "--token-auth-file",
+        tokens.as_str(),
+        "--authorization-mode",
+        "AlwaysAllow",
+    ];
+    args.extend_from_slice(extra);
+    Kubegate::start_with(&args)
+}
+
+/// One request with curl: (status, headers lower-cased, body). `token` None uses the admin
+/// client certificate.
+fn request(
+    gate: &Kubegate,
+    token: Option<&str>,
+    path: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let pki = gate.data_dir.join("pki");
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-D", "-", "--cacert"])
+        .arg(pki.join("ca.crt"));
+    match token {
+        Some(t) => {
+            cmd.arg("-H").arg(format!("Authorization: Bearer {t}"));
+        }
+        None => {
+            cmd.arg("--cert")
+                .arg(pki.join("admin.crt"))
+                .arg("--key")
+                .arg(pki.join("admin.key"));
+        }
+    }
+    let out = cmd
+        .arg(format!("{}{path}", gate.url()))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn uid(gate: &Kubegate, kind: &str, name: &str) -> String {
+    gate.ok(&["get", kind, name, "-o", "jsonpath={.metadata.uid}"])
+}
+
+/// `count` requests to `path` sent at the same moment over connections opened beforehand
+/// (Python threads behind a barrier); returns each (status, Retry-After, FlowSchema UID,
+/// body unless 200).
+fn burst(
+    gate: &Kubegate,
+    token: Option<&str>,
+    path: &str,
+    count: usize,
+) -> Vec<(u16, String, String, String)> {
+    let pki = gate.data_dir.join("pki");
+    let script = r#"
+import http.client, json, ssl, sys, threading
+port, path, count, ca, cert, key, token = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+ctx = ssl.create_default_context(cafile=ca)
+if token == "-":
+    ctx.load_cert_chain(cert, key)
+barrier = threading.Barrier(count)
+results = [None] * count
+def run(i):
+    conn = http.client.HTTPSConnection("127.0.0.1", int(port), context=ctx, timeout=60)
+    conn.connect()
+    headers = {} if token == "-" else {"Authorization": "Bearer " + token}
+    barrier.wait()
+    conn.request("GET", path, headers=headers)
+    r = conn.getresponse()
+    body = r.read()
+    results[i] = [r.status, r.getheader("Retry-After") or "", r.getheader("X-Kubernetes-PF-FlowSchema-UID") or "",
+                  body.decode("utf-8", "replace") if r.status != 200 else ""]
+threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps(results))
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(gate.port.to_string())
+        .arg(path)
+        .arg(count.to_string())
+        .arg(pki.join("ca.crt"))
+        .arg(pki.join("admin.crt"))
+        .arg(pki.join("admin.key"))
+        .arg(token.unwrap_or("-"))
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "burst failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: Vec<(u16, String, String, String)> =
+        serde_json::from_slice(&out.stdout).expect("burst results");
+    parsed
+}
+
+/// Enough ConfigMaps that listing them holds a seat for a while.
+fn fill(gate: &Kubegate, count: usize) {
+    let blob = "x".repeat(4096);
+    let items: Vec<Value> = (0..count)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("filler-{i}"), "namespace": "default"},
+                   "data": {"blob": blob}})
+        })
+        .collect();
+    gate.ok_stdin(
+        &["apply", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    );
+}
+
+#[test]
+fn requests_are_classified_and_a_reject_level_answers_429() {
+    let dir = tempfile::tempdir().expect("dir");
+    // One seat per limited level: every level's nominal share rounds up to 1.
+    let gate = start(
+        dir.path(),
+        &[
+            "--max-requests-inflight",
+            "1",
+            "--max-mutating-requests-inflight",
+            "0",
+        ],
+    );
+
+    // The admin (system:masters) is in the exempt FlowSchema; alice falls to global-default.
+    let (status, headers, _) = request(&gate, None, "/api/v1/namespaces/default/configmaps");
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&headers, "x-kubernetes-pf-flowschema-uid"),
+        Some(uid(&gate, "flowschema", "exempt").as_str())
+    );
+    assert_eq!(
+        header(&headers, "x-kubernetes-pf-prioritylevel-uid"),
+        Some(uid(&gate, "prioritylevelconfiguration", "exempt").as_str())
+    );
+    let (status, headers, _) = request(&gate, Some(ALICE), "/api/v1/namespaces/default/configmaps");
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&headers, "x-kubernetes-pf-flowschema-uid"),
+        Some(uid(&gate, "flowschema", "global-default").as_str())
+    );
+
+    // A FlowSchema whose level does not exist yet is Dangling and matches nothing.
+    let schema = json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": "alice"},
+        "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
+                 "distinguisherMethod": {"type": "ByUser"},
+                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                               "namespaces": ["*"], "clusterScope": true}]}]}
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &schema.to_string());
+    let dangling = |status: &str| {
+        eventually(Duration::from_secs(10), || {
+            gate.ok(&[
+                "get",
+                "flowschema",
+                "alice",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Dangling\")].status}",
+            ]) == status
+        })
+    };
+    assert!(dangling("True"), "the FlowSchema never became Dangling");
+    let table = gate.ok(&["get", "flowschema", "alice"]);
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.trim_end().ends_with("True")),
+        "{table}"
+    );
+    let (_, headers, _) = request(&gate, Some(ALICE), "/api/v1/namespaces/default/configmaps");
+    assert_eq!(
+        header(&headers, "x-kubernetes-pf-flowschema-uid"),
+        Some(uid(&gate, "flowschema", "global-default").as_str()),
+        "a dangling FlowSchema must fall through"
+    );
+
+    // The level appears: alice's requests move to it, and it rejects past its one seat.
+    let level = json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "tiny"},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
+                 "limitResponse": {"type": "Reject"}}}
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &level.to_string());
+    assert!(dangling("False"), "the FlowSchema stayed Dangling");
+    let alice_uid = uid(&gate, "flowschema", "alice");
+    let tiny_uid = uid(&gate, "prioritylevelconfiguration", "tiny");
+    let moved = eventually(Duration::from_secs(10), || {
+        let (_, headers, _) = request(&gate, Some(ALICE), "/api/v1/namespaces/default/configmaps");
+        header(&headers, "x-kubernetes-pf-flowschema-uid") == Some(alice_uid.as_str())
+            && header(&headers, "x-kubernetes-pf-prioritylevel-uid") == Some(tiny_uid.as_str())
+    });
+    assert!(moved, "alice's requests never reached the new FlowSchema");
+
+    fill(&gate, 300);
+    let path = "/api/v1/namespaces/default/configmaps";
+    let results = burst(&gate, Some(ALICE), path, 24);
+    let rejected: Vec<_> = results.iter().filter(|r| r.0 == 429).collect();
+    let served = results.iter().filter(|r| r.0 == 200).count();
+    assert!(
+        !rejected.is_empty(),
+        "no 429 from a one-seat Reject level: {results:?}"
+    );
+    assert!(served >= 1, "nothing was served: {results:?}");
+    assert_eq!(served + rejected.len(), results.len(), "{results:?}");
+    for (_, retry_after, schema_uid, body) in &rejected {
+        let seconds: u64 = retry_after.parse().unwrap_or(0);
+        assert!((1..=32).contains(&seconds), "Retry-After {retry_after:?}");
+        assert_eq!(schema_uid, &alice_uid);
+        // The 429 is a kube Status.
+        let status: Value = serde_json::from_str(body).expect("Status");
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert_eq!(status["code"], 429);
+        assert_eq!(
+            status["message"],
+            "Too many requests, please try again later."
+        );
+    }
+
+    // Exempt users are never held back, whatever alice does.
+    let admin = burst(&gate, None, path, 24);
+    assert!(admin.iter().all(|r| r.0 == 200), "{admin:?}");
+
+    // The metrics say so too.
+    let (_, _, metrics) = request(&gate, None, "/metrics");
+    let rejected_line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("apiserver_flowcontrol_rejected_requests_total")
+                && l.contains("flow_schema=\"alice\"")
+                && l.contains("reason=\"concurrency-limit\"")
+        })
+        .unwrap_or_else(|| panic!("no rejected counter for alice:\n{metrics}"));
+    let count: f64 = rejected_line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(count >= rejected.len() as f64, "{rejected_line}");
+    for name in [
+        "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"alice\",priority_level=\"tiny\"}",
+        "apiserver_flowcontrol_nominal_limit_seats{priority_level=\"tiny\"} 1",
+        "apiserver_flowcontrol_current_limit_seats{priority_level=\"tiny\"}",
+        "apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"alice\",priority_level=\"tiny\"}",
+        "apiserver_flowcontrol_current_executing_seats{flow_schema=\"alice\",priority_level=\"tiny\"} 0",
+    ] {
+        assert!(metrics.contains(name), "missing {name}");
+    }
+}
+
+#[test]
+fn queued_requests_wait_their_turn_instead_of_failing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let gate = start(
+        dir.path(),
+        &[
+            "--max-requests-inflight",
+            "1",
+            "--max-mutating-requests-inflight",
+            "0",
+        ],
+    );
+    // A one-seat level that queues: a burst is served in turn, none refused.
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+         "metadata": {"name": "narrow"},
+         "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
+                  "limitResponse": {"type": "Queue", "queuing": {"queues": 4, "handSize": 2, "queueLengthLimit": 50}}}}},
+        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+         "metadata": {"name": "alice"},
+         "spec": {"priorityLevelConfiguration": {"name": "narrow"}, "matchingPrecedence": 500,
+                  "distinguisherMethod": {"type": "ByUser"},
+                  "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                "namespaces": ["*"], "clusterScope": true}]}]}}
+    ]});
+    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    let alice_uid = uid(&gate, "flowschema", "alice");
+    let moved = eventually(Duration::from_secs(10), || {
+        let (_, headers, _) = request(&gate, Some(ALICE), "/api/v1/namespaces/default/configmaps");
+        header(&headers, "x-kubernetes-pf-flowschema-uid") == Some(alice_uid.as_str())
+    });
+    assert!(moved);
+    fill(&gate, 200);
+    let results = burst(
+        &gate,
+        Some(ALICE),
+        "/api/v1/namespaces/default/configmaps",
+        16,
+    );
+    assert!(results.iter().all(|r| r.0 == 200), "{results:?}");
+    let (_, _, metrics) = request(&gate, None, "/metrics");
+    let waited = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("apiserver_flowcontrol_request_wait_duration_seconds_sum")
+                && l.contains("flow_schema=\"alice\"")
+                && l.contains("execute=\"true\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(waited > 0.0, "nothing ever waited in the queue");
+}
+
+#[test]
+fn max_in_flight_mode_limits_without_apf() {
+    let dir = tempfile::tempdir().expect("dir");
+    let gate = start(
+        dir.path(),
+        &[
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight",
+            "1",
+        ],
+    );
+    fill(&gate, 300);
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (status, headers, _) = request(&gate, Some(ALICE), path);
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "x-kubernetes-pf-flowschema-uid"), None);
+    let results = burst(&gate, Some(ALICE), path, 24);
+    let rejected: Vec<_> = results.iter().filter(|r| r.0 == 429).collect();
+    assert!(!rejected.is_empty(), "{results:?}");
+    assert!(rejected.iter().all(|r| r.1 == "1"), "{results:?}");
+    // system:masters is never limited.
+    let admin = burst(&gate, None, path, 24);
+    assert!(admin.iter().all(|r| r.0 == 200), "{admin:?}");
+}
