@@ -166,6 +166,14 @@ pub trait Strategy: Send + Sync {
         self.validate(object)
     }
 
+    /// Whether an update (PUT) of an object that does not exist creates it, answered 201
+    /// (kube's `AllowCreateOnUpdate`). Such a create is judged as a create: strategy, validation
+    /// and [`WriteAdmission::admit_create_on_update`], which must authorize it, since the
+    /// request was only authorized for `update`.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
     /// Whether `metadata.generation` is bumped when anything outside metadata and status changes.
     fn tracks_generation(&self) -> bool {
         false
@@ -233,6 +241,19 @@ pub trait WriteAdmission: Send + Sync {
         object: &Value,
         old: Option<&Value>,
     ) -> crate::status::ApiResult<()>;
+
+    /// Judges a create made by an update request ([`Strategy::allow_create_on_update`]). The
+    /// request was authorized for `update` only: kube's update handler also asks the authorizer
+    /// whether the user may `create` the object (`withAuthorization`), which only write
+    /// admission, holding an authorizer, can do. The default judges it as a plain create and
+    /// does not authorize it.
+    async fn admit_create_on_update(
+        &self,
+        user: &kubegate_policy::UserInfo,
+        object: &Value,
+    ) -> crate::status::ApiResult<()> {
+        self.admit(user, object, None).await
+    }
 }
 
 /// Serves a create of a resource that is computed, not stored (kube's "virtual" resources

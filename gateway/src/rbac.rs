@@ -17,7 +17,7 @@ use kubegate_policy::authz::rbac::{
     confirm_no_escalation, PolicyRule, RbacIndex, RbacKind, RoleRef,
 };
 use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
-use kubegate_policy::{Attributes, Authorizer, RequestInfo, UserInfo};
+use kubegate_policy::{Attributes, Authorizer, Decision, RequestInfo, UserInfo};
 use serde_json::Value;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
@@ -113,8 +113,8 @@ fn def<'a>(registry: &'a Registry, plural: &str) -> Result<&'a Arc<ResourceDef>,
         .ok_or_else(|| format!("{plural}.{GROUP} is not served"))
 }
 
-fn stored(registry: &Registry, def: &ResourceDef, name: &str) -> Option<Value> {
-    let cached = registry.cacher().get(&def.key("", name))?;
+fn stored(registry: &Registry, def: &ResourceDef, namespace: &str, name: &str) -> Option<Value> {
+    let cached = registry.cacher().get(&def.key(namespace, name))?;
     serde_json::from_slice(&cached.bytes).ok()
 }
 
@@ -129,58 +129,153 @@ fn name_of(object: &Value) -> &str {
 /// (its resourceVersion is the precondition).
 async fn replace(registry: &Registry, def: &ResourceDef, object: Value) -> ApiResult<Value> {
     let name = name_of(&object).to_string();
+    let namespace = namespace_of(&object).to_string();
     registry
-        .update_internal(def, "", &name, |_| Ok(object.clone()))
+        .update_internal(def, &namespace, &name, |_| Ok(object.clone()))
         .await
 }
 
-/// Reconciles the bootstrap ClusterRoles and ClusterRoleBindings as kube-apiserver's
+/// `namespace/name`, or `name` for a cluster object: how the logs name bootstrap objects.
+fn object_id(object: &Value) -> String {
+    match namespace_of(object) {
+        "" => name_of(object).to_string(),
+        ns => format!("{ns}/{}", name_of(object)),
+    }
+}
+
+/// Brings one stored bootstrap role (ClusterRole, or Role in its namespace) in line with
+/// `expected` using `reconcile`; whether anything was written.
+async fn reconcile_role_object(
+    registry: &Registry,
+    def: &ResourceDef,
+    expected: &Value,
+    reconcile: fn(Option<&Value>, &Value) -> Option<Value>,
+) -> ApiResult<bool> {
+    let existing = stored(registry, def, namespace_of(expected), name_of(expected));
+    let Some(object) = reconcile(existing.as_ref(), expected) else {
+        return Ok(false);
+    };
+    match existing {
+        None => registry.create_internal(def, object).await?,
+        Some(_) => replace(registry, def, object).await?,
+    };
+    Ok(true)
+}
+
+/// Brings one stored bootstrap binding (ClusterRoleBinding, or RoleBinding in its namespace)
+/// in line with `expected` using `reconcile`; whether anything was written.
+async fn reconcile_binding_object(
+    registry: &Registry,
+    def: &ResourceDef,
+    expected: &Value,
+    reconcile: fn(Option<&Value>, &Value) -> Option<Reconciled>,
+) -> ApiResult<bool> {
+    let (namespace, name) = (namespace_of(expected), name_of(expected));
+    let existing = stored(registry, def, namespace, name);
+    match reconcile(existing.as_ref(), expected) {
+        None => return Ok(false),
+        Some(Reconciled::Write(object)) if existing.is_none() => {
+            registry.create_internal(def, object).await?
+        }
+        Some(Reconciled::Write(object)) => replace(registry, def, object).await?,
+        Some(Reconciled::Recreate(object)) => {
+            match registry.delete_internal(def, namespace, name).await {
+                Ok(()) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+            registry.create_internal(def, object).await?
+        }
+    };
+    Ok(true)
+}
+
+/// Reconciles the bootstrap ClusterRoles and ClusterRoleBindings, then the Roles and
+/// RoleBindings of `kube-system` and `kube-public`, as kube-apiserver's
 /// `rbac/bootstrap-roles` post-start hook does: missing ones are created, missing rules,
 /// subjects, labels and annotations are added back, users' additions stay, and objects
 /// annotated `rbac.authorization.kubernetes.io/autoupdate: "false"` are left alone.
+///
+/// A cluster object that cannot be written fails the start. A namespaced one is logged and
+/// skipped, as kube does ("unable to reconcile role..."): its namespace is the users' to
+/// break (a terminating `kube-public` refuses new content) and the rest of the policy does
+/// not depend on it.
 pub async fn reconcile_bootstrap_policy(registry: &Registry) -> Result<(), String> {
     let roles = def(registry, "clusterroles")?;
     for expected in bootstrap_policy::cluster_roles() {
-        let name = name_of(&expected).to_string();
-        let existing = stored(registry, roles, &name);
-        let Some(object) = bootstrap_policy::reconcile_cluster_role(existing.as_ref(), &expected)
-        else {
-            continue;
-        };
-        let result = match existing {
-            None => registry.create_internal(roles, object).await,
-            Some(_) => replace(registry, roles, object).await,
-        };
-        match result {
-            Ok(_) => tracing::info!(clusterrole = %name, "reconciled bootstrap ClusterRole"),
-            Err(e) => return Err(format!("clusterrole {name}: {}", e.message)),
+        match reconcile_role_object(
+            registry,
+            roles,
+            &expected,
+            bootstrap_policy::reconcile_cluster_role,
+        )
+        .await
+        {
+            Ok(true) => {
+                tracing::info!(clusterrole = %name_of(&expected), "reconciled bootstrap ClusterRole")
+            }
+            Ok(false) => {}
+            Err(e) => return Err(format!("clusterrole {}: {}", name_of(&expected), e.message)),
         }
     }
     let bindings = def(registry, "clusterrolebindings")?;
     for expected in bootstrap_policy::cluster_role_bindings() {
-        let name = name_of(&expected).to_string();
-        let existing = stored(registry, bindings, &name);
-        let result =
-            match bootstrap_policy::reconcile_cluster_role_binding(existing.as_ref(), &expected) {
-                None => continue,
-                Some(Reconciled::Write(object)) if existing.is_none() => {
-                    registry.create_internal(bindings, object).await
-                }
-                Some(Reconciled::Write(object)) => replace(registry, bindings, object).await,
-                Some(Reconciled::Recreate(object)) => {
-                    match registry.delete_internal(bindings, "", &name).await {
-                        Ok(()) => {}
-                        Err(e) if e.code == 404 => {}
-                        Err(e) => return Err(format!("clusterrolebinding {name}: {}", e.message)),
-                    }
-                    registry.create_internal(bindings, object).await
-                }
-            };
-        match result {
-            Ok(_) => {
-                tracing::info!(clusterrolebinding = %name, "reconciled bootstrap ClusterRoleBinding")
+        match reconcile_binding_object(
+            registry,
+            bindings,
+            &expected,
+            bootstrap_policy::reconcile_cluster_role_binding,
+        )
+        .await
+        {
+            Ok(true) => {
+                tracing::info!(clusterrolebinding = %name_of(&expected), "reconciled bootstrap ClusterRoleBinding")
             }
-            Err(e) => return Err(format!("clusterrolebinding {name}: {}", e.message)),
+            Ok(false) => {}
+            Err(e) => {
+                return Err(format!(
+                    "clusterrolebinding {}: {}",
+                    name_of(&expected),
+                    e.message
+                ))
+            }
+        }
+    }
+    let roles = def(registry, "roles")?;
+    for expected in bootstrap_policy::namespace_roles() {
+        match reconcile_role_object(registry, roles, &expected, bootstrap_policy::reconcile_role)
+            .await
+        {
+            Ok(true) => tracing::info!(role = %object_id(&expected), "reconciled bootstrap Role"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                "unable to reconcile role.{GROUP}/{} in {}: {}",
+                name_of(&expected),
+                namespace_of(&expected),
+                e.message
+            ),
+        }
+    }
+    let bindings = def(registry, "rolebindings")?;
+    for expected in bootstrap_policy::namespace_role_bindings() {
+        match reconcile_binding_object(
+            registry,
+            bindings,
+            &expected,
+            bootstrap_policy::reconcile_role_binding,
+        )
+        .await
+        {
+            Ok(true) => {
+                tracing::info!(rolebinding = %object_id(&expected), "reconciled bootstrap RoleBinding")
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                "unable to reconcile rolebinding.{GROUP}/{} in {}: {}",
+                name_of(&expected),
+                namespace_of(&expected),
+                e.message
+            ),
         }
     }
     Ok(())
@@ -376,6 +471,29 @@ pub struct RoleEscalationCheck {
 #[async_trait::async_trait]
 impl WriteAdmission for RoleEscalationCheck {
     async fn admit(&self, user: &UserInfo, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+        // kube asks with the request's name: empty on create (a POST to the collection).
+        let asked_name = if old.is_some() { name_of(object) } else { "" };
+        self.judge(user, object, old, asked_name).await
+    }
+
+    /// A PUT of a missing role: the escalation check of the update it is (asked with the
+    /// URL's name), then the `create` it amounts to must be authorized.
+    async fn admit_create_on_update(&self, user: &UserInfo, object: &Value) -> ApiResult<()> {
+        self.judge(user, object, None, name_of(object)).await?;
+        authorize_create_on_update(self.authorizer.as_ref(), user, self.resource, object).await
+    }
+}
+
+impl RoleEscalationCheck {
+    /// kube's policy-based role storage: `escalate` (asked about `asked_name`), or holding every
+    /// rule granted.
+    async fn judge(
+        &self,
+        user: &UserInfo,
+        object: &Value,
+        old: Option<&Value>,
+        asked_name: &str,
+    ) -> ApiResult<()> {
         if escalation_allowed(user) {
             return Ok(());
         }
@@ -386,8 +504,6 @@ impl WriteAdmission for RoleEscalationCheck {
         }
         let namespace = namespace_of(object);
         let name = name_of(object);
-        // kube asks with the request's name: empty on create (a POST to the collection).
-        let asked_name = if old.is_some() { name } else { "" };
         let check = RoleCheck {
             verb: "escalate",
             api_group: GROUP,
@@ -430,6 +546,20 @@ pub struct BindingEscalationCheck {
 #[async_trait::async_trait]
 impl WriteAdmission for BindingEscalationCheck {
     async fn admit(&self, user: &UserInfo, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+        self.judge(user, object, old).await
+    }
+
+    /// A PUT of a missing binding: the escalation check, then the `create` it amounts to must
+    /// be authorized.
+    async fn admit_create_on_update(&self, user: &UserInfo, object: &Value) -> ApiResult<()> {
+        self.judge(user, object, None).await?;
+        authorize_create_on_update(self.authorizer.as_ref(), user, self.resource, object).await
+    }
+}
+
+impl BindingEscalationCheck {
+    /// kube's policy-based binding storage: `bind` on the role, or holding every rule in it.
+    async fn judge(&self, user: &UserInfo, object: &Value, old: Option<&Value>) -> ApiResult<()> {
         if escalation_allowed(user) {
             return Ok(());
         }
@@ -475,6 +605,41 @@ impl WriteAdmission for BindingEscalationCheck {
             })?;
         confirm_no_escalation(&self.index, user, namespace, &rules)
             .map_err(|why| ApiError::forbidden_resource(&gr, name, &why))
+    }
+}
+
+/// kube's `withAuthorization` for an update that creates: the request was authorized for
+/// `update`; the writer must also be allowed to `create` the object, or gets a 403 carrying
+/// the authorizer's reason (kube's `NewForbidden(gr, name, reason)`).
+async fn authorize_create_on_update(
+    authorizer: &dyn Authorizer,
+    user: &UserInfo,
+    resource: &str,
+    object: &Value,
+) -> ApiResult<()> {
+    let name = name_of(object);
+    let request = RequestInfo {
+        is_resource_request: true,
+        verb: "create".to_string(),
+        api_group: GROUP.to_string(),
+        api_version: "v1".to_string(),
+        namespace: namespace_of(object).to_string(),
+        resource: resource.to_string(),
+        name: name.to_string(),
+        ..RequestInfo::default()
+    };
+    let decision = authorizer
+        .authorize(&Attributes {
+            user,
+            request: &request,
+        })
+        .await;
+    match decision {
+        Decision::Allow(_) => Ok(()),
+        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+            let gr = GroupResource::new(GROUP.to_string(), resource.to_string());
+            Err(ApiError::forbidden_resource(&gr, name, &reason))
+        }
     }
 }
 
@@ -528,6 +693,170 @@ mod tests {
         );
         assert_eq!(key_parts("/core/configmaps/a/b"), None);
         assert_eq!(key_parts("/rbac.authorization.k8s.io/other/x"), None);
+    }
+
+    use kubegate_policy::authz::rbac::RbacAuthorizer;
+    use serde_json::json;
+
+    /// An index where `jane` holds, in `team`, the rules of a Role `writer` with `rules`.
+    fn jane_holds(rules: Value) -> (Arc<RbacIndex>, Arc<dyn Authorizer>) {
+        let index = Arc::new(RbacIndex::new());
+        index.reset(vec![
+            (
+                RbacKind::Role,
+                json!({"metadata": {"name": "writer", "namespace": "team"}, "rules": rules}),
+            ),
+            (
+                RbacKind::RoleBinding,
+                json!({
+                    "metadata": {"name": "writer", "namespace": "team"},
+                    "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "writer"},
+                    "subjects": [{"kind": "User", "apiGroup": GROUP, "name": "jane"}],
+                }),
+            ),
+        ]);
+        let authorizer: Arc<dyn Authorizer> = Arc::new(RbacAuthorizer::new(index.clone()));
+        (index, authorizer)
+    }
+
+    fn role_check(rules: Value) -> RoleEscalationCheck {
+        let (index, authorizer) = jane_holds(rules);
+        RoleEscalationCheck {
+            index,
+            authorizer,
+            resource: "roles",
+        }
+    }
+
+    fn jane() -> UserInfo {
+        UserInfo::new("jane", vec!["system:authenticated".into()])
+    }
+
+    fn role(name: &str, verb: &str) -> Value {
+        json!({
+            "metadata": {"name": name, "namespace": "team"},
+            "rules": [{"verbs": [verb], "apiGroups": [""], "resources": ["pods"]}],
+        })
+    }
+
+    #[tokio::test]
+    async fn create_on_update_needs_create_as_well_as_update() {
+        let pods = json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]});
+        let update_only = role_check(json!([
+            pods,
+            {"verbs": ["update"], "apiGroups": [GROUP], "resources": ["roles"]},
+        ]));
+        let err = update_only
+            .admit_create_on_update(&jane(), &role("r", "get"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, 403);
+        // kube's `NewForbidden(gr, name, reason)` with RBAC's (empty) reason.
+        assert_eq!(
+            err.message,
+            "roles.rbac.authorization.k8s.io \"r\" is forbidden: "
+        );
+        // A plain update by the same user is only judged for escalation.
+        let old = role("r", "get");
+        assert!(update_only
+            .admit(&jane(), &role("r", "get"), Some(&old))
+            .await
+            .is_ok());
+
+        let with_create = role_check(json!([
+            pods,
+            {"verbs": ["create", "update"], "apiGroups": [GROUP], "resources": ["roles"]},
+        ]));
+        assert!(with_create
+            .admit_create_on_update(&jane(), &role("r", "get"))
+            .await
+            .is_ok());
+        // Granting more than held is refused before the create is even asked about.
+        let err = with_create
+            .admit_create_on_update(&jane(), &role("r", "delete"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, 403);
+        assert!(
+            err.message.starts_with(
+                "roles.rbac.authorization.k8s.io \"r\" is forbidden: user \"jane\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:"
+            ),
+            "{}",
+            err.message
+        );
+    }
+
+    #[tokio::test]
+    async fn create_on_update_asks_escalate_about_the_named_role() {
+        // `escalate` on one role name only: a POST (asked about no name) must hold the rules,
+        // a PUT of that name is allowed to grant more, as in kube.
+        let check = role_check(json!([
+            {"verbs": ["create", "update"], "apiGroups": [GROUP], "resources": ["roles"]},
+            {"verbs": ["escalate"], "apiGroups": [GROUP], "resources": ["roles"], "resourceNames": ["r"]},
+        ]));
+        let grants_more = role("r", "delete");
+        assert_eq!(
+            check
+                .admit(&jane(), &grants_more, None)
+                .await
+                .unwrap_err()
+                .code,
+            403
+        );
+        assert!(check
+            .admit_create_on_update(&jane(), &grants_more)
+            .await
+            .is_ok());
+        let other = role("other", "delete");
+        assert_eq!(
+            check
+                .admit_create_on_update(&jane(), &other)
+                .await
+                .unwrap_err()
+                .code,
+            403
+        );
+    }
+
+    #[tokio::test]
+    async fn binding_create_on_update_is_authorized_and_checked() {
+        let (index, authorizer) = jane_holds(json!([
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]},
+            {"verbs": ["update"], "apiGroups": [GROUP], "resources": ["rolebindings"]},
+        ]));
+        let check = BindingEscalationCheck {
+            index,
+            authorizer,
+            resource: "rolebindings",
+        };
+        let binding = json!({
+            "metadata": {"name": "b", "namespace": "team"},
+            "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "writer"},
+            "subjects": [{"kind": "User", "apiGroup": GROUP, "name": "joe"}],
+        });
+        // Binding a role whose rules jane holds passes the escalation check, but she may not
+        // create bindings.
+        assert!(check.admit(&jane(), &binding, None).await.is_ok());
+        let err = check
+            .admit_create_on_update(&jane(), &binding)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.message,
+            "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: "
+        );
+        // system:masters may do anything.
+        let admin = UserInfo::new("admin", vec![SYSTEM_PRIVILEGED_GROUP.into()]);
+        let (index, _) = jane_holds(json!([]));
+        let masters = BindingEscalationCheck {
+            index,
+            authorizer: Arc::new(kubegate_policy::authz::always::AlwaysAllow),
+            resource: "rolebindings",
+        };
+        assert!(masters
+            .admit_create_on_update(&admin, &binding)
+            .await
+            .is_ok());
     }
 
     #[test]

@@ -208,6 +208,11 @@ impl Strategy for RoleStrategy {
         causes
     }
 
+    /// kube's role and cluster role strategies allow create on update.
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     fn table_cells(&self, object: &Value) -> Vec<Value> {
         vec![json!(created_at(object))]
     }
@@ -267,6 +272,11 @@ impl Strategy for BindingStrategy {
         let mut causes = validate_binding(object, self.cluster);
         causes.extend(validate_role_ref_update(object, old));
         causes
+    }
+
+    /// kube's role binding and cluster role binding strategies allow create on update.
+    fn allow_create_on_update(&self) -> bool {
+        true
     }
 
     fn table_cells(&self, object: &Value) -> Vec<Value> {
@@ -537,6 +547,17 @@ mod tests {
             .into_iter()
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect()
+    }
+
+    #[test]
+    fn every_rbac_kind_allows_create_on_update_like_kube() {
+        let defs = defs();
+        assert_eq!(defs.len(), 4);
+        for def in &defs {
+            assert!(def.strategy.allow_create_on_update(), "{}", def.plural);
+        }
+        // Other kinds keep the registry's default.
+        assert!(!crate::resource::DefaultStrategy.allow_create_on_update());
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub(crate) struct Written {
 pub(crate) struct WriteMode<'a> {
     pub dry_run: bool,
     pub requester: Option<&'a UserInfo>,
+    /// A create made by an update request (PUT of a missing object), judged by
+    /// [`crate::resource::WriteAdmission::admit_create_on_update`].
+    pub create_on_update: bool,
 }
 
 impl<'a> WriteMode<'a> {
@@ -57,6 +60,7 @@ impl<'a> WriteMode<'a> {
         Ok(WriteMode {
             dry_run: dry_run(request)?,
             requester: Some(&request.user),
+            create_on_update: false,
         })
     }
 }
@@ -332,8 +336,18 @@ impl Registry {
         if !causes.is_empty() {
             return Err(invalid(def, &object, causes));
         }
-        if let (Some(user), Some(admission)) = (mode.requester, &def.admission) {
-            admission.admit(user, &object, None).await?;
+        match (mode.requester, &def.admission) {
+            (Some(user), Some(admission)) if mode.create_on_update => {
+                admission.admit_create_on_update(user, &object).await?
+            }
+            (Some(user), Some(admission)) => admission.admit(user, &object, None).await?,
+            // kube's answer when nothing can authorize the create an update would make.
+            (Some(_), None) if mode.create_on_update => {
+                return Err(ApiError::internal(
+                    "no authorizer provided, unable to authorize a create on update",
+                ))
+            }
+            _ => {}
         }
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
@@ -467,18 +481,59 @@ impl Registry {
         }
         let warnings = self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
         let subresource = info.subresource.clone();
-        let mut written = self
-            .update_object(
-                def,
-                &info.namespace,
-                &info.name,
-                &subresource,
-                WriteMode::client(request)?,
-                |_| Ok(body.clone()),
-            )
-            .await?;
-        written.warnings.extend(warnings);
-        respond(200, def, &output, written)
+        let mode = WriteMode::client(request)?;
+        let create_on_update = subresource.is_empty() && def.strategy.allow_create_on_update();
+        // With create on update, a missing object is created and one created meanwhile is
+        // updated, as kube's guaranteed update retries against what it finds.
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let updated = self
+                .update_object(def, &info.namespace, &info.name, &subresource, mode, |_| {
+                    Ok(body.clone())
+                })
+                .await;
+            let (status, written) = match updated {
+                Err(e) if create_on_update && e.code == 404 => {
+                    match self.create_on_update(def, body.clone(), mode).await {
+                        Err(e) if e.reason == "AlreadyExists" => continue,
+                        created => (201, created?),
+                    }
+                }
+                updated => (200, updated?),
+            };
+            let mut written = written;
+            written.warnings.extend(warnings);
+            return respond(status, def, &output, written);
+        }
+        Err(ApiError::conflict(
+            &def.group_resource(),
+            &info.name,
+            "too many concurrent modifications; please retry",
+        ))
+    }
+
+    /// Creates the object a PUT names when nothing is stored under its name (kube's create
+    /// on update): judged as a create, answered 201. A `resourceVersion` in the body is
+    /// ignored, as kube's store ignores it when the update finds nothing; a `uid` is a
+    /// precondition no missing object meets (409).
+    async fn create_on_update(
+        &self,
+        def: &ResourceDef,
+        mut object: Value,
+        mode: WriteMode<'_>,
+    ) -> ApiResult<Written> {
+        if let Some(uid) = meta_str(&object, "uid").filter(|u| !u.is_empty()) {
+            return Err(ApiError::conflict(
+                &def.group_resource(),
+                object_name(&object),
+                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: "),
+            ));
+        }
+        metadata_mut(&mut object).remove("resourceVersion");
+        let mode = WriteMode {
+            create_on_update: true,
+            ..mode
+        };
+        self.create_object(def, object, mode).await
     }
 
     pub(super) async fn patch(
@@ -973,5 +1028,229 @@ impl DeleteOptions {
             }
         }
         Ok(options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Create on update (PUT of a missing object) through the registry over a real store.
+
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use kubegate_policy::{RequestInfo, UserInfo};
+    use serde_json::{json, Value};
+
+    use crate::api::{ApiRequest, ApiResponse};
+    use crate::registry::{Registry, RegistryOptions};
+    use crate::resource::WriteAdmission;
+    use crate::status::{ApiError, ApiResult, GroupResource};
+    use crate::storage::cacher::Cacher;
+    use crate::storage::embedded::{EmbeddedOptions, EmbeddedStore};
+
+    /// Records how it was asked; refuses roles named `forbidden`.
+    #[derive(Default)]
+    struct Recorder {
+        calls: Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl WriteAdmission for Recorder {
+        async fn admit(&self, _: &UserInfo, _: &Value, old: Option<&Value>) -> ApiResult<()> {
+            let how = if old.is_some() { "update" } else { "create" };
+            self.calls.lock().unwrap().push(how.into());
+            Ok(())
+        }
+
+        async fn admit_create_on_update(&self, _: &UserInfo, object: &Value) -> ApiResult<()> {
+            self.calls.lock().unwrap().push("create-on-update".into());
+            let name = object["metadata"]["name"].as_str().unwrap_or("");
+            if name == "forbidden" {
+                let gr = GroupResource::new(
+                    "rbac.authorization.k8s.io".to_string(),
+                    "roles".to_string(),
+                );
+                return Err(ApiError::forbidden_resource(&gr, name, "no"));
+            }
+            Ok(())
+        }
+    }
+
+    struct Fixture {
+        registry: Registry,
+        admission: Arc<Recorder>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// The built-in resources, Roles judged by a [`Recorder`] unless `bare`.
+    async fn fixture(bare: bool) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            EmbeddedStore::open(&dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
+        let cacher = Cacher::start(store, 1000).await.unwrap();
+        let admission = Arc::new(Recorder::default());
+        let mut resources = crate::core::builtin_resources();
+        if !bare {
+            for def in resources.iter_mut().filter(|d| d.plural == "roles") {
+                def.admission = Some(admission.clone());
+            }
+        }
+        let registry = Registry::new(resources, cacher, RegistryOptions::default());
+        registry.ensure_default_namespaces().await.unwrap();
+        Fixture {
+            registry,
+            admission,
+            _dir: dir,
+        }
+    }
+
+    async fn call(
+        f: &Fixture,
+        method: &str,
+        path_and_query: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        let info: RequestInfo =
+            kubegate_policy::request_info::resolve(method, path, query).unwrap();
+        let request = ApiRequest {
+            method: method.into(),
+            info,
+            query: kubegate_policy::request_info::parse_query(query),
+            content_type: Some("application/json".into()),
+            accept: Some("application/json".into()),
+            if_none_match: None,
+            body: body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
+            user: UserInfo::new("jane", vec![]),
+        };
+        match f.registry.handle(request).await {
+            ApiResponse::Body(b) => (
+                b.status,
+                serde_json::from_slice(&b.body).unwrap_or(Value::Null),
+            ),
+            ApiResponse::Watch(_) => panic!("unexpected watch"),
+        }
+    }
+
+    const ROLES: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles";
+
+    fn role(name: &str, verbs: &[&str]) -> Value {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name},
+            "rules": [{"verbs": verbs, "apiGroups": [""], "resources": ["pods"]}],
+        })
+    }
+
+    fn calls(f: &Fixture) -> Vec<String> {
+        std::mem::take(&mut *f.admission.calls.lock().unwrap())
+    }
+
+    #[tokio::test]
+    async fn put_of_a_missing_role_creates_it_then_updates_it() {
+        let f = fixture(false).await;
+        let url = format!("{ROLES}/reader");
+        // A resourceVersion in the body is ignored when nothing is stored.
+        let mut body = role("reader", &["get"]);
+        body["metadata"]["resourceVersion"] = json!("12345");
+        let (code, created) = call(&f, "PUT", &url, Some(body)).await;
+        assert_eq!(code, 201, "{created}");
+        assert_eq!(created["metadata"]["namespace"], "default");
+        assert!(created["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()));
+        assert_ne!(created["metadata"]["resourceVersion"], "12345");
+        assert_eq!(calls(&f), ["create-on-update"]);
+
+        let (code, got) = call(&f, "GET", &url, None).await;
+        assert_eq!(code, 200);
+        assert_eq!(got["rules"][0]["verbs"], json!(["get"]));
+
+        // Now it exists: a plain update, 200, judged as an update.
+        let (code, updated) = call(&f, "PUT", &url, Some(role("reader", &["get", "list"]))).await;
+        assert_eq!(code, 200, "{updated}");
+        assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+        assert_eq!(updated["rules"][0]["verbs"], json!(["get", "list"]));
+        assert_eq!(calls(&f), ["update"]);
+    }
+
+    #[tokio::test]
+    async fn create_on_update_is_judged_validated_and_dry_run_honoured() {
+        let f = fixture(false).await;
+        // Refused by admission: the error as is, nothing stored.
+        let (code, status) = call(
+            &f,
+            "PUT",
+            &format!("{ROLES}/forbidden"),
+            Some(role("forbidden", &["get"])),
+        )
+        .await;
+        assert_eq!(code, 403, "{status}");
+        assert_eq!(
+            status["message"],
+            "roles.rbac.authorization.k8s.io \"forbidden\" is forbidden: no"
+        );
+        assert_eq!(
+            call(&f, "GET", &format!("{ROLES}/forbidden"), None).await.0,
+            404
+        );
+
+        // Validated as a create.
+        let mut bad = role("bad", &["get"]);
+        bad["rules"][0]["verbs"] = json!([]);
+        let (code, status) = call(&f, "PUT", &format!("{ROLES}/bad"), Some(bad)).await;
+        assert_eq!(code, 422, "{status}");
+        assert_eq!(call(&f, "GET", &format!("{ROLES}/bad"), None).await.0, 404);
+
+        // A uid is a precondition nothing missing meets.
+        let mut with_uid = role("uid", &["get"]);
+        with_uid["metadata"]["uid"] = json!("abc");
+        let (code, status) = call(&f, "PUT", &format!("{ROLES}/uid"), Some(with_uid)).await;
+        assert_eq!(code, 409, "{status}");
+        assert_eq!(
+            status["message"],
+            "Operation cannot be fulfilled on roles.rbac.authorization.k8s.io \"uid\": Precondition failed: UID in precondition: abc, UID in object meta: "
+        );
+
+        // Dry run: answered as created, nothing stored.
+        let (code, _) = call(
+            &f,
+            "PUT",
+            &format!("{ROLES}/dry?dryRun=All"),
+            Some(role("dry", &["get"])),
+        )
+        .await;
+        assert_eq!(code, 201);
+        assert_eq!(call(&f, "GET", &format!("{ROLES}/dry"), None).await.0, 404);
+    }
+
+    #[tokio::test]
+    async fn kinds_without_create_on_update_or_an_authorizer_do_not_create() {
+        let f = fixture(true).await;
+        // ConfigMaps do not allow create on update: kube's 404.
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let (code, status) = call(
+            &f,
+            "PUT",
+            "/api/v1/namespaces/default/configmaps/c",
+            Some(cm),
+        )
+        .await;
+        assert_eq!(code, 404, "{status}");
+        assert_eq!(status["message"], "configmaps \"c\" not found");
+        // Roles do, but nothing here could authorize the create: kube's internal error.
+        let (code, status) =
+            call(&f, "PUT", &format!("{ROLES}/r"), Some(role("r", &["get"]))).await;
+        assert_eq!(code, 500, "{status}");
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .contains("no authorizer provided, unable to authorize a create on update"),
+            "{status}"
+        );
+        assert_eq!(call(&f, "GET", &format!("{ROLES}/r"), None).await.0, 404);
     }
 }

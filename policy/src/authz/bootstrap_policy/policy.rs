@@ -3,7 +3,8 @@
 //! (`cluster-admin`, `admin`, `edit`, `view` and the `system:aggregate-to-*` roles that feed the
 //! last three) and the discovery, self-review, public-info and monitoring roles every client
 //! leans on. Roles for kube's own components (nodes, scheduler, controllers) are left out:
-//! kubegate runs none of them.
+//! kubegate runs none of them. The namespaced Roles and RoleBindings are in
+//! [`super::namespace_policy`].
 //!
 //! Every object carries kube's `kubernetes.io/bootstrapping: rbac-defaults` label and the
 //! `rbac.authorization.kubernetes.io/autoupdate: "true"` annotation (`addDefaultMetadata`).
@@ -23,11 +24,11 @@ pub const AGGREGATE_TO_EDIT_LABEL: &str = "rbac.authorization.k8s.io/aggregate-t
 /// ClusterRoles labelled `"true"` with this are aggregated into `view`.
 pub const AGGREGATE_TO_VIEW_LABEL: &str = "rbac.authorization.k8s.io/aggregate-to-view";
 
-const RBAC_API_VERSION: &str = "rbac.authorization.k8s.io/v1";
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+pub(super) const RBAC_API_VERSION: &str = "rbac.authorization.k8s.io/v1";
+pub(super) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 // The verb sets policy.go names.
-const READ: &[&str] = &["get", "list", "watch"];
+pub(super) const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
 const READ_WRITE: &[&str] = &[
     "get",
@@ -41,13 +42,13 @@ const READ_WRITE: &[&str] = &[
 ];
 
 // API groups, by policy.go's names.
-const LEGACY: &str = "";
+pub(super) const LEGACY: &str = "";
 const APPS: &str = "apps";
 const AUTHENTICATION: &str = "authentication.k8s.io";
 const AUTHORIZATION: &str = "authorization.k8s.io";
 const AUTOSCALING: &str = "autoscaling";
 const BATCH: &str = "batch";
-const COORDINATION: &str = "coordination.k8s.io";
+pub(super) const COORDINATION: &str = "coordination.k8s.io";
 const DISCOVERY: &str = "discovery.k8s.io";
 const EXTENSIONS: &str = "extensions";
 const POLICY: &str = "policy";
@@ -385,7 +386,7 @@ pub fn cluster_role_bindings() -> Vec<Value> {
 
 /// A resource rule. Lists are sorted, as kube's `RuleOrDie` sorts them, so the objects read
 /// exactly like the ones kube writes.
-fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
+pub(super) fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({
         "verbs": sorted(verbs),
         "apiGroups": sorted(groups),
@@ -401,7 +402,7 @@ fn url_rule(verbs: &[&str], urls: &[&str]) -> Value {
     })
 }
 
-fn sorted(items: &[&str]) -> Vec<String> {
+pub(super) fn sorted(items: &[&str]) -> Vec<String> {
     let mut items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
     items.sort();
     items
@@ -409,7 +410,7 @@ fn sorted(items: &[&str]) -> Vec<String> {
 
 /// The metadata `addDefaultMetadata` gives every bootstrap object, plus `extra_labels` set to
 /// `"true"` (the aggregation labels).
-fn metadata(name: &str, extra_labels: &[&str]) -> Value {
+pub(super) fn metadata(name: &str, extra_labels: &[&str]) -> Value {
     let mut labels = Map::new();
     labels.insert(BOOTSTRAPPING_LABEL.into(), BOOTSTRAPPING_VALUE.into());
     for label in extra_labels {

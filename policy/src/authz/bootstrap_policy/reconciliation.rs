@@ -1,7 +1,10 @@
-//! Start-up reconciliation of the bootstrap ClusterRoles and ClusterRoleBindings with what is
-//! stored, as kube's `pkg/registry/rbac/reconciliation` runs it from kube-apiserver
-//! (`Confirm: true`, `RemoveExtraPermissions: false`, `RemoveExtraSubjects: false`): add what
-//! the bootstrap object has and the stored one lacks, never take away what users added.
+//! Start-up reconciliation of the bootstrap ClusterRoles, ClusterRoleBindings, Roles and
+//! RoleBindings with what is stored, as kube's `pkg/registry/rbac/reconciliation` runs it from
+//! kube-apiserver (`Confirm: true`, `RemoveExtraPermissions: false`, `RemoveExtraSubjects:
+//! false`): add what the bootstrap object has and the stored one lacks, never take away what
+//! users added. Namespaced objects follow the same rules as cluster ones (kube runs one
+//! `computeReconciledRole` / `computeReconciledRoleBinding` over both), less what only a
+//! ClusterRole has (`aggregationRule`).
 //!
 //! - Labels and annotations are merged in; a value already stored wins.
 //! - Missing rules are found with [`covers`] and appended, broken down to single-verb rules
@@ -23,7 +26,7 @@ use crate::authz::rbac::{covers, RoleRef, Subject};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// What to write to bring a stored ClusterRoleBinding in line.
+/// What to write to bring a stored ClusterRoleBinding or RoleBinding in line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reconciled {
     /// Create this object (when nothing was stored) or update the stored one to it (it keeps
@@ -41,6 +44,23 @@ pub enum Reconciled {
 /// When `existing` is `None` the result is `expected` itself, to create; otherwise it is
 /// `existing` with the additions, to update.
 pub fn reconcile_cluster_role(existing: Option<&Value>, expected: &Value) -> Option<Value> {
+    reconcile_rule_owner(existing, expected, true)
+}
+
+/// The object to write so `existing` (as stored in the bootstrap role's namespace, or `None`
+/// when missing) carries the bootstrap Role `expected`; `None` when nothing needs writing,
+/// including when the stored role opted out with `autoupdate: "false"`. Like
+/// [`reconcile_cluster_role`] without aggregation, which Roles do not have.
+pub fn reconcile_role(existing: Option<&Value>, expected: &Value) -> Option<Value> {
+    reconcile_rule_owner(existing, expected, false)
+}
+
+/// kube's `computeReconciledRole` in union mode, over a ClusterRole (`cluster`) or a Role.
+fn reconcile_rule_owner(
+    existing: Option<&Value>,
+    expected: &Value,
+    cluster: bool,
+) -> Option<Value> {
     let Some(existing) = existing else {
         return Some(expected.clone());
     };
@@ -64,7 +84,11 @@ pub fn reconcile_cluster_role(existing: Option<&Value>, expected: &Value) -> Opt
         changed = true;
     }
 
-    changed |= reconcile_aggregation_rule(&mut reconciled, existing, expected);
+    // A Role's rule owner has no aggregation rule in kube (`RoleRuleOwner` answers nil), so
+    // whatever a stored Role carries there is neither compared nor touched.
+    if cluster {
+        changed |= reconcile_aggregation_rule(&mut reconciled, existing, expected);
+    }
     changed.then_some(Value::Object(reconciled))
 }
 
@@ -75,6 +99,19 @@ pub fn reconcile_cluster_role_binding(
     existing: Option<&Value>,
     expected: &Value,
 ) -> Option<Reconciled> {
+    reconcile_binding(existing, expected)
+}
+
+/// The write that brings the stored RoleBinding `existing` (in the bootstrap binding's
+/// namespace, or `None` when missing) in line with the bootstrap `expected`: the same rules as
+/// [`reconcile_cluster_role_binding`] (subjects unioned, a changed `roleRef` recreated,
+/// `autoupdate: "false"` respected).
+pub fn reconcile_role_binding(existing: Option<&Value>, expected: &Value) -> Option<Reconciled> {
+    reconcile_binding(existing, expected)
+}
+
+/// kube's `computeReconciledRoleBinding` in union mode, for either kind of binding.
+fn reconcile_binding(existing: Option<&Value>, expected: &Value) -> Option<Reconciled> {
     let Some(existing) = existing else {
         return Some(Reconciled::Write(expected.clone()));
     };
@@ -530,6 +567,128 @@ mod tests {
             reconcile_cluster_role_binding(Some(&existing), &expected),
             None
         );
+    }
+
+    fn bootstrap_namespaced(objects: Vec<Value>, namespace: &str, name: &str) -> Value {
+        objects
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == name && o["metadata"]["namespace"] == namespace)
+            .unwrap()
+    }
+
+    #[test]
+    fn namespaced_objects_reconcile_like_cluster_ones() {
+        use crate::authz::bootstrap_policy::{namespace_role_bindings, namespace_roles};
+        // Missing: created as bootstrapped; up to date: nothing to write.
+        for expected in namespace_roles() {
+            assert_eq!(reconcile_role(None, &expected), Some(expected.clone()));
+            assert_eq!(
+                reconcile_role(Some(&stored(expected.clone())), &expected),
+                None
+            );
+        }
+        for expected in namespace_role_bindings() {
+            assert_eq!(
+                reconcile_role_binding(None, &expected),
+                Some(Reconciled::Write(expected.clone()))
+            );
+            assert_eq!(
+                reconcile_role_binding(Some(&stored(expected.clone())), &expected),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn edited_bootstrap_role_gets_its_rule_back_and_keeps_the_users() {
+        let expected = bootstrap_namespaced(
+            crate::authz::bootstrap_policy::namespace_roles(),
+            "kube-system",
+            "extension-apiserver-authentication-reader",
+        );
+        let mut existing = stored(expected.clone());
+        let user_rule = json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]});
+        // The user narrowed the verbs to `get` and added a rule of their own.
+        existing["rules"] = json!([
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["extension-apiserver-authentication"]},
+            user_rule,
+        ]);
+        existing["metadata"]["labels"] = json!({"team": "a"});
+        let got = reconcile_role(Some(&existing), &expected).unwrap();
+        // kube appends the uncovered verbs one rule each, names kept.
+        let missing = |verb: &str| json!({"verbs": [verb], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["extension-apiserver-authentication"]});
+        assert_eq!(
+            rules_of(&got),
+            [
+                existing["rules"][0].clone(),
+                user_rule,
+                missing("list"),
+                missing("watch"),
+            ]
+        );
+        assert_eq!(
+            got["metadata"]["labels"],
+            json!({"kubernetes.io/bootstrapping": "rbac-defaults", "team": "a"})
+        );
+        assert_eq!(got["metadata"]["namespace"], "kube-system");
+        assert_eq!(got["metadata"]["resourceVersion"], "42");
+        assert_eq!(reconcile_role(Some(&got), &expected), None);
+
+        // Opted out: left as the user made it.
+        existing["metadata"]["annotations"][AUTOUPDATE_ANNOTATION] = json!("false");
+        assert_eq!(reconcile_role(Some(&existing), &expected), None);
+    }
+
+    #[test]
+    fn a_role_never_gains_or_loses_an_aggregation_rule() {
+        let expected = bootstrap_namespaced(
+            crate::authz::bootstrap_policy::namespace_roles(),
+            "kube-public",
+            "system:controller:bootstrap-signer",
+        );
+        let mut existing = stored(expected.clone());
+        existing["aggregationRule"] =
+            json!({"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]});
+        assert_eq!(reconcile_role(Some(&existing), &expected), None);
+        // The same object reconciled as a ClusterRole would lose it.
+        assert!(reconcile_cluster_role(Some(&existing), &expected).is_some());
+    }
+
+    #[test]
+    fn role_binding_subjects_are_unioned_and_role_ref_changes_recreate() {
+        let expected = bootstrap_namespaced(
+            crate::authz::bootstrap_policy::namespace_role_bindings(),
+            "kube-system",
+            "system::leader-locking-kube-scheduler",
+        );
+        let mut existing = stored(expected.clone());
+        let robot = json!({"kind": "ServiceAccount", "name": "robot", "namespace": "x"});
+        // The scheduler's ServiceAccount removed; the user kept; a ServiceAccount added.
+        existing["subjects"] = json!([
+            {"kind": "User", "name": "system:kube-scheduler"},
+            robot,
+        ]);
+        let Some(Reconciled::Write(got)) = reconcile_role_binding(Some(&existing), &expected)
+        else {
+            panic!("want a write");
+        };
+        assert_eq!(
+            got["subjects"],
+            json!([
+                {"kind": "User", "name": "system:kube-scheduler"},
+                robot,
+                {"kind": "ServiceAccount", "name": "kube-scheduler", "namespace": "kube-system"},
+            ])
+        );
+        assert_eq!(reconcile_role_binding(Some(&got), &expected), None);
+
+        existing["roleRef"]["kind"] = json!("ClusterRole");
+        assert_eq!(
+            reconcile_role_binding(Some(&existing), &expected),
+            Some(Reconciled::Recreate(expected.clone()))
+        );
+        existing["metadata"]["annotations"][AUTOUPDATE_ANNOTATION] = json!("false");
+        assert_eq!(reconcile_role_binding(Some(&existing), &expected), None);
     }
 
     #[test]
