@@ -522,7 +522,7 @@ async fn configure(
         tracing::warn!(kind = %skipped.kind, name = %skipped.name, reason = %skipped.reason, "flowcontrol object not used");
     }
     gate.publish_limits();
-    let Some(def) = registry.find(GROUP, "flowschemas").cloned() else {
+    let Some(def) = registry.find(GROUP, "flowschemas") else {
         return watcher;
     };
     for status in report.flow_schemas {

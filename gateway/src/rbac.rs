@@ -107,7 +107,7 @@ pub async fn follow(
     }
 }
 
-fn def<'a>(registry: &'a Registry, plural: &str) -> Result<&'a Arc<ResourceDef>, String> {
+fn def(registry: &Registry, plural: &str) -> Result<Arc<ResourceDef>, String> {
     registry
         .find(GROUP, plural)
         .ok_or_else(|| format!("{plural}.{GROUP} is not served"))
@@ -201,7 +201,7 @@ async fn reconcile_binding_object(
 /// break (a terminating `kube-public` refuses new content) and the rest of the policy does
 /// not depend on it.
 pub async fn reconcile_bootstrap_policy(registry: &Registry) -> Result<(), String> {
-    let roles = def(registry, "clusterroles")?;
+    let roles = &def(registry, "clusterroles")?;
     for expected in bootstrap_policy::cluster_roles() {
         match reconcile_role_object(
             registry,
@@ -218,7 +218,7 @@ pub async fn reconcile_bootstrap_policy(registry: &Registry) -> Result<(), Strin
             Err(e) => return Err(format!("clusterrole {}: {}", name_of(&expected), e.message)),
         }
     }
-    let bindings = def(registry, "clusterrolebindings")?;
+    let bindings = &def(registry, "clusterrolebindings")?;
     for expected in bootstrap_policy::cluster_role_bindings() {
         match reconcile_binding_object(
             registry,
@@ -241,7 +241,7 @@ pub async fn reconcile_bootstrap_policy(registry: &Registry) -> Result<(), Strin
             }
         }
     }
-    let roles = def(registry, "roles")?;
+    let roles = &def(registry, "roles")?;
     for expected in bootstrap_policy::namespace_roles() {
         match reconcile_role_object(registry, roles, &expected, bootstrap_policy::reconcile_role)
             .await
@@ -256,7 +256,7 @@ pub async fn reconcile_bootstrap_policy(registry: &Registry) -> Result<(), Strin
             ),
         }
     }
-    let bindings = def(registry, "rolebindings")?;
+    let bindings = &def(registry, "rolebindings")?;
     for expected in bootstrap_policy::namespace_role_bindings() {
         match reconcile_binding_object(
             registry,
@@ -289,7 +289,7 @@ const MAX_AGGREGATION_PASSES: usize = 8;
 /// Chains are followed in memory to a fixed point first, so `admin` gets `view`'s rules in
 /// the same call that gives them to `view`.
 pub async fn aggregate_cluster_roles(registry: &Registry) -> Result<(), String> {
-    let roles = def(registry, "clusterroles")?;
+    let roles = &def(registry, "clusterroles")?;
     let (mut all, _) = registry.list_internal(roles).await.map_err(|e| e.message)?;
     let mut changed: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
     for _ in 0..MAX_AGGREGATION_PASSES {

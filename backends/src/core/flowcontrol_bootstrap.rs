@@ -11,6 +11,7 @@
 //! annotation, while the object is still at generation 1, i.e. nobody edited its spec).
 //! Objects carrying `autoupdate-spec: true` whose name kube no longer ships are deleted.
 
+use std::sync::Arc;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
@@ -435,10 +436,9 @@ fn revise(kind: Kind, mandatory: bool, current: &Value, bootstrap: &Value) -> Op
     Some(revised)
 }
 
-fn def<'a>(registry: &'a Registry, plural: &str) -> Result<&'a ResourceDef, String> {
+fn def(registry: &Registry, plural: &str) -> Result<Arc<ResourceDef>, String> {
     registry
         .find(GROUP, plural)
-        .map(|d| d.as_ref())
         .ok_or_else(|| format!("{plural}.{GROUP} is not served"))
 }
 
@@ -543,8 +543,8 @@ fn names(objects: &[Value]) -> BTreeSet<String> {
 /// levels and flow schemas, then the mandatory ones, then removal of dangling bootstrap
 /// objects.
 pub async fn ensure_bootstrap_configuration(registry: &Registry) -> Result<(), String> {
-    let levels = def(registry, "prioritylevelconfigurations")?;
-    let schemas = def(registry, "flowschemas")?;
+    let levels = &*def(registry, "prioritylevelconfigurations")?;
+    let schemas = &*def(registry, "flowschemas")?;
     let suggested_levels = suggested_priority_levels();
     let suggested_schemas = suggested_flow_schemas();
     let mandatory_levels = mandatory_priority_levels();

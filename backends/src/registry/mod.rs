@@ -52,18 +52,16 @@ impl Default for RegistryOptions {
     }
 }
 
-/// Serves every registered resource.
-pub struct Registry {
-    resources: Vec<Arc<ResourceDef>>,
+/// The resources served at one moment: the built-in ones, then those added at run time
+/// (CustomResourceDefinitions' versions).
+struct Served {
+    list: Arc<[Arc<ResourceDef>]>,
     by_path: HashMap<(String, String, String), Arc<ResourceDef>>,
-    cacher: Arc<Cacher>,
-    options: RegistryOptions,
 }
 
-impl Registry {
-    pub fn new(resources: Vec<ResourceDef>, cacher: Arc<Cacher>, options: RegistryOptions) -> Self {
-        let resources: Vec<Arc<ResourceDef>> = resources.into_iter().map(Arc::new).collect();
-        let by_path = resources
+impl Served {
+    fn new(list: Vec<Arc<ResourceDef>>) -> Served {
+        let by_path = list
             .iter()
             .map(|r| {
                 (
@@ -72,17 +70,62 @@ impl Registry {
                 )
             })
             .collect();
-        Registry {
-            resources,
+        Served {
+            list: list.into(),
             by_path,
+        }
+    }
+}
+
+/// Serves every registered resource.
+pub struct Registry {
+    builtin: Vec<Arc<ResourceDef>>,
+    /// Swapped whole when resources are added or removed: requests never wait for it.
+    served: arc_swap::ArcSwap<Served>,
+    /// Bumped on every change of the served set (discovery and OpenAPI rebuild on it).
+    changed: tokio::sync::watch::Sender<u64>,
+    cacher: Arc<Cacher>,
+    options: RegistryOptions,
+}
+
+impl Registry {
+    pub fn new(resources: Vec<ResourceDef>, cacher: Arc<Cacher>, options: RegistryOptions) -> Self {
+        let builtin: Vec<Arc<ResourceDef>> = resources.into_iter().map(Arc::new).collect();
+        Registry {
+            served: arc_swap::ArcSwap::from_pointee(Served::new(builtin.clone())),
+            builtin,
+            changed: tokio::sync::watch::channel(0).0,
             cacher,
             options,
         }
     }
 
+    /// Replaces the resources served besides the built-in ones. A custom resource may not
+    /// take the place of a built-in one (same group, version and plural): such entries are
+    /// dropped.
+    pub fn set_custom_resources(&self, custom: Vec<ResourceDef>) {
+        let mut list = self.builtin.clone();
+        for def in custom {
+            let taken = list.iter().any(|r| {
+                r.group == def.group && r.version == def.version && r.plural == def.plural
+            });
+            if !taken {
+                list.push(Arc::new(def));
+            }
+        }
+        self.served.store(Arc::new(Served::new(list)));
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver that sees every change of the served resources.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
     /// Every served resource, in registration order.
-    pub fn resources(&self) -> &[Arc<ResourceDef>] {
-        &self.resources
+    /// Every resource served now, built-in ones first.
+    pub fn resources(&self) -> Arc<[Arc<ResourceDef>]> {
+        self.served.load().list.clone()
     }
 
     pub fn cacher(&self) -> &Arc<Cacher> {
@@ -94,14 +137,19 @@ impl Registry {
     }
 
     /// The resource served at `/apis/<group>/<version>/<plural>` (or `/api/v1/<plural>`).
-    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceDef>> {
-        self.by_path
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.served
+            .load()
+            .by_path
             .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
     }
 
     /// Whether any resource is served in this group-version.
     pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
-        self.resources
+        self.served
+            .load()
+            .list
             .iter()
             .any(|r| r.group == group && r.version == version)
     }
@@ -197,10 +245,13 @@ impl Registry {
     }
 
     /// The first served resource with this group and plural name (any version).
-    pub fn find(&self, group: &str, plural: &str) -> Option<&Arc<ResourceDef>> {
-        self.resources
+    pub fn find(&self, group: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.served
+            .load()
+            .list
             .iter()
             .find(|r| r.group == group && r.plural == plural)
+            .cloned()
     }
 }
 
@@ -209,7 +260,7 @@ impl kubegate_policy::authn::lookup::ObjectLookup for Registry {
     fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
         let def = self.find(group, resource)?;
         let cached = self.cacher.get(&def.key(namespace, name))?;
-        client_value(def, &cached.bytes).ok()
+        client_value(&def, &cached.bytes).ok()
     }
 }
 

@@ -62,7 +62,7 @@ pub(crate) fn check_namespace_delete(def: &ResourceDef, namespace: &Value) -> Ap
 impl Registry {
     /// Creates the default namespaces if they are missing.
     pub async fn ensure_default_namespaces(&self) -> ApiResult<()> {
-        let Some(def) = self.find("", "namespaces").cloned() else {
+        let Some(def) = self.find("", "namespaces") else {
             return Ok(());
         };
         for name in DEFAULT_NAMESPACES {
@@ -98,7 +98,7 @@ impl Registry {
     /// (each resource stored once, whatever versions serve it) and, when nothing remains,
     /// removes the `kubernetes` finalizer so the namespace is deleted.
     pub async fn finalize_namespace(&self, name: &str) -> ApiResult<FinalizeOutcome> {
-        let Some(ns_def) = self.find("", "namespaces").cloned() else {
+        let Some(ns_def) = self.find("", "namespaces") else {
             return Ok(FinalizeOutcome::Gone);
         };
         let namespace = match self.get_object(&ns_def, "", name).await {
@@ -111,7 +111,7 @@ impl Registry {
         }
         let mut remaining = 0;
         let mut seen_prefixes = std::collections::HashSet::new();
-        for def in self.resources().to_vec() {
+        for def in self.resources().iter() {
             if !def.namespaced || !seen_prefixes.insert(def.storage_prefix.clone()) {
                 continue;
             }
@@ -124,7 +124,7 @@ impl Registry {
                     serde_json::from_slice(&item.bytes).map_err(ApiError::internal)?;
                 let object_name = super::object_name(&object).to_string();
                 match self
-                    .delete_object(&def, name, &object_name, &DeleteOptions::default())
+                    .delete_object(def, name, &object_name, &DeleteOptions::default())
                     .await
                 {
                     Ok((_, _, true)) => {}

@@ -91,10 +91,7 @@ async fn record(
     } else {
         tracing::info!(apiservice = %service.name, reason = %condition.reason, "APIService available");
     }
-    let Some(def) = registry
-        .find("apiregistration.k8s.io", "apiservices")
-        .cloned()
-    else {
+    let Some(def) = registry.find("apiregistration.k8s.io", "apiservices") else {
         return;
     };
     let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
