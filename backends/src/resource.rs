@@ -4,6 +4,7 @@
 //! create or update may set). The built-in core server and (later) the CRD server both
 //! produce [`ResourceDef`]s and hand them to one registry.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -26,11 +27,11 @@ pub const STANDARD_VERBS: &[&str] = &[
 /// A Table column definition (`meta.k8s.io/v1 TableColumnDefinition`).
 #[derive(Debug, Clone)]
 pub struct TableColumn {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// `string`, `integer`, `date`, ...
-    pub type_: &'static str,
-    pub format: &'static str,
-    pub description: &'static str,
+    pub type_: Cow<'static, str>,
+    pub format: Cow<'static, str>,
+    pub description: Cow<'static, str>,
     /// 0 shows by default; 1 only with `-o wide`.
     pub priority: u32,
 }
@@ -361,10 +362,10 @@ impl ResourceDef {
 /// The NAME column every Table starts with.
 pub fn name_column() -> TableColumn {
     TableColumn {
-        name: "Name",
-        type_: "string",
-        format: "name",
-        description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+        name: "Name".into(),
+        type_: "string".into(),
+        format: "name".into(),
+        description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names".into(),
         priority: 0,
     }
 }
@@ -372,10 +373,10 @@ pub fn name_column() -> TableColumn {
 /// The AGE column (`metadata.creationTimestamp`).
 pub fn age_column() -> TableColumn {
     TableColumn {
-        name: "Age",
-        type_: "string",
-        format: "",
-        description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+        name: "Age".into(),
+        type_: "string".into(),
+        format: "".into(),
+        description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata".into(),
         priority: 0,
     }
 }

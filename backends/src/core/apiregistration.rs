@@ -77,11 +77,11 @@ pub fn def() -> ResourceDef {
         kind: "APIService".into(),
         verbs: vec!["get", "patch", "update"],
     }];
-    let column = |name, description| TableColumn {
-        name,
-        type_: "string",
-        format: "",
-        description,
+    let column = |name: &'static str, description: &'static str| TableColumn {
+        name: name.into(),
+        type_: "string".into(),
+        format: "".into(),
+        description: description.into(),
         priority: 0,
     };
     def.columns = vec![
@@ -590,7 +590,7 @@ mod tests {
         assert_eq!(d.verbs, crate::resource::STANDARD_VERBS);
         assert!(d.has_subresource("status"));
         assert_eq!(d.storage_prefix, "/apiregistration.k8s.io/apiservices");
-        let names: Vec<&str> = d.columns.iter().map(|c| c.name).collect();
+        let names: Vec<&str> = d.columns.iter().map(|c| c.name.as_ref()).collect();
         assert_eq!(names, ["Name", "Service", "Available", "Age"]);
         assert!(d.row_starts_with_name());
         assert!(!ApiServiceStrategy.tracks_generation());

@@ -38,10 +38,10 @@ pub fn def() -> ResourceDef {
     def.columns = vec![
         name_column(),
         TableColumn {
-            name: "Data",
-            type_: "string",
-            format: "",
-            description: "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.",
+            name: "Data".into(),
+            type_: "string".into(),
+            format: "".into(),
+            description: "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.".into(),
             priority: 0,
         },
         age_column(),

@@ -33,10 +33,10 @@ pub fn def() -> ResourceDef {
     def.columns = vec![
         name_column(),
         TableColumn {
-            name: "Endpoints",
-            type_: "string",
-            format: "",
-            description: "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service.",
+            name: "Endpoints".into(),
+            type_: "string".into(),
+            format: "".into(),
+            description: "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service.".into(),
             priority: 0,
         },
         age_column(),

@@ -38,11 +38,11 @@ pub fn def() -> ResourceDef {
         },
         Arc::new(EndpointSliceStrategy),
     );
-    let column = |name, description| TableColumn {
-        name,
-        type_: "string",
-        format: "",
-        description,
+    let column = |name: &'static str, description: &'static str| TableColumn {
+        name: name.into(),
+        type_: "string".into(),
+        format: "".into(),
+        description: description.into(),
         priority: 0,
     };
     def.columns = vec![

@@ -51,10 +51,10 @@ pub fn def() -> ResourceDef {
 
 fn column(name: &'static str, description: &'static str, priority: u32) -> TableColumn {
     TableColumn {
-        name,
-        type_: "string",
-        format: "",
-        description,
+        name: name.into(),
+        type_: "string".into(),
+        format: "".into(),
+        description: description.into(),
         priority,
     }
 }

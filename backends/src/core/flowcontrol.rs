@@ -132,10 +132,10 @@ pub fn prioritylevelconfigurations_def() -> ResourceDef {
 /// A kube printer column: every flow-control column is typed `string`, whatever its cells hold.
 fn column(name: &'static str, description: &'static str) -> TableColumn {
     TableColumn {
-        name,
-        type_: "string",
-        format: "",
-        description,
+        name: name.into(),
+        type_: "string".into(),
+        format: "".into(),
+        description: description.into(),
         priority: 0,
     }
 }
@@ -786,7 +786,7 @@ mod tests {
             fs.storage_prefix,
             "/flowcontrol.apiserver.k8s.io/flowschemas"
         );
-        let names: Vec<&str> = fs.columns.iter().map(|c| c.name).collect();
+        let names: Vec<&str> = fs.columns.iter().map(|c| c.name.as_ref()).collect();
         assert_eq!(
             names,
             [
@@ -800,7 +800,7 @@ mod tests {
         );
         let pl = prioritylevelconfigurations_def();
         assert_eq!(pl.kind, "PriorityLevelConfiguration");
-        let names: Vec<&str> = pl.columns.iter().map(|c| c.name).collect();
+        let names: Vec<&str> = pl.columns.iter().map(|c| c.name.as_ref()).collect();
         assert_eq!(
             names,
             [

@@ -11,8 +11,8 @@
 //! annotation, while the object is still at generation 1, i.e. nobody edited its spec).
 //! Objects carrying `autoupdate-spec: true` whose name kube no longer ships are deleted.
 
-use std::sync::Arc;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 

@@ -33,10 +33,10 @@ pub fn def() -> ResourceDef {
     def.columns = vec![
         name_column(),
         TableColumn {
-            name: "Holder",
-            type_: "string",
-            format: "",
-            description: "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.",
+            name: "Holder".into(),
+            type_: "string".into(),
+            format: "".into(),
+            description: "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.".into(),
             priority: 0,
         },
         age_column(),

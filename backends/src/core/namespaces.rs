@@ -58,10 +58,10 @@ pub fn def() -> ResourceDef {
     def.columns = vec![
         name_column(),
         TableColumn {
-            name: "Status",
-            type_: "string",
-            format: "",
-            description: "The status of the namespace",
+            name: "Status".into(),
+            type_: "string".into(),
+            format: "".into(),
+            description: "The status of the namespace".into(),
             priority: 0,
         },
         age_column(),

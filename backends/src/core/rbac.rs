@@ -121,11 +121,11 @@ fn binding_def(cluster: bool) -> ResourceDef {
             "ServiceAccounts in the roleBinding",
         )
     };
-    let column = |name, description, priority| TableColumn {
-        name,
-        type_: "string",
-        format: "",
-        description,
+    let column = |name: &'static str, description: &'static str, priority| TableColumn {
+        name: name.into(),
+        type_: "string".into(),
+        format: "".into(),
+        description: description.into(),
         priority,
     };
     def.columns = vec![
@@ -142,8 +142,8 @@ fn binding_def(cluster: bool) -> ResourceDef {
 /// The `Created At` column of kube's default table convertor.
 fn created_at_column() -> TableColumn {
     TableColumn {
-        name: "Created At",
-        type_: "date",
+        name: "Created At".into(),
+        type_: "date".into(),
         ..age_column()
     }
 }
@@ -624,13 +624,17 @@ mod tests {
             assert!(d.definition.starts_with("io.k8s.api.rbac.v1."));
         }
         let role = roles_def();
-        let columns: Vec<_> = role.columns.iter().map(|c| (c.name, c.type_)).collect();
+        let columns: Vec<_> = role
+            .columns
+            .iter()
+            .map(|c| (c.name.as_ref(), c.type_.as_ref()))
+            .collect();
         assert_eq!(columns, vec![("Name", "string"), ("Created At", "date")]);
         let binding = rolebindings_def();
         let columns: Vec<_> = binding
             .columns
             .iter()
-            .map(|c| (c.name, c.priority))
+            .map(|c| (c.name.as_ref(), c.priority))
             .collect();
         assert_eq!(
             columns,
