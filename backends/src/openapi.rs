@@ -308,6 +308,8 @@ known_definitions! {
     "io.k8s.apimachinery.pkg.version.Info" => k8s_openapi::apimachinery::pkg::version::Info,
     "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService" =>
         k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition" =>
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 }
 
 /// The meta types the paths of every document may reference.
@@ -2868,6 +2870,21 @@ const KUBE_EXTENSIONS: &[(&str, &str, &str)] = &[
         "conditions",
         r#"{"x-kubernetes-list-map-keys":["type"],"x-kubernetes-list-type":"map","x-kubernetes-patch-merge-key":"type","x-kubernetes-patch-strategy":"merge"}"#,
     ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec",
+        "versions",
+        r#"{"x-kubernetes-list-type":"atomic"}"#,
+    ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
+        "conditions",
+        r#"{"x-kubernetes-list-map-keys":["type"],"x-kubernetes-list-type":"map"}"#,
+    ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
+        "storedVersions",
+        r#"{"x-kubernetes-list-type":"atomic"}"#,
+    ),
 ];
 
 /// Required fields where kube differs from k8s-openapi.
@@ -2914,6 +2931,10 @@ const KUBE_REQUIRED: &[(&str, &[&str])] = &[
     (
         "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService",
         &[],
+    ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+        &["spec"],
     ),
 ];
 
@@ -3020,6 +3041,12 @@ const KUBE_LIST_DESCRIPTIONS: &[(&str, &str, &str, &str)] = &[
         "APIServiceList is a list of APIService objects.",
         "Items is the list of APIService",
         "Standard list metadata More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionList",
+        "CustomResourceDefinitionList is a list of CustomResourceDefinition objects.",
+        "items list individual CustomResourceDefinition objects",
+        "Standard object's metadata More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
     ),
 ];
 

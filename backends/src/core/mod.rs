@@ -17,6 +17,9 @@ pub mod authorization;
 pub mod b64;
 mod causes;
 pub mod configmaps;
+pub mod crd;
+pub mod crd_status;
+mod crd_validation;
 pub mod endpoints;
 pub mod endpointslices;
 pub mod events;
@@ -75,6 +78,9 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
         rbac::clusterroles_def(),
         rbac::rolebindings_def(),
         rbac::roles_def(),
+        // apiextensions.k8s.io (16700) ranks between rbac.authorization.k8s.io (17000) and
+        // coordination.k8s.io (16500).
+        crd::def(),
         leases::def(),
         endpointslices::def(),
         // flowcontrol.apiserver.k8s.io (16100) ranks right after discovery.k8s.io (16200).

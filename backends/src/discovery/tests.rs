@@ -547,6 +547,7 @@ fn builtin_resources_discover_like_kube() {
             "rbac.authorization.k8s.io/clusterroles null Cluster clusterrole",
             "rbac.authorization.k8s.io/rolebindings null Namespaced rolebinding",
             "rbac.authorization.k8s.io/roles null Namespaced role",
+            "apiextensions.k8s.io/customresourcedefinitions [\"crd\",\"crds\"] Cluster customresourcedefinition",
             "coordination.k8s.io/leases null Namespaced lease",
             "discovery.k8s.io/endpointslices null Namespaced endpointslice",
             "flowcontrol.apiserver.k8s.io/flowschemas null Cluster flowschema",

@@ -1,0 +1,1719 @@
+//! kube's `ValidateCustomResourceDefinition` and `ValidateCustomResourceDefinitionUpdate`
+//! (`apiextensions-apiserver/pkg/apis/apiextensions/validation/validation.go`) on the JSON of
+//! an `apiextensions.k8s.io/v1` CustomResourceDefinition, with kube's field paths and
+//! messages.
+//!
+//! kube validates its internal version, which the v1 object converts into: when every version
+//! carries the same `schema` (or `subresources`, `additionalPrinterColumns`), conversion moves
+//! it to the top level, so errors in it are reported under `spec.validation`,
+//! `spec.subresources` or `spec.additionalPrinterColumns`; webhook settings are reported as
+//! `spec.conversion.webhookClientConfig` and `spec.conversion.conversionReviewVersions`.
+//! That is reproduced here.
+//!
+//! kubegate differs in one place: `spec.conversion.strategy: Webhook` is refused (conversion
+//! webhooks are not implemented yet). CEL rules are checked for their form, not compiled.
+
+use serde_json::{json, Value};
+
+use super::{entries, items, str_at};
+use crate::machinery::schema::{
+    validate_defaults, validate_structural, AdditionalProperties, Schema,
+};
+use crate::machinery::validation::{is_dns1035_label, is_dns1123_subdomain};
+use crate::status::{
+    field_duplicate, field_forbidden, field_invalid, field_not_supported, field_required,
+    StatusCause,
+};
+
+type Causes = Vec<StatusCause>;
+
+/// The annotation protected groups (`*.k8s.io`, `*.kubernetes.io`) need.
+pub const API_APPROVED_ANNOTATION: &str = "api-approved.kubernetes.io";
+
+const PRINTER_COLUMN_TYPES: &str = "boolean,date,integer,number,string";
+const PRINTER_COLUMN_FORMATS: &str = "byte,date,date-time,double,float,int32,int64,password";
+const OPENAPI_V3_TYPES: &[&str] = &["array", "boolean", "integer", "number", "object", "string"];
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
+/// The fields kube allows at the root of a schema when the status subresource is enabled,
+/// by Go field name (as its message lists them).
+const ALLOWED_AT_ROOT: &str = "[Description Type Format Title Maximum ExclusiveMaximum Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems UniqueItems MultipleOf Required Items Properties ExternalDocs Example XPreserveUnknownFields XValidations]";
+/// JSON keys of schema fields outside that list.
+const NOT_ALLOWED_AT_ROOT: &[&str] = &[
+    "id",
+    "$schema",
+    "$ref",
+    "default",
+    "enum",
+    "maxProperties",
+    "minProperties",
+    "allOf",
+    "oneOf",
+    "anyOf",
+    "not",
+    "additionalProperties",
+    "patternProperties",
+    "dependencies",
+    "additionalItems",
+    "definitions",
+    "nullable",
+    "x-kubernetes-embedded-resource",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-list-type",
+    "x-kubernetes-map-type",
+];
+
+fn invalid(field: &str, value: &Value, detail: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {}: {detail}", render(value)),
+        field: field.into(),
+    }
+}
+
+/// A value as kube's field errors print it (strings quoted, structures as compact JSON).
+fn render(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("\"{s}\""),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A Go `[]string` as `%#v` prints it.
+fn go_strings(values: &[String]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+fn strings_at(value: Option<&Value>) -> Vec<String> {
+    items(value)
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// What an update may relax, from the stored object (kube's `validationOptions`): a CRD
+/// stored before a rule existed keeps validating.
+#[derive(Clone)]
+struct Options {
+    require_open_api_schema: bool,
+    require_valid_property_type: bool,
+    require_structural_schema: bool,
+    require_pruned_defaults: bool,
+    require_atomic_set_type: bool,
+    require_map_list_keys_map_set_validation: bool,
+    require_immutable_names: bool,
+}
+
+impl Options {
+    fn create() -> Options {
+        Options {
+            require_open_api_schema: true,
+            require_valid_property_type: true,
+            require_structural_schema: true,
+            require_pruned_defaults: true,
+            require_atomic_set_type: true,
+            require_map_list_keys_map_set_validation: true,
+            require_immutable_names: false,
+        }
+    }
+
+    fn update(old: &Value) -> Options {
+        let schemas: Vec<Schema> = items(old.pointer("/spec/versions"))
+            .iter()
+            .filter_map(|v| v.pointer("/schema/openAPIV3Schema"))
+            .map(Schema::from_json)
+            .collect();
+        let all_have_schema = items(old.pointer("/spec/versions")).iter().all(|v| {
+            v.pointer("/schema/openAPIV3Schema")
+                .is_some_and(Value::is_object)
+        });
+        let any = |pred: &dyn Fn(&Schema) -> bool| schemas.iter().any(|s| s.any_node(pred));
+        Options {
+            require_open_api_schema: all_have_schema,
+            require_valid_property_type: !any(&|s| {
+                !s.type_.is_empty() && !OPENAPI_V3_TYPES.contains(&s.type_.as_str())
+            }),
+            require_structural_schema: schemas
+                .iter()
+                .all(|s| validate_structural("", s).is_empty()),
+            require_pruned_defaults: schemas.iter().all(|s| {
+                validate_defaults("", s, true)
+                    .iter()
+                    .all(|c| !c.message.contains("must not have unknown fields"))
+            }),
+            require_atomic_set_type: !any(&has_non_atomic_set_type),
+            require_map_list_keys_map_set_validation: !any(&|s| {
+                !map_list_keys_map_set(s, "").is_empty()
+            }),
+            require_immutable_names: condition_true(old, "Established"),
+        }
+    }
+}
+
+pub(crate) fn condition_true(crd: &Value, kind: &str) -> bool {
+    items(crd.pointer("/status/conditions"))
+        .iter()
+        .any(|c| str_at(c, "/type") == kind && str_at(c, "/status") == "True")
+}
+
+/// kube's `ValidateCustomResourceDefinition` (create).
+pub(crate) fn validate_crd(crd: &Value) -> Causes {
+    let mut errs = validate_name(crd);
+    errs.extend(validate_spec(crd, &Options::create()));
+    errs.extend(validate_status(crd));
+    errs.extend(validate_stored_versions(crd));
+    errs.extend(validate_api_approval(crd, None));
+    errs.extend(validate_preserve_unknown_fields(crd, None));
+    errs
+}
+
+/// kube's `ValidateCustomResourceDefinitionUpdate`.
+pub(crate) fn validate_crd_update(crd: &Value, old: &Value) -> Causes {
+    let opts = Options::update(old);
+    let mut errs = validate_spec(crd, &opts);
+    let spec = |o: &Value, p: &str| o.pointer(&format!("/spec{p}")).cloned();
+    let mut immutable = |field: &str, pointer: &str| {
+        let (new, previous) = (spec(crd, pointer), spec(old, pointer));
+        if new.as_ref().filter(|v| !v.is_null()) != previous.as_ref().filter(|v| !v.is_null()) {
+            errs.push(invalid(
+                field,
+                &new.unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+    };
+    if opts.require_immutable_names {
+        immutable("spec.scope", "/scope");
+        immutable("spec.names.kind", "/names/kind");
+    }
+    immutable("spec.group", "/group");
+    immutable("spec.names.plural", "/names/plural");
+    errs.extend(validate_status(crd));
+    errs.extend(validate_stored_versions(crd));
+    errs.extend(validate_api_approval(crd, Some(old)));
+    errs.extend(validate_preserve_unknown_fields(crd, Some(old)));
+    errs
+}
+
+/// The name rule beyond DNS-1123 (which the registry checks): `<plural>.<group>`.
+fn validate_name(crd: &Value) -> Causes {
+    let name = str_at(crd, "/metadata/name");
+    let required = format!(
+        "{}.{}",
+        str_at(crd, "/spec/names/plural"),
+        str_at(crd, "/spec/group")
+    );
+    if name.is_empty() || name == required {
+        return Vec::new();
+    }
+    vec![field_invalid(
+        "metadata.name",
+        name,
+        "must be spec.names.plural+\".\"+spec.group",
+    )]
+}
+
+/// One entry of `spec.versions`, with what conversion to kube's internal version leaves on it.
+struct Version<'a> {
+    value: &'a Value,
+    name: &'a str,
+    schema: Option<&'a Value>,
+    subresources: Option<&'a Value>,
+    columns: &'a [Value],
+    selectable_fields: &'a [Value],
+}
+
+/// The top-level fields kube's conversion hoists identical per-version values into.
+struct Hoisted<'a> {
+    validation: Option<&'a Value>,
+    subresources: Option<&'a Value>,
+    columns: &'a [Value],
+    selectable_fields: &'a [Value],
+}
+
+fn split_versions(spec: &Value) -> (Vec<Version<'_>>, Hoisted<'_>) {
+    let raw = items(spec.get("versions"));
+    let field =
+        |v: &'static str| move |version: &Value| version.get(v).filter(|x| !x.is_null()).cloned();
+    let identical = |get: &dyn Fn(&Value) -> Option<Value>| {
+        !raw.is_empty() && raw.iter().all(|v| get(v) == get(&raw[0]))
+    };
+    let same_schema = identical(&field("schema"));
+    let same_subresources = identical(&field("subresources"));
+    let same_columns = identical(&field("additionalPrinterColumns"));
+    let same_selectable = identical(&field("selectableFields"));
+    let first = raw.first();
+    let hoisted = Hoisted {
+        validation: first
+            .and_then(|v| v.get("schema"))
+            .filter(|v| same_schema && !v.is_null()),
+        subresources: first
+            .and_then(|v| v.get("subresources"))
+            .filter(|v| same_subresources && !v.is_null()),
+        columns: if same_columns {
+            items(first.and_then(|v| v.get("additionalPrinterColumns")))
+        } else {
+            &[]
+        },
+        selectable_fields: if same_selectable {
+            items(first.and_then(|v| v.get("selectableFields")))
+        } else {
+            &[]
+        },
+    };
+    let versions = raw
+        .iter()
+        .map(|v| Version {
+            value: v,
+            name: str_at(v, "/name"),
+            schema: v.get("schema").filter(|s| !same_schema && !s.is_null()),
+            subresources: v
+                .get("subresources")
+                .filter(|s| !same_subresources && !s.is_null()),
+            columns: if same_columns {
+                &[]
+            } else {
+                items(v.get("additionalPrinterColumns"))
+            },
+            selectable_fields: if same_selectable {
+                &[]
+            } else {
+                items(v.get("selectableFields"))
+            },
+        })
+        .collect();
+    (versions, hoisted)
+}
+
+fn has_status(subresources: Option<&Value>) -> bool {
+    subresources
+        .and_then(|s| s.get("status"))
+        .is_some_and(|s| !s.is_null())
+}
+
+fn preserve_unknown_fields(crd: &Value) -> bool {
+    crd.pointer("/spec/preserveUnknownFields") == Some(&Value::Bool(true))
+}
+
+fn validate_spec(crd: &Value, opts: &Options) -> Causes {
+    let spec = crd.get("spec").unwrap_or(&Value::Null);
+    let mut errs = Vec::new();
+    let group = str_at(spec, "/group");
+    if group.is_empty() {
+        errs.push(field_required("spec.group", ""));
+    } else {
+        let problems = is_dns1123_subdomain(group);
+        if !problems.is_empty() {
+            errs.push(field_invalid("spec.group", group, &problems.join(",")));
+        } else if !group.contains('.') {
+            errs.push(field_invalid(
+                "spec.group",
+                group,
+                "should be a domain with at least one dot",
+            ));
+        }
+    }
+    match str_at(spec, "/scope") {
+        "" => errs.push(field_required("spec.scope", "")),
+        "Cluster" | "Namespaced" => {}
+        other => errs.push(field_not_supported(
+            "spec.scope",
+            other,
+            &["Cluster", "Namespaced"],
+        )),
+    }
+
+    let (versions, hoisted) = split_versions(spec);
+    let mut opts = opts.clone();
+    if !preserve_unknown_fields(crd) {
+        opts.require_structural_schema = true;
+    }
+    if opts.require_open_api_schema {
+        if hoisted
+            .validation
+            .and_then(|v| v.get("openAPIV3Schema"))
+            .is_none()
+        {
+            for (i, v) in versions.iter().enumerate() {
+                if v.schema.and_then(|s| s.get("openAPIV3Schema")).is_none() {
+                    errs.push(field_required(
+                        &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                        "",
+                    ));
+                }
+            }
+        }
+    } else if !preserve_unknown_fields(crd)
+        && hoisted
+            .validation
+            .and_then(|v| v.get("openAPIV3Schema"))
+            .is_none()
+    {
+        for (i, v) in versions.iter().enumerate() {
+            let served = v.value.get("served") == Some(&Value::Bool(true));
+            if served && v.schema.and_then(|s| s.get("openAPIV3Schema")).is_none() {
+                errs.push(field_required(
+                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    "because otherwise all fields are pruned",
+                ));
+            }
+        }
+    }
+    let all_schemas: Vec<Schema> = items(spec.get("versions"))
+        .iter()
+        .filter_map(|v| v.pointer("/schema/openAPIV3Schema"))
+        .map(Schema::from_json)
+        .collect();
+    if all_schemas
+        .iter()
+        .any(|s| s.any_node(&|n| n.default.is_some()))
+    {
+        opts.require_structural_schema = true;
+        if preserve_unknown_fields(crd) {
+            errs.push(invalid(
+                "spec.preserveUnknownFields",
+                &json!(true),
+                "must be false in order to use defaults in the schema",
+            ));
+        }
+    }
+
+    let mut storage = 0;
+    let mut seen: Vec<&str> = Vec::new();
+    let mut unique = true;
+    for (i, v) in versions.iter().enumerate() {
+        let path = format!("spec.versions[{i}]");
+        if v.value.get("storage") == Some(&Value::Bool(true)) {
+            storage += 1;
+        }
+        if seen.contains(&v.name) {
+            unique = false;
+        } else {
+            seen.push(v.name);
+        }
+        let problems = is_dns1035_label(v.name);
+        if !problems.is_empty() {
+            errs.push(field_invalid(
+                &format!("{path}.name"),
+                v.name,
+                &problems.join(","),
+            ));
+        }
+        let status_enabled = has_status(if hoisted.subresources.is_some() {
+            hoisted.subresources
+        } else {
+            v.subresources
+        });
+        errs.extend(validate_version(v, &path, status_enabled, &opts));
+    }
+    let versions_value = spec.get("versions").cloned().unwrap_or(json!([]));
+    if !unique {
+        errs.push(invalid(
+            "spec.versions",
+            &versions_value,
+            "must contain unique version names",
+        ));
+    }
+    if storage != 1 {
+        errs.push(invalid(
+            "spec.versions",
+            &versions_value,
+            "must have exactly one version marked as storage version",
+        ));
+    }
+    // kube's internal `spec.version` is the first version's name.
+    if let Some(first) = versions.first() {
+        let problems = is_dns1035_label(first.name);
+        if !first.name.is_empty() && !problems.is_empty() {
+            errs.push(field_invalid(
+                "spec.version",
+                first.name,
+                &problems.join(","),
+            ));
+        }
+    }
+
+    for name in ["plural", "singular", "kind", "listKind"] {
+        if str_at(spec, &format!("/names/{name}")).is_empty() {
+            errs.push(field_required(&format!("spec.names.{name}"), ""));
+        }
+    }
+    errs.extend(validate_names(spec.get("names"), "spec.names"));
+
+    let any_status =
+        has_status(hoisted.subresources) || versions.iter().any(|v| has_status(v.subresources));
+    if let Some(validation) = hoisted.validation {
+        errs.extend(validate_validation(
+            validation,
+            any_status,
+            &opts,
+            "spec.validation",
+        ));
+    }
+    errs.extend(validate_subresources(
+        hoisted.subresources,
+        "spec.subresources",
+    ));
+    for (i, c) in hoisted.columns.iter().enumerate() {
+        errs.extend(validate_column(
+            c,
+            &format!("spec.additionalPrinterColumns[{i}]"),
+        ));
+    }
+    if !hoisted.selectable_fields.is_empty() {
+        match hoisted.validation.and_then(|v| v.get("openAPIV3Schema")) {
+            None => errs.push(invalid(
+                "spec.selectableFields",
+                &json!(""),
+                "may only be set when validations.schema is included",
+            )),
+            Some(schema) => errs.extend(validate_selectable_fields(
+                hoisted.selectable_fields,
+                &Schema::from_json(schema),
+                "spec.selectableFields",
+            )),
+        }
+    }
+    errs.extend(validate_conversion(crd));
+    errs
+}
+
+fn validate_version(v: &Version<'_>, path: &str, status_enabled: bool, opts: &Options) -> Causes {
+    let mut errs = Vec::new();
+    let deprecated = v.value.get("deprecated") == Some(&Value::Bool(true));
+    let warning = v.value.get("deprecationWarning").and_then(Value::as_str);
+    for problem in deprecation_warning_problems(deprecated, warning) {
+        errs.push(invalid(
+            &format!("{path}.deprecationWarning"),
+            &warning.map(|w| json!(w)).unwrap_or(Value::Null),
+            &problem,
+        ));
+    }
+    if let Some(schema) = v.schema {
+        errs.extend(validate_validation(
+            schema,
+            status_enabled,
+            opts,
+            &format!("{path}.schema"),
+        ));
+    }
+    errs.extend(validate_subresources(
+        v.subresources,
+        &format!("{path}.subresources"),
+    ));
+    for (i, c) in v.columns.iter().enumerate() {
+        errs.extend(validate_column(
+            c,
+            &format!("{path}.additionalPrinterColumns[{i}]"),
+        ));
+    }
+    if !v.selectable_fields.is_empty() {
+        match v.schema.and_then(|s| s.get("openAPIV3Schema")) {
+            None => errs.push(invalid(
+                &format!("{path}.selectableFields"),
+                &json!(""),
+                "may only be set when `version.schema.openAPIV3Schema` is not included",
+            )),
+            Some(schema) => errs.extend(validate_selectable_fields(
+                v.selectable_fields,
+                &Schema::from_json(schema),
+                &format!("{path}.selectableFields"),
+            )),
+        }
+    }
+    errs
+}
+
+/// kube's `validateDeprecationWarning`.
+fn deprecation_warning_problems(deprecated: bool, warning: Option<&str>) -> Vec<String> {
+    let Some(warning) = warning else {
+        return Vec::new();
+    };
+    if !deprecated {
+        return vec!["can only be set for deprecated versions".into()];
+    }
+    let mut problems = Vec::new();
+    if warning.len() > 256 {
+        problems.push("must be <= 256 characters long".into());
+    }
+    if warning.is_empty() {
+        problems.push("must not be an empty string".into());
+    }
+    for (i, c) in warning.char_indices() {
+        if c.is_control() {
+            problems.push(format!(
+                "must only contain printable UTF-8 characters; control character found at index {i}"
+            ));
+            break;
+        }
+    }
+    problems
+}
+
+/// kube's `ValidateCustomResourceDefinitionNames` (for `spec.names` and
+/// `status.acceptedNames`).
+fn validate_names(names: Option<&Value>, path: &str) -> Causes {
+    let names = names.unwrap_or(&Value::Null);
+    let mut errs = Vec::new();
+    let text = |k: &str| str_at(names, &format!("/{k}"));
+    for field in ["plural", "singular"] {
+        let value = text(field);
+        let problems = is_dns1035_label(value);
+        if !value.is_empty() && !problems.is_empty() {
+            errs.push(field_invalid(
+                &format!("{path}.{field}"),
+                value,
+                &problems.join(","),
+            ));
+        }
+    }
+    for field in ["kind", "listKind"] {
+        let value = text(field);
+        let problems = is_dns1035_label(&value.to_lowercase());
+        if !value.is_empty() && !problems.is_empty() {
+            errs.push(field_invalid(
+                &format!("{path}.{field}"),
+                value,
+                &format!(
+                    "may have mixed case, but should otherwise match: {}",
+                    problems.join(",")
+                ),
+            ));
+        }
+    }
+    for (i, short) in strings_at(names.get("shortNames")).iter().enumerate() {
+        let problems = is_dns1035_label(short);
+        if !problems.is_empty() {
+            errs.push(field_invalid(
+                &format!("{path}.shortNames[{i}]"),
+                short,
+                &problems.join(","),
+            ));
+        }
+    }
+    if !text("kind").is_empty() && text("kind") == text("listKind") {
+        errs.push(field_invalid(
+            &format!("{path}.listKind"),
+            text("listKind"),
+            "kind and listKind may not be the same",
+        ));
+    }
+    for (i, category) in strings_at(names.get("categories")).iter().enumerate() {
+        let problems = is_dns1035_label(category);
+        if !problems.is_empty() {
+            errs.push(field_invalid(
+                &format!("{path}.categories[{i}]"),
+                category,
+                &problems.join(","),
+            ));
+        }
+    }
+    errs
+}
+
+/// kube's `ValidateCustomResourceColumnDefinition`.
+fn validate_column(column: &Value, path: &str) -> Causes {
+    let mut errs = Vec::new();
+    if str_at(column, "/name").is_empty() {
+        errs.push(field_required(&format!("{path}.name"), ""));
+    }
+    let type_ = str_at(column, "/type");
+    let one_of = |list: &str| format!("must be one of {list}");
+    if type_.is_empty() {
+        errs.push(field_required(
+            &format!("{path}.type"),
+            &one_of(PRINTER_COLUMN_TYPES),
+        ));
+    } else if !PRINTER_COLUMN_TYPES.split(',').any(|t| t == type_) {
+        errs.push(field_invalid(
+            &format!("{path}.type"),
+            type_,
+            &one_of(PRINTER_COLUMN_TYPES),
+        ));
+    }
+    let format = str_at(column, "/format");
+    if !format.is_empty() && !PRINTER_COLUMN_FORMATS.split(',').any(|f| f == format) {
+        errs.push(field_invalid(
+            &format!("{path}.format"),
+            format,
+            &one_of(PRINTER_COLUMN_FORMATS),
+        ));
+    }
+    let json_path = str_at(column, "/jsonPath");
+    if json_path.is_empty() {
+        errs.push(field_required(&format!("{path}.JSONPath"), ""));
+    } else {
+        errs.extend(validate_simple_json_path(
+            json_path,
+            &format!("{path}.JSONPath"),
+        ));
+    }
+    errs
+}
+
+/// kube's `validateSimpleJSONPath`.
+fn validate_simple_json_path(s: &str, path: &str) -> Causes {
+    if s.is_empty() {
+        vec![field_invalid(path, s, "must not be empty")]
+    } else if !s.starts_with('.') {
+        vec![field_invalid(
+            path,
+            s,
+            "must be a simple json path starting with .",
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// kube's `ValidateCustomResourceDefinitionSubresources`.
+fn validate_subresources(subresources: Option<&Value>, path: &str) -> Causes {
+    let mut errs = Vec::new();
+    let Some(scale) = subresources
+        .and_then(|s| s.get("scale"))
+        .filter(|s| !s.is_null())
+    else {
+        return errs;
+    };
+    for (field, prefix, detail) in [
+        (
+            "specReplicasPath",
+            ".spec.",
+            "should be a json path under .spec",
+        ),
+        (
+            "statusReplicasPath",
+            ".status.",
+            "should be a json path under .status",
+        ),
+    ] {
+        let value = str_at(scale, &format!("/{field}"));
+        let field_path = format!("{path}.scale.{field}");
+        if value.is_empty() {
+            errs.push(field_required(&field_path, ""));
+            continue;
+        }
+        let problems = validate_simple_json_path(value, &field_path);
+        if !problems.is_empty() {
+            errs.extend(problems);
+        } else if !value.starts_with(prefix) {
+            errs.push(field_invalid(&field_path, value, detail));
+        }
+    }
+    let selector = str_at(scale, "/labelSelectorPath");
+    if !selector.is_empty() {
+        let field_path = format!("{path}.scale.labelSelectorPath");
+        let problems = validate_simple_json_path(selector, &field_path);
+        if !problems.is_empty() {
+            errs.extend(problems);
+        } else if !selector.starts_with(".spec.") && !selector.starts_with(".status.") {
+            errs.push(field_invalid(
+                &field_path,
+                selector,
+                "should be a json path under either .spec or .status",
+            ));
+        }
+    }
+    errs
+}
+
+/// kube's `ValidateCustomResourceSelectableFields`, with field paths resolved through the
+/// schema's properties (dot notation only).
+fn validate_selectable_fields(fields: &[Value], schema: &Schema, path: &str) -> Causes {
+    let mut errs = Vec::new();
+    let mut unique: Vec<String> = Vec::new();
+    for (i, f) in fields.iter().enumerate() {
+        let json_path = str_at(f, "/jsonPath");
+        let field_path = format!("{path}[{i}].jsonPath");
+        if json_path.is_empty() {
+            errs.push(field_required(&field_path, ""));
+            continue;
+        }
+        let segments: Vec<&str> = json_path
+            .strip_prefix('.')
+            .unwrap_or(json_path)
+            .split('.')
+            .collect();
+        let mut node = Some(schema);
+        for segment in &segments {
+            node = node.and_then(|n| n.field(segment));
+        }
+        let Some(found) =
+            node.filter(|_| json_path.starts_with('.') && segments.iter().all(|s| !s.is_empty()))
+        else {
+            errs.push(field_invalid(
+                &field_path,
+                json_path,
+                &format!("is an invalid path: does not refer to a valid field: {json_path}"),
+            ));
+            continue;
+        };
+        if segments.first() == Some(&"metadata") {
+            errs.push(field_invalid(
+                &field_path,
+                json_path,
+                "must not point to fields in metadata",
+            ));
+        }
+        if !matches!(found.type_.as_str(), "string" | "boolean" | "integer") {
+            errs.push(field_invalid(
+                &field_path,
+                json_path,
+                "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed.",
+            ));
+        }
+        let normalized = segments.join(".");
+        if unique.contains(&normalized) {
+            errs.push(field_duplicate(&field_path, json_path));
+        } else {
+            unique.push(normalized);
+        }
+    }
+    if unique.len() > MAX_SELECTABLE_FIELDS {
+        errs.push(StatusCause {
+            reason: "FieldValueTooMany".into(),
+            message: format!(
+                "Too many: {}: must have at most {MAX_SELECTABLE_FIELDS} items",
+                unique.len()
+            ),
+            field: path.into(),
+        });
+    }
+    errs
+}
+
+/// kube's `validateCustomResourceConversion`, except that `Webhook` is refused.
+fn validate_conversion(crd: &Value) -> Causes {
+    let mut errs = Vec::new();
+    let Some(conversion) = crd.pointer("/spec/conversion").filter(|c| !c.is_null()) else {
+        return errs;
+    };
+    let strategy = str_at(conversion, "/strategy");
+    if strategy != "None" && preserve_unknown_fields(crd) && !strategy.is_empty() {
+        errs.push(field_invalid(
+            "spec.conversion.strategy",
+            strategy,
+            "must be None if spec.preserveUnknownFields is true",
+        ));
+    }
+    match strategy {
+        "" => errs.push(field_required("spec.conversion.strategy", "")),
+        "None" => {
+            let webhook = conversion.get("webhook").filter(|w| !w.is_null());
+            if webhook
+                .and_then(|w| w.get("clientConfig"))
+                .is_some_and(|c| !c.is_null())
+            {
+                errs.push(field_forbidden(
+                    "spec.conversion.webhookClientConfig",
+                    "should not be set when strategy is not set to Webhook",
+                ));
+            }
+            if !items(webhook.and_then(|w| w.get("conversionReviewVersions"))).is_empty() {
+                errs.push(field_forbidden(
+                    "spec.conversion.conversionReviewVersions",
+                    "should not be set when strategy is not set to Webhook",
+                ));
+            }
+        }
+        "Webhook" => errs.push(StatusCause {
+            reason: "FieldValueNotSupported".into(),
+            message: "Unsupported value: \"Webhook\": supported values: \"None\" (kubegate does not implement conversion webhooks yet)".into(),
+            field: "spec.conversion.strategy".into(),
+        }),
+        other => errs.push(field_not_supported(
+            "spec.conversion.strategy",
+            other,
+            &["None", "Webhook"],
+        )),
+    }
+    errs
+}
+
+/// kube's `ValidateCustomResourceDefinitionStatus`.
+fn validate_status(crd: &Value) -> Causes {
+    validate_names(crd.pointer("/status/acceptedNames"), "status.acceptedNames")
+}
+
+/// kube's `ValidateCustomResourceDefinitionStoredVersions`.
+fn validate_stored_versions(crd: &Value) -> Causes {
+    let path = "status.storedVersions";
+    let stored = strings_at(crd.pointer("/status/storedVersions"));
+    if stored.is_empty() {
+        return vec![StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!(
+                "Invalid value: {}: must have at least one stored version",
+                go_strings(&stored)
+            ),
+            field: path.into(),
+        }];
+    }
+    let mut errs = Vec::new();
+    let versions = items(crd.pointer("/spec/versions"));
+    for v in versions {
+        let name = str_at(v, "/name");
+        if v.get("storage") == Some(&Value::Bool(true)) && !stored.iter().any(|s| s == name) {
+            errs.push(StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: format!(
+                    "Invalid value: {}: must have the storage version {name}",
+                    go_strings(&stored)
+                ),
+                field: path.into(),
+            });
+        }
+    }
+    for (i, s) in stored.iter().enumerate() {
+        if versions.iter().any(|v| str_at(v, "/name") == s) {
+            continue;
+        }
+        // kube reports each missing version once, at its last index.
+        if stored[i + 1..].contains(s) {
+            continue;
+        }
+        errs.push(field_invalid(
+            &format!("{path}[{i}]"),
+            s,
+            &format!("missing from spec.versions; {s} was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in {s} and removes {s} from status.storedVersions"),
+        ));
+    }
+    errs
+}
+
+fn is_protected_group(group: &str) -> bool {
+    group == "k8s.io"
+        || group.ends_with(".k8s.io")
+        || group == "kubernetes.io"
+        || group.ends_with(".kubernetes.io")
+}
+
+#[derive(PartialEq)]
+enum Approval {
+    Missing,
+    Bypassed,
+    Approved,
+    Invalid,
+}
+
+fn approval_state(crd: &Value) -> Approval {
+    let annotation = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if annotation.is_empty() {
+        Approval::Missing
+    } else if annotation.starts_with("unapproved") {
+        Approval::Bypassed
+    } else if annotation.split_once("://").is_some_and(|(scheme, rest)| {
+        !scheme.is_empty() && !rest.is_empty() && !rest.starts_with('/')
+    }) {
+        Approval::Approved
+    } else {
+        Approval::Invalid
+    }
+}
+
+/// kube's `validateAPIApproval` for the protected `*.k8s.io` and `*.kubernetes.io` groups.
+fn validate_api_approval(crd: &Value, old: Option<&Value>) -> Causes {
+    if !is_protected_group(str_at(crd, "/spec/group")) {
+        return Vec::new();
+    }
+    let state = approval_state(crd);
+    if old.is_some_and(|o| approval_state(o) == state) {
+        return Vec::new();
+    }
+    let field = format!("metadata.annotations[{API_APPROVED_ANNOTATION}]");
+    let value = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match state {
+        Approval::Missing => vec![field_required(
+            &field,
+            &format!("protected groups must have approval annotation \"{API_APPROVED_ANNOTATION}\", see https://github.com/kubernetes/enhancements/pull/1111"),
+        )],
+        Approval::Invalid => vec![field_invalid(
+            &field,
+            value,
+            &format!("protected groups must have approval annotation \"{API_APPROVED_ANNOTATION}\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"),
+        )],
+        Approval::Approved | Approval::Bypassed => Vec::new(),
+    }
+}
+
+/// kube's `validatePreserveUnknownFields`: v1 CRDs may not set `spec.preserveUnknownFields`.
+fn validate_preserve_unknown_fields(crd: &Value, old: Option<&Value>) -> Causes {
+    if old.is_some_and(preserve_unknown_fields) || !preserve_unknown_fields(crd) {
+        return Vec::new();
+    }
+    vec![invalid(
+        "spec.preserveUnknownFields",
+        &json!(true),
+        "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
+    )]
+}
+
+// ---- schemas ------------------------------------------------------------------------------
+
+/// How a schema node is checked: kube's `specStandardValidatorV3`.
+#[derive(Clone)]
+struct NodeRules {
+    allow_defaults: bool,
+    disallow_defaults_reason: String,
+    inside_resource_meta: bool,
+    require_valid_property_type: bool,
+}
+
+impl NodeRules {
+    fn forbid_defaults(&self, reason: &str) -> NodeRules {
+        NodeRules {
+            allow_defaults: false,
+            disallow_defaults_reason: reason.into(),
+            ..self.clone()
+        }
+    }
+}
+
+/// kube's `validateCustomResourceDefinitionValidation` for `<path>.openAPIV3Schema`
+/// (`path` is `spec.validation` or `spec.versions[i].schema`).
+fn validate_validation(
+    validation: &Value,
+    status_enabled: bool,
+    opts: &Options,
+    path: &str,
+) -> Causes {
+    let mut errs = Vec::new();
+    let Some(raw) = validation.get("openAPIV3Schema").filter(|s| s.is_object()) else {
+        return errs;
+    };
+    let schema_path = format!("{path}.openAPIV3Schema");
+    if status_enabled {
+        let keys: Vec<&String> = entries(Some(raw))
+            .into_iter()
+            .filter(|(_, v)| !is_zero(v))
+            .map(|(k, _)| k)
+            .collect();
+        let early = keys
+            .iter()
+            .any(|k| matches!(k.as_str(), "id" | "$schema" | "$ref"));
+        let type_ = str_at(raw, "/type");
+        let root_error = || {
+            invalid(
+                &schema_path,
+                raw,
+                &format!("only {ALLOWED_AT_ROOT} fields are allowed at the root of the schema if the status subresource is enabled"),
+            )
+        };
+        if early {
+            errs.push(root_error());
+        } else if !type_.is_empty() && type_ != "object" {
+            errs.push(field_invalid(
+                &format!("{schema_path}.type"),
+                type_,
+                "only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled",
+            ));
+        } else if keys
+            .iter()
+            .any(|k| NOT_ALLOWED_AT_ROOT.contains(&k.as_str()))
+        {
+            errs.push(root_error());
+        }
+    }
+    let schema = Schema::from_json(raw);
+    if schema.nullable {
+        errs.push(field_forbidden(
+            &format!("{schema_path}.nullable"),
+            "nullable cannot be true at the root",
+        ));
+    }
+    let rules = NodeRules {
+        allow_defaults: true,
+        disallow_defaults_reason: String::new(),
+        inside_resource_meta: false,
+        require_valid_property_type: opts.require_valid_property_type,
+    };
+    let mut init_errs = Vec::new();
+    if opts.require_structural_schema {
+        if let Some(problem) = structural_init_error(&schema) {
+            init_errs.push(invalid(&schema_path, &json!(""), &problem));
+        } else {
+            let structural = validate_structural(&schema_path, &schema);
+            if !structural.is_empty() {
+                errs.extend(structural);
+            } else {
+                errs.extend(validate_defaults(
+                    &schema_path,
+                    &schema,
+                    opts.require_pruned_defaults,
+                ));
+            }
+        }
+    }
+    validate_schema_node(&schema, &schema_path, &rules, true, opts, &mut errs);
+    if errs.is_empty() {
+        errs.extend(init_errs);
+    }
+    errs
+}
+
+/// Go's zero value check for the root-field restriction.
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        Value::Number(_) => false,
+    }
+}
+
+/// kube's `NewStructural` errors: keywords it cannot represent.
+fn structural_init_error(s: &Schema) -> Option<String> {
+    fn first(s: &Schema) -> Option<String> {
+        if let Some(k) = s.unsupported.first() {
+            let name = match *k {
+                "$schema" => "schema",
+                other => other,
+            };
+            return Some(format!("OpenAPIV3Schema '{name}' is not supported"));
+        }
+        if s.items_is_array {
+            return Some("OpenAPIV3Schema 'items' must be a schema, but is an array".into());
+        }
+        s.items
+            .as_deref()
+            .and_then(first)
+            .or_else(|| s.properties.values().find_map(first))
+            .or_else(|| s.additional_properties_schema().and_then(first))
+            .or_else(|| {
+                s.all_of
+                    .iter()
+                    .chain(&s.one_of)
+                    .chain(&s.any_of)
+                    .find_map(first)
+            })
+            .or_else(|| s.not.as_deref().and_then(first))
+    }
+    first(s)
+}
+
+fn has_non_atomic_set_type(s: &Schema) -> bool {
+    if s.x_list_type.as_deref() != Some("set") {
+        return false;
+    }
+    let Some(items) = &s.items else {
+        return false;
+    };
+    match items.type_.as_str() {
+        "array" => items.x_list_type.as_deref().is_some_and(|t| t != "atomic"),
+        "object" => items.x_map_type.as_deref() != Some("atomic"),
+        _ => false,
+    }
+}
+
+/// kube's `validateMapListKeysMapSet`.
+fn map_list_keys_map_set(s: &Schema, path: &str) -> Causes {
+    let mut errs = Vec::new();
+    let (Some(items), Some(list_type)) = (&s.items, s.x_list_type.as_deref()) else {
+        return errs;
+    };
+    if list_type != "set" && list_type != "map" {
+        return errs;
+    }
+    if items.nullable {
+        errs.push(field_forbidden(
+            &format!("{path}.items.nullable"),
+            &format!("cannot be nullable when x-kubernetes-list-type is {list_type}"),
+        ));
+    }
+    if list_type == "map" {
+        for k in &s.x_list_map_keys {
+            let Some(p) = items.properties.get(k) else {
+                continue;
+            };
+            let prop_path = format!("{path}.items.properties[{k}]");
+            if !items.required.contains(k) && p.default.is_none() {
+                errs.push(field_required(
+                    &format!("{prop_path}.default"),
+                    "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+                ));
+            }
+            if p.nullable {
+                errs.push(field_forbidden(
+                    &format!("{prop_path}.nullable"),
+                    "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+                ));
+            }
+        }
+    }
+    errs
+}
+
+const SUPPORTED_RULE_REASONS: &[&str] = &[
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+/// kube's `ValidateCustomResourceDefinitionOpenAPISchema` for one node and below.
+fn validate_schema_node(
+    s: &Schema,
+    path: &str,
+    rules: &NodeRules,
+    is_root: bool,
+    opts: &Options,
+    errs: &mut Causes,
+) {
+    standard_checks(s, path, rules, errs);
+    if s.unique_items {
+        errs.push(field_forbidden(
+            &format!("{path}.uniqueItems"),
+            "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+        ));
+    }
+    if let Some(additional) = &s.additional_properties {
+        let restrictive = matches!(
+            additional,
+            AdditionalProperties::Allows(false) | AdditionalProperties::Schema(_)
+        );
+        if !s.properties.is_empty() && restrictive {
+            errs.push(field_forbidden(
+                &format!("{path}.additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ));
+        }
+        if let AdditionalProperties::Schema(a) = additional {
+            let sub = if rules.inside_resource_meta {
+                rules.forbid_defaults("inside additionalProperties applying to object metadata")
+            } else {
+                rules.clone()
+            };
+            validate_schema_node(
+                a,
+                &format!("{path}.additionalProperties"),
+                &sub,
+                false,
+                opts,
+                errs,
+            );
+        }
+    }
+    for (name, p) in &s.properties {
+        let mut sub = rules.clone();
+        if (is_root || s.x_embedded_resource)
+            && matches!(name.as_str(), "metadata" | "kind" | "apiVersion")
+        {
+            sub.inside_resource_meta = true;
+            if is_root {
+                sub = sub.forbid_defaults(&format!("in top-level {name}"));
+            }
+        }
+        validate_schema_node(
+            p,
+            &format!("{path}.properties[{name}]"),
+            &sub,
+            false,
+            opts,
+            errs,
+        );
+    }
+    if let Some(not) = &s.not {
+        validate_schema_node(not, &format!("{path}.not"), rules, false, opts, errs);
+    }
+    for (name, list) in [
+        ("allOf", &s.all_of),
+        ("oneOf", &s.one_of),
+        ("anyOf", &s.any_of),
+    ] {
+        for (i, n) in list.iter().enumerate() {
+            validate_schema_node(n, &format!("{path}.{name}[{i}]"), rules, false, opts, errs);
+        }
+    }
+    if let Some(items) = &s.items {
+        validate_schema_node(items, &format!("{path}.items"), rules, false, opts, errs);
+    }
+    if s.x_preserve_unknown_fields == Some(false) {
+        errs.push(invalid(
+            &format!("{path}.x-kubernetes-preserve-unknown-fields"),
+            &json!(false),
+            "must be true or undefined",
+        ));
+    }
+    let type_path = format!("{path}.type");
+    if let Some(map_type) = &s.x_map_type {
+        if s.type_ != "object" {
+            let detail = "must be object if x-kubernetes-map-type is specified";
+            if s.type_.is_empty() {
+                errs.push(field_required(&type_path, detail));
+            } else {
+                errs.push(field_invalid(&type_path, &s.type_, detail));
+            }
+        }
+        if map_type != "atomic" && map_type != "granular" {
+            errs.push(field_not_supported(
+                &format!("{path}.x-kubernetes-map-type"),
+                map_type,
+                &["atomic", "granular"],
+            ));
+        }
+    }
+    if s.x_list_type.is_some() && s.type_ != "array" {
+        let detail = "must be array if x-kubernetes-list-type is specified";
+        if s.type_.is_empty() {
+            errs.push(field_required(&type_path, detail));
+        } else {
+            errs.push(field_invalid(&type_path, &s.type_, detail));
+        }
+    } else if opts.require_atomic_set_type && has_non_atomic_set_type(s) {
+        if let Some(items) = &s.items {
+            let detail = "must be atomic as item of a list with x-kubernetes-list-type=set";
+            if items.type_ == "array" {
+                errs.push(invalid(
+                    &format!("{path}.items.x-kubernetes-list-type"),
+                    &json!(items.x_list_type),
+                    detail,
+                ));
+            } else {
+                errs.push(invalid(
+                    &format!("{path}.items.x-kubernetes-map-type"),
+                    &json!(items.x_list_type),
+                    detail,
+                ));
+            }
+        }
+    }
+    if let Some(list_type) = &s.x_list_type {
+        if !matches!(list_type.as_str(), "atomic" | "set" | "map") {
+            errs.push(field_not_supported(
+                &format!("{path}.x-kubernetes-list-type"),
+                list_type,
+                &["atomic", "set", "map"],
+            ));
+        }
+    }
+    let keys_path = format!("{path}.x-kubernetes-list-map-keys");
+    if !s.x_list_map_keys.is_empty() {
+        match s.x_list_type.as_deref() {
+            None => errs.push(field_required(
+                &format!("{path}.x-kubernetes-list-type"),
+                "must be map if x-kubernetes-list-map-keys is non-empty",
+            )),
+            Some("map") => {}
+            Some(other) => errs.push(field_invalid(
+                &format!("{path}.x-kubernetes-list-type"),
+                other,
+                "must be map if x-kubernetes-list-map-keys is non-empty",
+            )),
+        }
+    }
+    if s.x_list_type.as_deref() == Some("map") {
+        if s.x_list_map_keys.is_empty() {
+            errs.push(field_required(
+                &keys_path,
+                "must not be empty if x-kubernetes-list-type is map",
+            ));
+        }
+        if s.items.is_none() && !s.items_is_array {
+            errs.push(field_required(
+                &format!("{path}.items"),
+                "must have a schema if x-kubernetes-list-type is map",
+            ));
+        }
+        if s.items_is_array {
+            errs.push(invalid(
+                &format!("{path}.items"),
+                &json!([]),
+                "must only have a single schema if x-kubernetes-list-type is map",
+            ));
+        }
+        if let Some(items) = &s.items {
+            if items.type_ != "object" {
+                errs.push(field_invalid(
+                    &format!("{path}.items.type"),
+                    &items.type_,
+                    "must be object if parent array's x-kubernetes-list-type is map",
+                ));
+            } else {
+                let keys_value = json!(s.x_list_map_keys);
+                let mut seen: Vec<&String> = Vec::new();
+                for k in &s.x_list_map_keys {
+                    match items.properties.get(k) {
+                        Some(p) if p.type_ == "array" || p.type_ == "object" => {
+                            errs.push(field_invalid(
+                                &format!("{path}.items.properties[{k}].type"),
+                                &items.type_,
+                                "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                            ));
+                        }
+                        Some(_) => {}
+                        None => errs.push(invalid(
+                            &keys_path,
+                            &keys_value,
+                            "entries must all be names of item properties",
+                        )),
+                    }
+                    if seen.contains(&k) {
+                        errs.push(invalid(
+                            &keys_path,
+                            &keys_value,
+                            "must not contain duplicate entries",
+                        ));
+                    }
+                    seen.push(k);
+                }
+            }
+        }
+    }
+    if opts.require_map_list_keys_map_set_validation {
+        errs.extend(map_list_keys_map_set(s, path));
+    }
+    for (i, rule) in s.x_validations.iter().enumerate() {
+        let rule_path = format!("{path}.x-kubernetes-validations[{i}]");
+        let text = |k: &str| str_at(rule, &format!("/{k}"));
+        let expression = text("rule").trim();
+        let message = text("message");
+        let has_newline = |s: &str| s.contains('\n') || s.contains('\r');
+        if expression.is_empty() {
+            errs.push(field_required(
+                &format!("{rule_path}.rule"),
+                "rule is not specified",
+            ));
+        } else if !message.is_empty() && message.trim().is_empty() {
+            errs.push(field_invalid(
+                &format!("{rule_path}.message"),
+                message,
+                "must be non-empty if specified",
+            ));
+        } else if has_newline(message.trim()) {
+            errs.push(field_invalid(
+                &format!("{rule_path}.message"),
+                message,
+                "must not contain line breaks",
+            ));
+        } else if has_newline(expression) && message.trim().is_empty() {
+            errs.push(field_required(
+                &format!("{rule_path}.message"),
+                "message must be specified if rule contains line breaks",
+            ));
+        }
+        let message_expression = text("messageExpression");
+        if !message_expression.is_empty() && message_expression.trim().is_empty() {
+            errs.push(field_required(
+                &format!("{rule_path}.messageExpression"),
+                "messageExpression must be non-empty if specified",
+            ));
+        }
+        if let Some(reason) = rule.get("reason").and_then(Value::as_str) {
+            if !SUPPORTED_RULE_REASONS.contains(&reason) {
+                errs.push(field_not_supported(
+                    &format!("{rule_path}.reason"),
+                    reason,
+                    SUPPORTED_RULE_REASONS,
+                ));
+            }
+        }
+        let field_path = text("fieldPath");
+        if !field_path.is_empty() && field_path.trim().is_empty() {
+            errs.push(field_invalid(
+                &format!("{rule_path}.fieldPath"),
+                field_path,
+                "must be non-empty if specified",
+            ));
+        }
+        if has_newline(field_path) {
+            errs.push(field_invalid(
+                &format!("{rule_path}.fieldPath"),
+                field_path,
+                "must not contain line breaks",
+            ));
+        }
+    }
+}
+
+/// kube's `specStandardValidatorV3.validate` for one node.
+fn standard_checks(s: &Schema, path: &str, rules: &NodeRules, errs: &mut Causes) {
+    if rules.require_valid_property_type
+        && !s.type_.is_empty()
+        && !OPENAPI_V3_TYPES.contains(&s.type_.as_str())
+    {
+        errs.push(field_not_supported(
+            &format!("{path}.type"),
+            &s.type_,
+            OPENAPI_V3_TYPES,
+        ));
+    }
+    if s.default.is_some() && !rules.allow_defaults {
+        let mut detail = "must not be set".to_string();
+        if !rules.disallow_defaults_reason.is_empty() {
+            detail.push(' ');
+            detail.push_str(&rules.disallow_defaults_reason);
+        }
+        errs.push(field_forbidden(&format!("{path}.default"), &detail));
+    }
+    for (keyword, detail) in [
+        ("id", "id is not supported"),
+        ("additionalItems", "additionalItems is not supported"),
+        ("patternProperties", "patternProperties is not supported"),
+        ("definitions", "definitions is not supported"),
+        ("dependencies", "dependencies is not supported"),
+        ("$ref", "$ref is not supported"),
+    ] {
+        if s.unsupported.contains(&keyword) {
+            errs.push(field_forbidden(&format!("{path}.{keyword}"), detail));
+        }
+    }
+    if s.type_ == "null" {
+        errs.push(field_forbidden(
+            &format!("{path}.type"),
+            "type cannot be set to null, use nullable as an alternative",
+        ));
+    }
+    if s.items_is_array {
+        errs.push(field_forbidden(
+            &format!("{path}.items"),
+            "items must be a schema object and not an array",
+        ));
+    }
+    if rules.inside_resource_meta && s.x_embedded_resource {
+        errs.push(field_forbidden(
+            &format!("{path}.x-kubernetes-embedded-resource"),
+            "must not be used inside of resource meta",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kube's CronTab example as the strategy leaves it before validation.
+    fn crontab() -> Value {
+        let mut crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "crontabs.stable.example.com"},
+            "spec": {
+                "group": "stable.example.com",
+                "scope": "Namespaced",
+                "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab",
+                          "listKind": "CronTabList", "shortNames": ["ct"]},
+                "conversion": {"strategy": "None"},
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {
+                            "cronSpec": {"type": "string"},
+                            "replicas": {"type": "integer", "default": 1}}},
+                        "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}}}}},
+                    "subresources": {"status": {}, "scale": {
+                        "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+                    "additionalPrinterColumns": [{"name": "Spec", "type": "string", "jsonPath": ".spec.cronSpec"}]
+                }]
+            },
+            "status": {"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": ["v1"]}
+        });
+        if let Some(map) = crd.as_object_mut() {
+            map.remove("ignored");
+        }
+        crd
+    }
+
+    fn rendered(causes: &[StatusCause]) -> Vec<String> {
+        causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn crd_validation_matches_kube() {
+        assert_eq!(rendered(&validate_crd(&crontab())), Vec::<String>::new());
+        type Edit = fn(&mut Value);
+        let cases: Vec<(&str, Edit, Vec<&str>)> = vec![
+            ("name must be plural.group", |c| c["metadata"]["name"] = json!("crontabs"), vec![
+                "metadata.name: Invalid value: \"crontabs\": must be spec.names.plural+\".\"+spec.group",
+            ]),
+            ("group needs a dot", |c| {
+                c["spec"]["group"] = json!("example");
+                c["metadata"]["name"] = json!("crontabs.example");
+            }, vec!["spec.group: Invalid value: \"example\": should be a domain with at least one dot"]),
+            ("scope", |c| c["spec"]["scope"] = json!("Global"), vec![
+                "spec.scope: Unsupported value: \"Global\": supported values: \"Cluster\", \"Namespaced\"",
+            ]),
+            ("version names", |c| {
+                c["spec"]["versions"][0]["name"] = json!("V1");
+                c["status"]["storedVersions"] = json!(["V1"]);
+            }, vec![
+                "spec.versions[0].name: Invalid value: \"V1\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.version: Invalid value: \"V1\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            ]),
+            ("names", |c| {
+                c["spec"]["names"]["kind"] = json!("Cron_Tab");
+                c["spec"]["names"]["shortNames"] = json!(["C T"]);
+                c["spec"]["names"]["listKind"] = json!("Cron_Tab");
+            }, vec![
+                "spec.names.kind: Invalid value: \"Cron_Tab\": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.names.listKind: Invalid value: \"Cron_Tab\": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.names.shortNames[0]: Invalid value: \"C T\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.names.listKind: Invalid value: \"Cron_Tab\": kind and listKind may not be the same",
+            ]),
+            ("deprecation warning", |c| c["spec"]["versions"][0]["deprecationWarning"] = json!("old"), vec![
+                "spec.versions[0].deprecationWarning: Invalid value: \"old\": can only be set for deprecated versions",
+            ]),
+            ("missing schema", |c| {
+                if let Some(v) = c["spec"]["versions"][0].as_object_mut() {
+                    v.remove("schema");
+                }
+            }, vec!["spec.versions[0].schema.openAPIV3Schema: Required value"]),
+            ("non-structural schema", |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"] = json!({"description": "no type"});
+            }, vec![
+                "spec.validation.openAPIV3Schema.properties[spec].properties[image].type: Required value: must not be empty for specified object fields",
+            ]),
+            ("schema keywords", |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["list"] = json!({
+                    "type": "array", "uniqueItems": true, "items": {"type": "string"}, "x-kubernetes-list-map-keys": ["a"]});
+            }, vec![
+                "spec.validation.openAPIV3Schema.properties[spec].properties[list].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+                "spec.validation.openAPIV3Schema.properties[spec].properties[list].x-kubernetes-list-type: Required value: must be map if x-kubernetes-list-map-keys is non-empty",
+            ]),
+            ("defaults in metadata", |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["metadata"] = json!({"type": "object", "default": {}});
+            }, vec![
+                "spec.validation.openAPIV3Schema.properties[metadata].default: Forbidden: must not be set in top-level metadata",
+            ]),
+            ("root restricted with status", |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["type"] = json!("string");
+            }, vec![
+                "spec.validation.openAPIV3Schema.type: Invalid value: \"string\": only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled",
+                "spec.validation.openAPIV3Schema.type: Invalid value: \"string\": must be object at the root",
+            ]),
+            ("scale paths", |c| {
+                c["spec"]["versions"][0]["subresources"]["scale"] = json!({
+                    "specReplicasPath": "spec.replicas", "statusReplicasPath": ".spec.replicas",
+                    "labelSelectorPath": ".metadata.labels"});
+            }, vec![
+                "spec.subresources.scale.specReplicasPath: Invalid value: \"spec.replicas\": must be a simple json path starting with .",
+                "spec.subresources.scale.statusReplicasPath: Invalid value: \".spec.replicas\": should be a json path under .status",
+                "spec.subresources.scale.labelSelectorPath: Invalid value: \".metadata.labels\": should be a json path under either .spec or .status",
+            ]),
+            ("printer columns", |c| {
+                c["spec"]["versions"][0]["additionalPrinterColumns"] = json!([{"name": "", "type": "text", "format": "hex", "jsonPath": ""}]);
+            }, vec![
+                "spec.additionalPrinterColumns[0].name: Required value",
+                "spec.additionalPrinterColumns[0].type: Invalid value: \"text\": must be one of boolean,date,integer,number,string",
+                "spec.additionalPrinterColumns[0].format: Invalid value: \"hex\": must be one of byte,date,date-time,double,float,int32,int64,password",
+                "spec.additionalPrinterColumns[0].JSONPath: Required value",
+            ]),
+            ("webhook conversion", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"url": "https://x"}, "conversionReviewVersions": ["v1"]}});
+            }, vec![
+                "spec.conversion.strategy: Unsupported value: \"Webhook\": supported values: \"None\" (kubegate does not implement conversion webhooks yet)",
+            ]),
+            ("webhook settings without webhook", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "None", "webhook": {
+                    "clientConfig": {"url": "https://x"}, "conversionReviewVersions": ["v1"]}});
+            }, vec![
+                "spec.conversion.webhookClientConfig: Forbidden: should not be set when strategy is not set to Webhook",
+                "spec.conversion.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook",
+            ]),
+            ("preserveUnknownFields", |c| c["spec"]["preserveUnknownFields"] = json!(true), vec![
+                "spec.preserveUnknownFields: Invalid value: true: must be false in order to use defaults in the schema",
+                "spec.preserveUnknownFields: Invalid value: true: cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
+            ]),
+            ("protected group", |c| {
+                c["spec"]["group"] = json!("widgets.k8s.io");
+                c["metadata"]["name"] = json!("crontabs.widgets.k8s.io");
+            }, vec![
+                "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111",
+            ]),
+            ("CEL rule form", |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"] = json!([
+                    {"rule": "self.replicas >= 0", "reason": "Bad"}, {"rule": " "}]);
+            }, vec![
+                "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].reason: Unsupported value: \"Bad\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"",
+                "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: Required value: rule is not specified",
+            ]),
+        ];
+        for (name, edit, want) in cases {
+            let mut crd = crontab();
+            edit(&mut crd);
+            assert_eq!(rendered(&validate_crd(&crd)), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn crd_validation_reports_per_version_paths_when_versions_differ() {
+        let mut crd = crontab();
+        let mut v2 = crd["spec"]["versions"][0].clone();
+        v2["name"] = json!("v2");
+        v2["storage"] = json!(false);
+        v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["x"] = json!({});
+        if let Some(versions) = crd["spec"]["versions"].as_array_mut() {
+            versions.push(v2);
+        }
+        assert_eq!(
+            rendered(&validate_crd(&crd)),
+            ["spec.versions[1].schema.openAPIV3Schema.properties[spec].properties[x].type: Required value: must not be empty for specified object fields"]
+        );
+        // Two storage versions: the second is not in storedVersions either (the strategy
+        // records only the first).
+        crd["spec"]["versions"][1]["schema"] = crd["spec"]["versions"][0]["schema"].clone();
+        crd["spec"]["versions"][1]["storage"] = json!(true);
+        let causes = validate_crd(&crd);
+        assert_eq!(causes.len(), 2, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.versions");
+        assert!(causes[0]
+            .message
+            .ends_with("must have exactly one version marked as storage version"));
+        assert_eq!(
+            causes[1].message,
+            "Invalid value: []string{\"v1\"}: must have the storage version v2"
+        );
+        // None at all.
+        crd["spec"]["versions"][0]["storage"] = json!(false);
+        crd["spec"]["versions"][1]["storage"] = json!(false);
+        let causes = validate_crd(&crd);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(causes[0]
+            .message
+            .ends_with("must have exactly one version marked as storage version"));
+    }
+
+    #[test]
+    fn crd_update_relaxes_what_the_stored_object_already_broke() {
+        let old = crontab();
+        let mut new = old.clone();
+        new["spec"]["names"]["plural"] = json!("crons");
+        new["metadata"]["name"] = json!("crons.stable.example.com");
+        let causes = rendered(&validate_crd_update(&new, &old));
+        assert_eq!(
+            causes,
+            ["spec.names.plural: Invalid value: \"crons\": field is immutable"]
+        );
+        // A stored schema with a type kube no longer accepts may keep it on update.
+        let mut legacy = crontab();
+        legacy["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["image"] = json!({"type": "strng"});
+        assert_eq!(
+            rendered(&validate_crd(&legacy)),
+            ["spec.validation.openAPIV3Schema.properties[spec].properties[image].type: Unsupported value: \"strng\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""]
+        );
+        let mut updated = legacy.clone();
+        updated["metadata"]["labels"] = json!({"a": "b"});
+        assert_eq!(
+            rendered(&validate_crd_update(&updated, &legacy)),
+            Vec::<String>::new()
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! Structural schemas for custom resources, as apiextensions-apiserver uses them: read a CRD
+//! version's `openAPIV3Schema` once ([`Schema::from_json`]), check it is structural
+//! ([`validate_structural`]) and that its defaults are sound ([`validate_defaults`]), then for
+//! each custom resource:
+//!
+//! - [`apply_defaults`] on decode (request bodies and stored objects alike),
+//! - [`prune`] unknown fields (the returned paths feed `fieldValidation=Warn/Strict`),
+//! - [`validate`] against the schema, with kube's field paths and messages.
+//!
+//! Pure functions on `serde_json::Value`; the registry decides when to call them. CEL rules
+//! (`x-kubernetes-validations`) are carried in [`Schema::x_validations`] but not evaluated.
+
+mod defaulting;
+mod formats;
+mod pattern;
+mod pruning;
+mod structural;
+mod structural_validation;
+mod validation;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value;
+
+use crate::status::StatusCause;
+
+pub use defaulting::{
+    apply_defaults, default, prune_non_nullable_nulls_without_defaults, validate_defaults,
+};
+pub use formats::{effective_format, format_matches};
+pub use pattern::Pattern;
+pub use pruning::prune;
+pub use structural::{AdditionalProperties, Schema};
+pub use structural_validation::validate_structural;
+pub use validation::{validate, validate_value};
+
+type Causes = Vec<StatusCause>;
+
+/// `field.Path.Child`: `spec.names`.
+pub(crate) fn child(base: &str, name: &str) -> String {
+    if base.is_empty() {
+        name.to_string()
+    } else {
+        format!("{base}.{name}")
+    }
+}
+
+/// `field.Path.Key`: `properties[spec]`.
+pub(crate) fn key(base: &str, k: &str) -> String {
+    format!("{base}[{k}]")
+}
+
+/// `field.Path.Index`: `versions[0]`.
+pub(crate) fn index(base: &str, i: usize) -> String {
+    format!("{base}[{i}]")
+}
+
+/// A cause as `field.Error.Error()` renders it (`<field>: <message>`), the key kube sorts
+/// structural-schema errors by.
+pub(crate) fn render(cause: &StatusCause) -> String {
+    format!("{}: {}", cause.field, cause.message)
+}
+
+/// A value as `field.Error` prints it: strings quoted, numbers and booleans bare, `null`,
+/// anything structured as compact JSON.
+pub(crate) fn go_value(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::String(s) => format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => go_float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::Bool(b) => b.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// A float64 as Go's `%v` prints it: shortest digits, exponent form below 1e-4 and from
+/// 1e21 (`1e+21`, `1e-05`).
+pub(crate) fn go_float(f: f64) -> String {
+    if !f.is_finite() {
+        return if f.is_nan() {
+            "NaN".into()
+        } else if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    let abs = f.abs();
+    if f == 0.0 || (1e-4..1e21).contains(&abs) {
+        return format!("{f}");
+    }
+    let e = format!("{f:e}");
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let (sign, digits) = match exp.strip_prefix('-') {
+        Some(d) => ('-', d),
+        None => ('+', exp),
+    };
+    format!("{mantissa}e{sign}{digits:0>2}")
+}
+
+/// `field.Invalid` with a value already rendered.
+pub(crate) fn invalid_raw(field: &str, rendered: &str, detail: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {rendered}: {detail}"),
+        field: field.into(),
+    }
+}
+
+/// `field.TooLong(path, "", max)`.
+pub(crate) fn too_long(field: &str, max: i64) -> StatusCause {
+    let unit = if max == 1 { "byte" } else { "bytes" };
+    StatusCause {
+        reason: "FieldValueTooLong".into(),
+        message: format!("Too long: may not be more than {max} {unit}"),
+        field: field.into(),
+    }
+}
+
+/// `field.TooMany(path, actual, max)`.
+pub(crate) fn too_many(field: &str, actual: i64, max: i64) -> StatusCause {
+    let unit = if max == 1 { "item" } else { "items" };
+    StatusCause {
+        reason: "FieldValueTooMany".into(),
+        message: format!("Too many: {actual}: must have at most {max} {unit}"),
+        field: field.into(),
+    }
+}
