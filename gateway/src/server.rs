@@ -470,8 +470,15 @@ pub fn run(config: Config) -> Result<(), StartError> {
         lifecycle: lifecycle.clone(),
     };
 
+    // One pingora worker thread per CPU this process may run on (its affinity mask): more
+    // threads than CPUs only add cross-thread wake-ups, which the proxy path pays for in
+    // context switches around each shared upstream HTTP/2 connection.
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 64);
     let server_conf = ServerConf {
-        threads: 2,
+        threads,
         grace_period_seconds: Some(0),
         graceful_shutdown_timeout_seconds: Some(1),
         ..Default::default()

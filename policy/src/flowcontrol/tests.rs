@@ -719,6 +719,41 @@ fn shuffle_sharding_is_deterministic_and_deals_distinct_cards() {
     assert!(Dealer::new(1 << 20, 4).is_err());
 }
 
+#[test]
+fn shuffle_sharding_spreads_hands_evenly_over_the_deck() {
+    // Every queue should be dealt into about the same share of hands: over 20,000 flows with
+    // 6-card hands from 64 queues, each queue is in ~1,875 hands.
+    let dealer = Dealer::new(64, 6).unwrap_or_else(|e| panic!("{e}"));
+    let mut dealt = [0u32; 64];
+    let flows = 20_000u32;
+    for i in 0..flows {
+        for card in dealer.deal(hash_flow_id("workload-low", &format!("ns-{i}"))) {
+            dealt[card] += 1;
+        }
+    }
+    let mean = f64::from(flows * 6) / 64.0;
+    for (queue, &n) in dealt.iter().enumerate() {
+        let deviation = (f64::from(n) - mean).abs() / mean;
+        assert!(
+            deviation < 0.1,
+            "queue {queue} is in {n} hands, {:.0}% off the mean {mean:.0}",
+            deviation * 100.0
+        );
+    }
+    // The first card of a hand (the one a light flow usually lands in) is spread too.
+    let mut first = [0u32; 64];
+    for i in 0..flows {
+        first[dealer.deal(hash_flow_id("workload-low", &format!("u-{i}")))[0]] += 1;
+    }
+    let mean = f64::from(flows) / 64.0;
+    assert!(
+        first
+            .iter()
+            .all(|&n| (f64::from(n) - mean).abs() / mean < 0.25),
+        "{first:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Dispatch
 
