@@ -389,8 +389,11 @@ fn build_catalog(resources: &[ResourceDef]) -> BTreeMap<String, Value> {
         add_known_definition(&mut generator, name);
     }
     let mut unknown: BTreeMap<String, String> = BTreeMap::new();
+    let mut custom: BTreeMap<String, Value> = BTreeMap::new();
     for r in resources {
-        if !add_known_definition(&mut generator, &r.definition) {
+        if let Some(schema) = &r.openapi_schema {
+            custom.insert(r.definition.clone(), custom_resource_schema(schema));
+        } else if !add_known_definition(&mut generator, &r.definition) {
             unknown.insert(r.definition.clone(), r.kind.clone());
         }
         for sub in &r.subresources {
@@ -403,6 +406,10 @@ fn build_catalog(resources: &[ResourceDef]) -> BTreeMap<String, Value> {
     }
     let mut defs: BTreeMap<String, Value> = generator.take_definitions(false).into_iter().collect();
     apply_kube_fixups(&mut defs);
+    // Custom schemas first: a custom kind's `status` subresource names the kind itself.
+    for (name, schema) in custom {
+        defs.entry(name).or_insert(schema);
+    }
     for (name, kind) in unknown {
         defs.entry(name)
             .or_insert_with(|| open_object_schema(&kind));
@@ -449,6 +456,30 @@ fn open_object_schema(kind: &str) -> Value {
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true
     })
+}
+
+/// A CRD version's `openAPIV3Schema` as kube publishes it: `apiVersion`, `kind` and
+/// `metadata` (ObjectMeta) described whatever the schema says about them.
+fn custom_resource_schema(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    if !schema.is_object() {
+        schema = json!({"type": "object"});
+    }
+    if !schema.get("properties").is_some_and(Value::is_object) {
+        schema["properties"] = json!({});
+    }
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        properties.insert("apiVersion".into(), api_version_property());
+        properties.insert("kind".into(), kind_property());
+        properties.insert(
+            "metadata".into(),
+            json!({
+                "$ref": format!("{V3_REF_PREFIX}{META}.ObjectMeta"),
+                "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+            }),
+        );
+    }
+    schema
 }
 
 /// `<Kind>List`: k8s-openapi has one generic `List<T>` without a schema, so lists are built here

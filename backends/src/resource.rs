@@ -180,6 +180,12 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether `application/strategic-merge-patch+json` applies (not to custom resources,
+    /// which have no patch strategies).
+    fn supports_strategic_merge_patch(&self) -> bool {
+        true
+    }
+
     /// The cells after the NAME column, one per [`ResourceDef::columns`] entry after the first.
     fn table_cells(&self, _object: &Value) -> Vec<Value> {
         Vec::new()
@@ -228,6 +234,9 @@ pub struct ResourceDef {
     pub subresource_handlers: Vec<(&'static str, Arc<dyn SubresourceHandler>)>,
     /// Checks a client's write against who is making it (RBAC's escalation prevention).
     pub admission: Option<Arc<dyn WriteAdmission>>,
+    /// The kind's OpenAPI v3 schema when k8s-openapi has none (a CRD version's
+    /// `openAPIV3Schema`).
+    pub openapi_schema: Option<Arc<Value>>,
 }
 
 /// Judges a client's create or update by who makes it, once the object is final and valid and

@@ -11,6 +11,7 @@ mod authz;
 mod certs;
 mod cli;
 mod controllers;
+mod crds;
 mod flowcontrol;
 mod health;
 mod metrics;

@@ -349,6 +349,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         crate::rbac::aggregate_cluster_roles(&registry)
             .await
             .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;
+        // CRDs established before this start are served from the first request on.
+        let mut crds_served = String::new();
+        crate::crds::sync(&registry, &mut crds_served).await;
         controller::register_local_apiservices(&registry, &disabled)
             .await
             .map_err(|e| StartError::Storage(format!("local APIServices: {e}")))?;
@@ -370,8 +373,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .map_err(StartError::Storage)?;
         let table = controller::build_table(&registry, &aggregator).await;
         aggregator.table.store(Arc::new(table));
-        Ok::<_, StartError>(registry)
+        Ok::<_, StartError>((registry, crds_served))
     })?;
+    let (registry, crds_served) = registry;
     let rbac_watch = crate::rbac::load(&registry, &rbac_index);
     lookup.bind(registry.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -392,6 +396,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
     background.spawn(controller::run(
         registry.clone(),
         aggregator.clone(),
+        stop_rx.clone(),
+    ));
+    background.spawn(crate::crds::run(
+        registry.clone(),
+        crds_served,
         stop_rx.clone(),
     ));
     background.spawn(crate::aggregator::delegate::run(
@@ -416,14 +425,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
             }
         }),
     );
-    // Discovery and OpenAPI list only the group-versions served here; switched-off ones are
-    // the delegate's (or nobody's).
-    let resources: Vec<_> = registry
-        .resources()
-        .iter()
-        .filter(|r| !disabled.contains(&(r.group.clone(), r.version.clone())))
-        .map(|r| (**r).clone())
-        .collect();
     let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Other(e.to_string()))?);
     background.spawn(crate::aggregator::availability::run(
         registry.clone(),
@@ -446,7 +447,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         flow.clone(),
         stop_rx.clone(),
     ));
-    let doc_sync = Arc::new(DocSync::new(resources, server_address.clone()));
+    // Discovery and OpenAPI list only the group-versions served here (switched-off ones are
+    // the delegate's, or nobody's), and follow the CRDs.
+    let doc_sync = Arc::new(DocSync::following(
+        registry.clone(),
+        disabled.clone(),
+        server_address.clone(),
+    ));
     background.spawn(doc_sync.clone().run(aggregator.clone(), stop_rx));
     let routes = Arc::new(Routes {
         docs: doc_sync.docs.clone(),

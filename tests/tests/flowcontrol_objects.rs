@@ -157,7 +157,10 @@ fn flowcontrol_objects_are_served_like_kube() {
     // MISSINGPL comes from the Dangling condition kubegate's APF controller writes.
     let settled = kubegate_tests::eventually(std::time::Duration::from_secs(10), || {
         let schemas = gate.ok(&["get", "flowschemas"]);
-        schemas.lines().skip(1).all(|l| l.trim_end().ends_with("False"))
+        schemas
+            .lines()
+            .skip(1)
+            .all(|l| l.trim_end().ends_with("False"))
     });
     assert!(settled, "{}", gate.ok(&["get", "flowschemas"]));
     let schemas = gate.ok(&["get", "flowschemas"]);
@@ -181,7 +184,13 @@ fn flowcontrol_objects_are_served_like_kube() {
     let (_, global) = table_row(&schemas, "global-default");
     assert_eq!(
         without_age(&global, 4),
-        ["global-default", "global-default", "9900", "ByUser", "False"]
+        [
+            "global-default",
+            "global-default",
+            "9900",
+            "ByUser",
+            "False"
+        ]
     );
     assert_eq!(schemas.lines().count(), 1 + 13, "{schemas}");
     let probes = get_json(&gate, "flowschema", "probes");

@@ -107,6 +107,29 @@ impl Strategy for CrdStrategy {
         true
     }
 
+    /// kube's CRD registry `Delete`: the CRD stays, `Terminating`, with the cleanup
+    /// finalizer until the finalizer controller has deleted its instances.
+    fn begin_delete(&self, object: &mut Value) -> bool {
+        let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return false;
+        };
+        let finalizers = meta
+            .entry("finalizers")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(list) = finalizers.as_array_mut() {
+            if !list.iter().any(|f| f.as_str() == Some(CLEANUP_FINALIZER)) {
+                list.push(json!(CLEANUP_FINALIZER));
+            }
+        }
+        let now = crate::registry::now_rfc3339();
+        super::crd_status::set_condition(
+            object,
+            &super::crd_status::terminating_condition(super::crd_status::Termination::Pending, ""),
+            &now,
+        );
+        true
+    }
+
     /// CREATED AT: the creation time in RFC 3339, UTC (kube's default table convertor).
     fn table_cells(&self, object: &Value) -> Vec<Value> {
         let created = str_at(object, "/metadata/creationTimestamp");

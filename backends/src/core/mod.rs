@@ -20,6 +20,7 @@ pub mod configmaps;
 pub mod crd;
 pub mod crd_status;
 mod crd_validation;
+pub mod custom_resource;
 pub mod endpoints;
 pub mod endpointslices;
 pub mod events;
@@ -130,6 +131,7 @@ pub(crate) fn base_def(names: Names, strategy: Arc<dyn Strategy>) -> ResourceDef
         virtual_handler: None,
         subresource_handlers: Vec::new(),
         admission: None,
+        openapi_schema: None,
     }
 }
 

@@ -43,6 +43,7 @@ pub(crate) fn resource(
         virtual_handler: None,
         subresource_handlers: Vec::new(),
         admission: None,
+        openapi_schema: None,
     }
 }
 

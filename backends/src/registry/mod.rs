@@ -117,6 +117,11 @@ impl Registry {
         self.changed.send_modify(|n| *n += 1);
     }
 
+    /// The resources served from the start, whatever else is added at run time.
+    pub fn builtin_resources(&self) -> &[Arc<ResourceDef>] {
+        &self.builtin
+    }
+
     /// A receiver that sees every change of the served resources.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()

@@ -550,6 +550,15 @@ impl Registry {
                 "server-side apply (application/apply-patch+yaml) is not supported by this server yet; use client-side apply (kubectl apply without --server-side)",
             ));
         }
+        if patch_type == PatchType::StrategicMerge && !def.strategy.supports_strategic_merge_patch()
+        {
+            // kube's custom-resource handler does not list strategic merge patch at all.
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
+        }
         let info = &request.info;
         let patch_bytes = request.body.clone();
         let lookup = ResourcePatchMeta(def);

@@ -5,7 +5,7 @@
 //! `freshness: Stale`), and swaps in rebuilt documents only when something changed. Requests
 //! read the current documents and never wait for a backend.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -74,39 +74,94 @@ impl FetchMemo {
     }
 }
 
+/// The local half of the documents: what the registry serves here, rebuilt when that
+/// changes (CRDs come and go).
+struct Local {
+    resources: Vec<ResourceDef>,
+    openapi: LocalOpenApi,
+}
+
+/// The registry local documents follow, and the built-in group-versions not served here.
+type LocalSource = (
+    Arc<kubegate_backends::registry::Registry>,
+    BTreeSet<(String, String)>,
+);
+
 /// Keeps [`Docs`] current.
 pub struct DocSync {
-    local_resources: Vec<ResourceDef>,
-    local_openapi: LocalOpenApi,
+    local: std::sync::Mutex<Arc<Local>>,
     server_address: String,
+    /// Where local resources come from, and the built-in group-versions not served here.
+    source: Option<LocalSource>,
     pub docs: Arc<ArcSwap<Docs>>,
 }
 
 impl DocSync {
     /// Builds the local documents once; remote ones are merged in by [`DocSync::run`].
     pub fn new(local_resources: Vec<ResourceDef>, server_address: String) -> DocSync {
-        let local_openapi = LocalOpenApi::build(&local_resources);
+        let local = Arc::new(Local {
+            openapi: LocalOpenApi::build(&local_resources),
+            resources: local_resources,
+        });
         let docs = Docs {
-            discovery: Discovery::build(&local_resources, &server_address),
-            openapi: local_openapi.openapi().clone(),
+            discovery: Discovery::build(&local.resources, &server_address),
+            openapi: local.openapi.openapi().clone(),
         };
         DocSync {
-            local_resources,
-            local_openapi,
+            local: std::sync::Mutex::new(local),
             server_address,
+            source: None,
             docs: Arc::new(ArcSwap::from_pointee(docs)),
         }
     }
 
+    /// Like [`DocSync::new`] from what `registry` serves (less `disabled` group-versions), and
+    /// rebuilt whenever that changes.
+    pub fn following(
+        registry: Arc<kubegate_backends::registry::Registry>,
+        disabled: BTreeSet<(String, String)>,
+        server_address: String,
+    ) -> DocSync {
+        let mut sync = DocSync::new(served_here(&registry, &disabled), server_address);
+        sync.source = Some((registry, disabled));
+        sync
+    }
+
+    fn local(&self) -> Arc<Local> {
+        self.local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Rebuilds the local documents from the registry's current resources.
+    fn reload_local(&self) {
+        let Some((registry, disabled)) = &self.source else {
+            return;
+        };
+        let resources = served_here(registry, disabled);
+        let local = Arc::new(Local {
+            openapi: LocalOpenApi::build(&resources),
+            resources,
+        });
+        *self
+            .local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = local;
+    }
+
     /// Refreshes remote documents on every routing-table change and every
-    /// `discoveryRefreshInterval`, until `stop`.
+    /// `discoveryRefreshInterval`, and local ones when the registry's resources change,
+    /// until `stop`.
     pub async fn run(
         self: Arc<Self>,
         aggregator: Arc<Aggregator>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         let mut fetched: HashMap<String, Fetched> = HashMap::new();
-        let mut published: Option<Vec<(String, Fetched)>> = None;
+        let mut published: Option<(usize, Vec<(String, Fetched)>)> = None;
+        let mut registry_changed = self.source.as_ref().map(|(r, _)| r.subscribe());
+        let mut local_version = 0usize;
         loop {
             let notified = aggregator.table_changed.notified();
             let table = aggregator.table.load_full();
@@ -132,12 +187,27 @@ impl DocSync {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             inputs.sort_by(|a, b| a.0.cmp(&b.0));
+            let inputs = (local_version, inputs);
             if published.as_ref() != Some(&inputs) {
                 self.publish(&aggregator, &fetched);
                 published = Some(inputs);
             }
+            let local_changed = async {
+                match registry_changed.as_mut() {
+                    Some(rx) => {
+                        if rx.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 _ = notified => {}
+                _ = local_changed => {
+                    self.reload_local();
+                    local_version += 1;
+                }
                 _ = tokio::time::sleep(aggregator.discovery_refresh_interval) => {}
                 _ = stop.changed() => return,
             }
@@ -177,13 +247,14 @@ impl DocSync {
                 });
             }
         }
+        let local = self.local();
         let docs = Docs {
             discovery: Discovery::build_merged(
-                &self.local_resources,
+                &local.resources,
                 &remote_versions,
                 &self.server_address,
             ),
-            openapi: OpenApi::merge(&self.local_openapi, &remote_openapi),
+            openapi: OpenApi::merge(&local.openapi, &remote_openapi),
         };
         self.docs.store(Arc::new(docs));
         tracing::debug!(
@@ -191,6 +262,19 @@ impl DocSync {
             "merged discovery and OpenAPI rebuilt"
         );
     }
+}
+
+/// The registry's resources less the switched-off group-versions.
+fn served_here(
+    registry: &kubegate_backends::registry::Registry,
+    disabled: &BTreeSet<(String, String)>,
+) -> Vec<ResourceDef> {
+    registry
+        .resources()
+        .iter()
+        .filter(|r| !disabled.contains(&(r.group.clone(), r.version.clone())))
+        .map(|r| (**r).clone())
+        .collect()
 }
 
 /// A fingerprint of what a backend's documents depend on.

@@ -1,0 +1,604 @@
+//! Custom resources: the [`ResourceDef`]s an Established CustomResourceDefinition serves, one
+//! per served version, and their strategy (apiextensions-apiserver's `customResourceStrategy`):
+//! structural defaulting and pruning, validation against the version's schema, the status
+//! subresource split, `apiVersion` rewritten between versions (conversion `None`), and Table
+//! rows from `additionalPrinterColumns`.
+
+// `ApiError` is the registry's error type throughout; boxing it here alone would not help.
+#![allow(clippy::result_large_err)]
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::crd_status::{is_condition_true, storage_version};
+use super::str_at;
+use crate::machinery::schema::{self, Schema};
+use crate::resource::{
+    name_column, ResourceDef, Strategy, SubresourceDef, TableColumn, STANDARD_VERBS,
+};
+use crate::status::StatusCause;
+
+/// One `additionalPrinterColumns` entry.
+#[derive(Debug, Clone)]
+struct PrinterColumn {
+    path: Vec<Step>,
+    type_: String,
+}
+
+/// The resources `crd` serves now: none unless it is Established and not being deleted.
+pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
+    if !is_condition_true(crd, "Established")
+        || crd.pointer("/metadata/deletionTimestamp").is_some()
+    {
+        return Vec::new();
+    }
+    storage_defs(crd)
+}
+
+/// The resources `crd` defines, whatever its state: what its instances are read and deleted
+/// through (the finalizer uses these once the CRD is no longer served).
+pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
+    let group = str_at(crd, "/spec/group");
+    let names = crd.pointer("/status/acceptedNames").unwrap_or(&Value::Null);
+    let plural = str_at(names, "/plural");
+    let kind = str_at(names, "/kind");
+    if group.is_empty() || plural.is_empty() || kind.is_empty() {
+        return Vec::new();
+    }
+    let Some(storage) = storage_version(crd) else {
+        return Vec::new();
+    };
+    let strings = |value: Option<&Value>| -> Vec<String> {
+        value
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let singular = match str_at(names, "/singular") {
+        "" => kind.to_lowercase(),
+        s => s.to_string(),
+    };
+    let list_kind = match str_at(names, "/listKind") {
+        "" => format!("{kind}List"),
+        s => s.to_string(),
+    };
+    let namespaced = str_at(crd, "/spec/scope") != "Cluster";
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut defs = Vec::new();
+    for version in versions
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+    {
+        let name = str_at(version, "/name");
+        if name.is_empty() {
+            continue;
+        }
+        let schema_json = version.pointer("/schema/openAPIV3Schema");
+        let status = version.pointer("/subresources/status").is_some();
+        let scale = version.pointer("/subresources/scale").is_some();
+        let printer: Vec<(TableColumn, PrinterColumn)> = version
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(printer_column)
+            .collect();
+        let mut columns = vec![name_column()];
+        let mut cells = Vec::new();
+        if printer.is_empty() {
+            // kube's default for a CRD without printer columns: AGE from the creation time.
+            columns.push(TableColumn {
+                name: Cow::Borrowed("Age"),
+                type_: Cow::Borrowed("date"),
+                format: Cow::Borrowed(""),
+                description: Cow::Borrowed("Custom resource definition column (in JSONPath format): .metadata.creationTimestamp"),
+                priority: 0,
+            });
+            cells.push(PrinterColumn {
+                path: parse_json_path(".metadata.creationTimestamp").unwrap_or_default(),
+                type_: "date".into(),
+            });
+        } else {
+            for (column, cell) in printer {
+                columns.push(column);
+                cells.push(cell);
+            }
+        }
+        let mut subresources = Vec::new();
+        if status {
+            subresources.push(SubresourceDef {
+                name: "status",
+                kind: kind.to_string(),
+                verbs: vec!["get", "patch", "update"],
+            });
+        }
+        if scale {
+            subresources.push(SubresourceDef {
+                name: "scale",
+                kind: "Scale".into(),
+                verbs: vec!["get", "patch", "update"],
+            });
+        }
+        let strategy = CustomResourceStrategy {
+            schema: schema_json.map(|s| Arc::new(Schema::from_json(s))),
+            api_version: format!("{group}/{name}"),
+            storage_api_version: format!("{group}/{storage}"),
+            status_subresource: status,
+            cells,
+        };
+        defs.push(ResourceDef {
+            group: group.to_string(),
+            version: name.to_string(),
+            plural: plural.to_string(),
+            singular: singular.clone(),
+            kind: kind.to_string(),
+            list_kind: list_kind.clone(),
+            short_names: strings(names.get("shortNames")),
+            categories: strings(names.get("categories")),
+            namespaced,
+            verbs: STANDARD_VERBS.to_vec(),
+            subresources,
+            definition: definition_name(group, name, kind),
+            columns,
+            field_selectors: Vec::new(),
+            patch_meta: &[],
+            storage_prefix: format!("/{group}/{plural}"),
+            strategy: Arc::new(strategy),
+            virtual_handler: None,
+            subresource_handlers: Vec::new(),
+            admission: None,
+            openapi_schema: schema_json.map(|s| Arc::new(s.clone())),
+        });
+    }
+    defs
+}
+
+/// kube's OpenAPI definition name for a custom kind: the group reversed, then version and
+/// kind (`com.example.stable.v1.CronTab`).
+pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}.{kind}", reversed.join("."))
+}
+
+fn printer_column(column: &Value) -> Option<(TableColumn, PrinterColumn)> {
+    let name = str_at(column, "/name");
+    let type_ = str_at(column, "/type");
+    let path = parse_json_path(str_at(column, "/jsonPath"))?;
+    if name.is_empty() {
+        return None;
+    }
+    let description = match str_at(column, "/description") {
+        "" => format!(
+            "Custom resource definition column (in JSONPath format): {}",
+            str_at(column, "/jsonPath")
+        ),
+        d => d.to_string(),
+    };
+    Some((
+        TableColumn {
+            name: Cow::Owned(name.to_string()),
+            type_: Cow::Owned(type_.to_string()),
+            format: Cow::Owned(str_at(column, "/format").to_string()),
+            description: Cow::Owned(description),
+            priority: column
+                .get("priority")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok())
+                .unwrap_or(0),
+        },
+        PrinterColumn {
+            path,
+            type_: type_.to_string(),
+        },
+    ))
+}
+
+/// One step of the JSONPath subset printer columns use.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Field(String),
+    Index(usize),
+    All,
+    /// `[?(@.a.b=="v")]`
+    Filter(Vec<String>, String),
+}
+
+/// Parses `.a.b[0]['c.d'][*][?(@.type=="Ready")]` (with or without kubectl's `{}`).
+fn parse_json_path(path: &str) -> Option<Vec<Step>> {
+    let path = path.trim();
+    let path = path
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(path);
+    let mut steps = Vec::new();
+    let mut rest = path.strip_prefix('$').unwrap_or(path);
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            if end > 0 {
+                steps.push(Step::Field(after[..end].to_string()));
+            }
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            let inner = &after[..end];
+            rest = &after[end + 1..];
+            if inner == "*" {
+                steps.push(Step::All);
+            } else if let Ok(i) = inner.parse::<usize>() {
+                steps.push(Step::Index(i));
+            } else if let Some(quoted) = inner
+                .strip_prefix('\'')
+                .and_then(|s| s.strip_suffix('\''))
+                .or_else(|| inner.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
+            {
+                steps.push(Step::Field(quoted.to_string()));
+            } else if let Some(filter) =
+                inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+            {
+                let (field, value) = filter.split_once("==")?;
+                let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+                steps.push(Step::Filter(
+                    field.trim().split('.').map(str::to_string).collect(),
+                    value.to_string(),
+                ));
+            } else {
+                return None;
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(steps)
+}
+
+fn evaluate<'a>(value: &'a Value, steps: &[Step]) -> Vec<&'a Value> {
+    let mut current = vec![value];
+    for step in steps {
+        let mut next = Vec::new();
+        for v in current {
+            match step {
+                Step::Field(name) => next.extend(v.get(name.as_str())),
+                Step::Index(i) => next.extend(v.get(*i)),
+                Step::All => match v {
+                    Value::Array(items) => next.extend(items.iter()),
+                    Value::Object(map) => next.extend(map.values()),
+                    _ => {}
+                },
+                Step::Filter(field, expected) => {
+                    for item in v.as_array().into_iter().flatten() {
+                        let mut target = Some(item);
+                        for f in field {
+                            target = target.and_then(|t| t.get(f.as_str()));
+                        }
+                        let matches = match target {
+                            Some(Value::String(s)) => s == expected,
+                            Some(Value::Bool(b)) => expected == if *b { "true" } else { "false" },
+                            Some(Value::Number(n)) => expected.parse::<f64>().ok() == n.as_f64(),
+                            _ => false,
+                        };
+                        if matches {
+                            next.push(item);
+                        }
+                    }
+                }
+            }
+        }
+        current = next;
+    }
+    current
+}
+
+/// A printer column's cell as kube's table convertor makes it: `null` when the path finds
+/// nothing or the value does not fit the column's type.
+fn cell(column: &PrinterColumn, object: &Value) -> Value {
+    let found = evaluate(object, &column.path);
+    let Some(first) = found.first() else {
+        return Value::Null;
+    };
+    if found.len() > 1 {
+        let joined: Vec<String> = found
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        return json!(joined.join(","));
+    }
+    match (column.type_.as_str(), first) {
+        ("integer", Value::Number(n)) if n.is_i64() || n.is_u64() => (*first).clone(),
+        ("number", Value::Number(_)) => (*first).clone(),
+        ("boolean", Value::Bool(_)) => (*first).clone(),
+        ("string" | "date", Value::String(_)) => (*first).clone(),
+        ("string", other @ (Value::Number(_) | Value::Bool(_))) => json!(other.to_string()),
+        ("string", other @ (Value::Array(_) | Value::Object(_))) => json!(other.to_string()),
+        _ => Value::Null,
+    }
+}
+
+/// apiextensions-apiserver's `customResourceStrategy` for one served version.
+pub struct CustomResourceStrategy {
+    schema: Option<Arc<Schema>>,
+    /// `<group>/<version>` this definition serves.
+    api_version: String,
+    /// `<group>/<storage version>`: what is stored.
+    storage_api_version: String,
+    status_subresource: bool,
+    cells: Vec<PrinterColumn>,
+}
+
+impl CustomResourceStrategy {
+    /// Defaults and prunes a decoded object against the schema (kube does both on decode).
+    fn normalize(&self, object: &mut Value) {
+        if let Some(schema) = &self.schema {
+            schema::apply_defaults(object, schema);
+            schema::prune(object, Some(schema), true);
+        }
+    }
+}
+
+impl Strategy for CustomResourceStrategy {
+    fn prepare_for_create(&self, object: &mut Value) {
+        self.normalize(object);
+        if self.status_subresource {
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+        }
+    }
+
+    fn prepare_for_update(&self, object: &mut Value, old: &Value) {
+        self.normalize(object);
+        if self.status_subresource {
+            if let Some(map) = object.as_object_mut() {
+                match old.get("status") {
+                    Some(status) => {
+                        map.insert("status".into(), status.clone());
+                    }
+                    None => {
+                        map.remove("status");
+                    }
+                }
+            }
+        }
+    }
+
+    fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
+        let status = object.get("status").cloned();
+        let mut next = old.clone();
+        if let Some(map) = next.as_object_mut() {
+            match status {
+                Some(s) => {
+                    map.insert("status".into(), s);
+                }
+                None => {
+                    map.remove("status");
+                }
+            }
+            if let Some(rv) = object.pointer("/metadata/resourceVersion") {
+                if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), rv.clone());
+                }
+            }
+        }
+        self.normalize(&mut next);
+        *object = next;
+    }
+
+    fn converts_storage(&self) -> bool {
+        true
+    }
+
+    fn encode_for_storage(&self, mut object: Value) -> Value {
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), json!(self.storage_api_version));
+        }
+        object
+    }
+
+    fn decode_stored(&self, mut object: Value) -> Value {
+        if let Some(schema) = &self.schema {
+            schema::apply_defaults(&mut object, schema);
+        }
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), json!(self.api_version));
+        }
+        object
+    }
+
+    fn validate(&self, object: &Value) -> Vec<StatusCause> {
+        match &self.schema {
+            Some(schema) => schema::validate(schema, object),
+            None => Vec::new(),
+        }
+    }
+
+    fn validate_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
+        self.validate(object)
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn supports_strategic_merge_patch(&self) -> bool {
+        false
+    }
+
+    fn table_cells(&self, object: &Value) -> Vec<Value> {
+        self.cells.iter().map(|c| cell(c, object)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crontab_crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "crontabs.stable.example.com"},
+            "spec": {
+                "group": "stable.example.com", "scope": "Namespaced",
+                "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "shortNames": ["ct"]},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                         "spec": {"type": "object", "properties": {
+                             "cronSpec": {"type": "string"},
+                             "replicas": {"type": "integer", "default": 1, "minimum": 0}}},
+                         "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}}}}},
+                     "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+                     "additionalPrinterColumns": [
+                         {"name": "Spec", "type": "string", "jsonPath": ".spec.cronSpec"},
+                         {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas", "priority": 1}]},
+                    {"name": "v1beta1", "served": true, "storage": false,
+                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                    {"name": "v0", "served": false, "storage": false,
+                     "schema": {"openAPIV3Schema": {"type": "object"}}}
+                ]
+            },
+            "status": {
+                "acceptedNames": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "listKind": "CronTabList", "shortNames": ["ct"], "categories": ["all"]},
+                "conditions": [{"type": "Established", "status": "True"}],
+                "storedVersions": ["v1"]
+            }
+        })
+    }
+
+    #[test]
+    fn served_versions_become_resources() {
+        let defs = resource_defs(&crontab_crd());
+        let versions: Vec<&str> = defs.iter().map(|d| d.version.as_str()).collect();
+        assert_eq!(versions, ["v1", "v1beta1"]);
+        let v1 = &defs[0];
+        assert_eq!(v1.plural, "crontabs");
+        assert_eq!(v1.short_names, ["ct"]);
+        assert_eq!(v1.categories, ["all"]);
+        assert!(v1.namespaced);
+        assert_eq!(v1.storage_prefix, "/stable.example.com/crontabs");
+        assert_eq!(defs[1].storage_prefix, v1.storage_prefix);
+        assert_eq!(v1.definition, "com.example.stable.v1.CronTab");
+        assert!(v1.has_subresource("status") && v1.has_subresource("scale"));
+        assert!(!defs[1].has_subresource("status"));
+        let columns: Vec<&str> = v1.columns.iter().map(|c| c.name.as_ref()).collect();
+        assert_eq!(columns, ["Name", "Spec", "Replicas"]);
+        assert_eq!(v1.columns[2].priority, 1);
+        let default_columns: Vec<&str> = defs[1].columns.iter().map(|c| c.name.as_ref()).collect();
+        assert_eq!(default_columns, ["Name", "Age"]);
+
+        let mut not_established = crontab_crd();
+        not_established["status"]["conditions"] = json!([]);
+        assert!(resource_defs(&not_established).is_empty());
+        let mut deleting = crontab_crd();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert!(resource_defs(&deleting).is_empty());
+    }
+
+    #[test]
+    fn objects_are_defaulted_pruned_validated_and_stored_in_the_storage_version() {
+        let defs = resource_defs(&crontab_crd());
+        let v1 = &defs[0];
+        let mut object = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "a"}, "spec": {"cronSpec": "* * * * */5", "unknown": 1},
+            "status": {"replicas": 3}});
+        v1.strategy.prepare_for_create(&mut object);
+        assert_eq!(object["spec"]["replicas"], 1, "defaulted");
+        assert!(object["spec"].get("unknown").is_none(), "pruned");
+        assert!(
+            object.get("status").is_none(),
+            "status is the subresource's"
+        );
+        assert!(v1.strategy.validate(&object).is_empty());
+        let mut bad = object.clone();
+        bad["spec"]["replicas"] = json!(-1);
+        let causes = v1.strategy.validate(&bad);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.replicas");
+
+        // v1beta1 reads what v1 wrote, with its own apiVersion.
+        let beta = &defs[1];
+        let stored = beta.strategy.encode_for_storage(
+            json!({"apiVersion": "stable.example.com/v1beta1", "kind": "CronTab"}),
+        );
+        assert_eq!(stored["apiVersion"], "stable.example.com/v1");
+        let read = beta.strategy.decode_stored(object.clone());
+        assert_eq!(read["apiVersion"], "stable.example.com/v1beta1");
+
+        // The status subresource carries only status; the main resource keeps the old one.
+        let mut old = object.clone();
+        old["status"] = json!({"replicas": 2});
+        let mut update = object.clone();
+        update["status"] = json!({"replicas": 9});
+        update["spec"]["cronSpec"] = json!("changed");
+        v1.strategy.prepare_for_update(&mut update, &old);
+        assert_eq!(update["status"]["replicas"], 2);
+        let mut status = old.clone();
+        status["status"] = json!({"replicas": 5});
+        status["spec"]["cronSpec"] = json!("ignored");
+        v1.strategy.prepare_for_status_update(&mut status, &old);
+        assert_eq!(status["status"]["replicas"], 5);
+        assert_eq!(status["spec"]["cronSpec"], old["spec"]["cronSpec"]);
+    }
+
+    #[test]
+    fn printer_columns_follow_their_json_paths() {
+        let defs = resource_defs(&crontab_crd());
+        let object = json!({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                            "spec": {"cronSpec": "*/5", "replicas": 3}});
+        assert_eq!(
+            defs[0].strategy.table_cells(&object),
+            vec![json!("*/5"), json!(3)]
+        );
+        assert_eq!(
+            defs[1].strategy.table_cells(&object),
+            vec![json!("2026-01-01T00:00:00Z")]
+        );
+        assert_eq!(
+            defs[0].strategy.table_cells(&json!({})),
+            vec![Value::Null, Value::Null]
+        );
+
+        let conditions = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True"}, {"type": "Synced", "status": "False"}]},
+            "metadata": {"labels": {"app.kubernetes.io/name": "x"}}, "items": [1, 2]});
+        let column = |path: &str, type_: &str| PrinterColumn {
+            path: parse_json_path(path).unwrap_or_default(),
+            type_: type_.into(),
+        };
+        assert_eq!(
+            cell(
+                &column(".status.conditions[?(@.type==\"Ready\")].status", "string"),
+                &conditions
+            ),
+            json!("True")
+        );
+        assert_eq!(
+            cell(
+                &column(".metadata.labels['app.kubernetes.io/name']", "string"),
+                &conditions
+            ),
+            json!("x")
+        );
+        assert_eq!(
+            cell(&column("{.items[*]}", "integer"), &conditions),
+            json!("1,2")
+        );
+        assert_eq!(cell(&column(".items[1]", "integer"), &conditions), json!(2));
+        assert_eq!(
+            cell(&column(".items[0]", "boolean"), &conditions),
+            Value::Null
+        );
+        assert!(parse_json_path(".a[").is_none());
+    }
+}

@@ -1,0 +1,342 @@
+//! apiextensions-apiserver's controllers, driven by one watch of the stored
+//! CustomResourceDefinitions: names and establishing (the `NamesAccepted` and `Established`
+//! conditions, `acceptedNames`, `storedVersions`), serving (the registry's custom resources
+//! follow the Established CRDs), kube's `crdregistration` (an APIService per served CRD
+//! group-version), and the finalizer that deletes a deleted CRD's instances before the CRD.
+
+// `ApiError` is the registry's error type throughout; boxing it here alone would not help.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubegate_backends::core::apiregistration::{
+    is_delegated, local_apiservice, AUTOMANAGED_CONTINUOUSLY, AUTOMANAGED_LABEL,
+    DELEGATE_ANNOTATION,
+};
+use kubegate_backends::core::crd::CLEANUP_FINALIZER;
+use kubegate_backends::core::crd_status::{
+    ensure_stored_version, establish, set_condition, sync_names, terminating_condition, Termination,
+};
+use kubegate_backends::core::custom_resource::{resource_defs, storage_defs};
+use kubegate_backends::registry::{now_rfc3339, Registry};
+use kubegate_backends::storage::cacher::CacheWatcher;
+use kubegate_backends::ResourceDef;
+use serde_json::Value;
+
+const GROUP: &str = "apiextensions.k8s.io";
+const STORAGE_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions";
+/// How long CRD changes settle before the controllers act on them.
+const SETTLE: Duration = Duration::from_millis(20);
+/// How often everything is checked again when nothing changed (a failed step is retried).
+const RESYNC: Duration = Duration::from_secs(10);
+
+/// Runs the controllers until `stop`.
+pub async fn run(
+    registry: Arc<Registry>,
+    mut served: String,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut watcher = sync(&registry, &mut served).await;
+    loop {
+        tokio::select! {
+            event = watcher.next() => {
+                if !matches!(event, Some(Ok(_))) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                tokio::time::sleep(SETTLE).await;
+            }
+            _ = tokio::time::sleep(RESYNC) => {}
+            _ = stop.changed() => return,
+        }
+        watcher = sync(&registry, &mut served).await;
+    }
+}
+
+/// Syncs once: returns the watch that signals the next change. `served` is the fingerprint
+/// of what the registry serves, so it is only swapped when that changes.
+pub async fn sync(registry: &Registry, served: &mut String) -> CacheWatcher {
+    let (items, _, watcher) = registry.cacher().list_and_watch(STORAGE_PREFIX);
+    let crds: Vec<Value> = items
+        .iter()
+        .filter_map(|item| serde_json::from_slice(&item.bytes).ok())
+        .collect();
+    let Some(def) = registry.find(GROUP, "customresourcedefinitions") else {
+        return watcher;
+    };
+    for crd in &crds {
+        if crd.pointer("/metadata/deletionTimestamp").is_some() {
+            if let Err(e) = finalize(registry, &def, crd).await {
+                tracing::warn!(crd = %name_of(crd), error = %e, "deleting a CustomResourceDefinition's instances");
+            }
+            continue;
+        }
+        if let Err(e) = update_status(registry, &def, crd, &crds).await {
+            tracing::warn!(crd = %name_of(crd), error = %e, "updating a CustomResourceDefinition's status");
+        }
+    }
+    // Serve what is Established now (the status just written shows up on the next pass).
+    let builtin_prefixes: BTreeSet<String> = registry
+        .builtin_resources()
+        .iter()
+        .map(|r| r.storage_prefix.clone())
+        .collect();
+    let mut defs: Vec<ResourceDef> = Vec::new();
+    let mut fingerprint = String::new();
+    for crd in &crds {
+        let versions = resource_defs(crd);
+        if versions
+            .iter()
+            .any(|d| builtin_prefixes.contains(&d.storage_prefix))
+        {
+            tracing::warn!(crd = %name_of(crd), "not served: its resource is a built-in one");
+            continue;
+        }
+        if !versions.is_empty() {
+            fingerprint.push_str(&format!(
+                "{}@{};",
+                crd.pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                crd.pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            ));
+            fingerprint.push_str(
+                &serde_json::to_string(&crd["status"]["acceptedNames"]).unwrap_or_default(),
+            );
+        }
+        defs.extend(versions);
+    }
+    let group_versions: BTreeSet<(String, String)> = defs
+        .iter()
+        .map(|d| (d.group.clone(), d.version.clone()))
+        .collect();
+    if *served != fingerprint {
+        registry.set_custom_resources(defs);
+        tracing::info!(
+            group_versions = group_versions.len(),
+            "custom resources served"
+        );
+        *served = fingerprint;
+    }
+    if let Err(e) = register_apiservices(registry, &group_versions).await {
+        tracing::warn!(error = %e, "registering CRD APIServices");
+    }
+    watcher
+}
+
+fn name_of(object: &Value) -> String {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The naming and establishing controllers' writes, and `storedVersions`.
+async fn update_status(
+    registry: &Registry,
+    def: &ResourceDef,
+    crd: &Value,
+    all: &[Value],
+) -> Result<(), String> {
+    let now = now_rfc3339();
+    let mut next = crd.clone();
+    let mut changed = sync_names(&mut next, all, &now);
+    changed |= establish(&mut next, &now);
+    changed |= ensure_stored_version(&mut next);
+    if !changed || next["status"] == crd["status"] {
+        return Ok(());
+    }
+    let status = next["status"].clone();
+    let uid = crd.pointer("/metadata/uid").cloned();
+    registry
+        .update_status_internal(def, "", &name_of(crd), |old| {
+            if old.pointer("/metadata/uid").cloned() != uid {
+                return Err(kubegate_backends::ApiError::new(
+                    409,
+                    "Conflict",
+                    "the CustomResourceDefinition was replaced",
+                ));
+            }
+            let mut object = old.clone();
+            object["status"] = status.clone();
+            Ok(object)
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| e.message)
+}
+
+/// kube's CRD finalizer: deletes every instance, then removes the cleanup finalizer so the
+/// CRD itself goes.
+async fn finalize(registry: &Registry, def: &ResourceDef, crd: &Value) -> Result<(), String> {
+    let has_finalizer = crd
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| f.iter().any(|v| v.as_str() == Some(CLEANUP_FINALIZER)));
+    if !has_finalizer {
+        return Ok(());
+    }
+    let name = name_of(crd);
+    let set_terminating = |stage: Termination, detail: String| {
+        let condition = terminating_condition(stage, &detail);
+        async move {
+            let now = now_rfc3339();
+            registry
+                .update_status_internal(def, "", &name_of(crd), |old| {
+                    let mut object = old.clone();
+                    set_condition(&mut object, &condition, &now);
+                    Ok(object)
+                })
+                .await
+                .map(|_| ())
+                .map_err(|e| e.message)
+        }
+    };
+    set_terminating(Termination::InProgress, String::new()).await?;
+    // Every version reads the same storage; the first is enough to find and delete them all.
+    if let Some(instances) = storage_defs(crd).into_iter().next() {
+        let (items, _) = registry
+            .list_internal(&instances)
+            .await
+            .map_err(|e| e.message)?;
+        for item in &items {
+            let namespace = item
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match registry
+                .delete_internal(&instances, namespace, &name_of(item))
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => {
+                    let detail = format!("could not delete {}: {}", name_of(item), e.message);
+                    set_terminating(Termination::Failed, detail.clone()).await?;
+                    return Err(detail);
+                }
+            }
+        }
+        let (left, _) = registry
+            .list_internal(&instances)
+            .await
+            .map_err(|e| e.message)?;
+        if !left.is_empty() {
+            // Instances with finalizers of their own: wait for them (the resync comes back).
+            return Err(format!("{} instances still being deleted", left.len()));
+        }
+    }
+    set_terminating(Termination::Completed, String::new()).await?;
+    registry
+        .update_internal(def, "", &name, |old| {
+            let mut object = old.clone();
+            if let Some(list) = object
+                .pointer_mut("/metadata/finalizers")
+                .and_then(Value::as_array_mut)
+            {
+                list.retain(|f| f.as_str() != Some(CLEANUP_FINALIZER));
+            }
+            Ok(object)
+        })
+        .await
+        .map(|_| ())
+        .or_else(|e| {
+            if e.code == 404 {
+                Ok(())
+            } else {
+                Err(e.message)
+            }
+        })?;
+    tracing::info!(crd = %name, "CustomResourceDefinition deleted with its instances");
+    Ok(())
+}
+
+/// kube's `crdregistration` controller: an APIService (`automanaged: "true"`) for every served
+/// CRD group-version, removed when no CRD serves it any more.
+async fn register_apiservices(
+    registry: &Registry,
+    served: &BTreeSet<(String, String)>,
+) -> Result<(), String> {
+    let Some(def) = registry.find("apiregistration.k8s.io", "apiservices") else {
+        return Ok(());
+    };
+    let builtin: BTreeSet<(String, String)> = registry
+        .builtin_resources()
+        .iter()
+        .map(|r| (r.group.clone(), r.version.clone()))
+        .collect();
+    let (existing, _) = registry.list_internal(&def).await.map_err(|e| e.message)?;
+    let label = |o: &Value| {
+        o.pointer("/metadata/labels")
+            .and_then(|l| l.get(AUTOMANAGED_LABEL))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    for (group, version) in served {
+        let desired = local_apiservice(group, version);
+        let name = name_of(&desired);
+        match existing.iter().find(|o| name_of(o) == name) {
+            None => {
+                registry
+                    .create_internal(&def, desired)
+                    .await
+                    .map_err(|e| format!("creating APIService {name}: {}", e.message))?;
+            }
+            // A delegate's registration of the same group-version gives way to the local CRD.
+            Some(current) if is_delegated(current) => {
+                registry
+                    .update_internal(&def, "", &name, |old| {
+                        let mut object = old.clone();
+                        object["spec"] = desired["spec"].clone();
+                        if let Some(a) = object
+                            .pointer_mut("/metadata/annotations")
+                            .and_then(Value::as_object_mut)
+                        {
+                            a.remove(DELEGATE_ANNOTATION);
+                        }
+                        Ok(object)
+                    })
+                    .await
+                    .map_err(|e| format!("updating APIService {name}: {}", e.message))?;
+            }
+            Some(_) => {}
+        }
+    }
+    for object in &existing {
+        let Some(group_version) =
+            object
+                .pointer("/spec/version")
+                .and_then(Value::as_str)
+                .map(|v| {
+                    (
+                        object
+                            .pointer("/spec/group")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        v.to_string(),
+                    )
+                })
+        else {
+            continue;
+        };
+        let local_crd_managed = label(object).as_deref() == Some(AUTOMANAGED_CONTINUOUSLY)
+            && !is_delegated(object)
+            && object.pointer("/spec/service").is_none_or(Value::is_null);
+        if local_crd_managed
+            && !served.contains(&group_version)
+            && !builtin.contains(&group_version)
+        {
+            match registry.delete_internal(&def, "", &name_of(object)).await {
+                Ok(()) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e.message),
+            }
+        }
+    }
+    Ok(())
+}

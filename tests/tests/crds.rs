@@ -1,0 +1,328 @@
+//! End-to-end custom resources with the real kubectl: a CRD with two versions becomes
+//! Established and its instances are served like kube's apiextensions-apiserver serves them
+//! (printer columns, short names, categories, schema defaulting/pruning/validation, the
+//! status subresource, both versions over one storage, watch, explain), and deleting the CRD
+//! deletes its instances first.
+
+use std::time::Duration;
+
+use kubegate_tests::{eventually, Kubegate};
+use serde_json::Value;
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names:
+    plural: crontabs
+    singular: crontab
+    kind: CronTab
+    shortNames: [ct]
+    categories: [all]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            description: The desired schedule.
+            properties:
+              cronSpec:
+                type: string
+                description: When to run, in cron format.
+              image:
+                type: string
+              replicas:
+                type: integer
+                minimum: 0
+                default: 1
+          status:
+            type: object
+            properties:
+              replicas:
+                type: integer
+    subresources:
+      status: {}
+    additionalPrinterColumns:
+    - name: Spec
+      type: string
+      jsonPath: .spec.cronSpec
+    - name: Replicas
+      type: integer
+      jsonPath: .spec.replicas
+  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+const MY_CRONTAB: &str = r#"apiVersion: stable.example.com/v1
+kind: CronTab
+metadata:
+  name: my
+spec:
+  cronSpec: "* * * * */5"
+  image: my-awesome-cron-image
+  unknownField: dropped
+"#;
+
+/// kubectl with its own discovery cache, so each check sees current discovery.
+fn fresh(gate: &Kubegate, args: &[&str]) -> std::process::Output {
+    let cache = tempfile::tempdir().expect("cache dir");
+    let flag = format!("--cache-dir={}", cache.path().display());
+    let mut all = vec![flag.as_str()];
+    all.extend_from_slice(args);
+    gate.kubectl(&all)
+}
+
+fn fresh_ok(gate: &Kubegate, args: &[&str]) -> String {
+    let out = fresh(gate, args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn established(gate: &Kubegate) {
+    gate.ok_stdin(&["apply", "-f", "-"], CRD);
+    gate.ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=30s",
+        "crd/crontabs.stable.example.com",
+    ]);
+    let served = eventually(Duration::from_secs(10), || {
+        fresh(gate, &["get", "crontabs"]).status.success()
+    });
+    assert!(
+        served,
+        "crontabs never served:\n{}",
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+}
+
+#[test]
+fn custom_resources_are_served_like_kube() {
+    let gate = Kubegate::start();
+    established(&gate);
+    let crd = gate.json(&["get", "crd", "crontabs.stable.example.com", "-o", "json"]);
+    assert_eq!(crd["status"]["acceptedNames"]["kind"], "CronTab");
+    assert_eq!(crd["status"]["storedVersions"], serde_json::json!(["v1"]));
+    let conditions = crd["status"]["conditions"].to_string();
+    assert!(
+        conditions.contains("NamesAccepted") && conditions.contains("InitialNamesAccepted"),
+        "{conditions}"
+    );
+
+    // Defaulted and pruned on the way in.
+    let created = gate.ok_stdin(&["apply", "-f", "-"], MY_CRONTAB);
+    assert!(
+        created.contains("crontab.stable.example.com/my created"),
+        "{created}"
+    );
+    let my = gate.json(&["get", "crontab", "my", "-o", "json"]);
+    assert_eq!(my["spec"]["replicas"], 1, "{my}");
+    assert!(my["spec"].get("unknownField").is_none(), "{my}");
+    assert_eq!(my["metadata"]["generation"], 1);
+
+    // Printer columns, short name, category.
+    let table = fresh_ok(&gate, &["get", "crontabs"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "SPEC", "REPLICAS"], "{table}");
+    let row = table.lines().nth(1).unwrap_or("");
+    assert!(
+        row.starts_with("my ") && row.contains("* * * * */5") && row.trim_end().ends_with(" 1"),
+        "{table}"
+    );
+    assert!(fresh_ok(&gate, &["get", "ct", "-o", "name"]).contains("crontab.stable.example.com/my"));
+    let all = fresh_ok(&gate, &["get", "all", "-o", "name"]);
+    assert!(all.contains("crontab.stable.example.com/my"), "{all}");
+    let resources = fresh_ok(&gate, &["api-resources", "--api-group=stable.example.com"]);
+    assert!(
+        resources.contains("crontabs") && resources.contains("ct") && resources.contains("CronTab"),
+        "{resources}"
+    );
+
+    // Merge patch bumps the generation; a strategic merge patch is refused as kube does.
+    gate.ok(&[
+        "patch",
+        "crontab",
+        "my",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ]);
+    let my = gate.json(&["get", "crontab", "my", "-o", "json"]);
+    assert_eq!(my["spec"]["replicas"], 3);
+    assert_eq!(my["metadata"]["generation"], 2);
+    let smp = gate.fails(&["patch", "crontab", "my", "-p", r#"{"spec":{"replicas":4}}"#]);
+    assert!(
+        smp.contains("strategic merge patch")
+            || smp.contains("UnsupportedMediaType")
+            || smp.contains("unknown format"),
+        "{smp}"
+    );
+
+    // Schema validation with kube's message, nothing stored.
+    let invalid = gate.fails(&[
+        "patch",
+        "crontab",
+        "my",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":-1}}"#,
+    ]);
+    assert!(invalid.contains("spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"), "{invalid}");
+    let wrong = gate.kubectl_stdin(
+        &["create", "-f", "-"],
+        Some("apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: wrong\nspec:\n  replicas: many\n"),
+    );
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success() && stderr.contains("spec.replicas"),
+        "{stderr}"
+    );
+    assert!(!gate.kubectl(&["get", "crontab", "wrong"]).status.success());
+
+    // The status subresource: status only through it, spec never through it.
+    gate.ok(&[
+        "patch",
+        "crontab",
+        "my",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"replicas":7}}"#,
+    ]);
+    assert!(gate.json(&["get", "crontab", "my", "-o", "json"])["status"].is_null());
+    gate.ok(&[
+        "patch",
+        "crontab",
+        "my",
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"replicas":7},"spec":{"replicas":0}}"#,
+    ]);
+    let my = gate.json(&["get", "crontab", "my", "-o", "json"]);
+    assert_eq!(my["status"]["replicas"], 7);
+    assert_eq!(my["spec"]["replicas"], 3);
+    assert_eq!(
+        my["metadata"]["generation"], 2,
+        "status changes keep the generation"
+    );
+
+    // The other version reads the same object.
+    let beta = gate.json(&[
+        "get",
+        "crontabs.v1beta1.stable.example.com",
+        "my",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(beta["apiVersion"], "stable.example.com/v1beta1");
+    assert_eq!(beta["spec"]["cronSpec"], "* * * * */5");
+
+    // Watch sees changes.
+    let watch = gate.stream(&["get", "crontabs", "-w", "-o", "name"]);
+    gate.ok(&[
+        "patch",
+        "crontab",
+        "my",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"image":"v2"}}"#,
+    ]);
+    assert!(watch
+        .wait_for(Duration::from_secs(10), |l| l
+            .contains("crontab.stable.example.com/my"))
+        .is_some());
+
+    // explain reads the CRD's schema.
+    let explained = eventually(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&fresh(&gate, &["explain", "crontab.spec"]).stdout)
+            .contains("cronSpec")
+    });
+    assert!(
+        explained,
+        "{}",
+        String::from_utf8_lossy(&fresh(&gate, &["explain", "crontab.spec"]).stderr)
+    );
+    let spec = fresh_ok(&gate, &["explain", "crontab.spec.cronSpec"]);
+    assert!(spec.contains("When to run, in cron format."), "{spec}");
+
+    // An APIService for the group-version, as kube's crdregistration makes it.
+    let apiservice = gate.json(&["get", "apiservice", "v1.stable.example.com", "-o", "json"]);
+    assert_eq!(
+        apiservice["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "true"
+    );
+    assert_eq!(apiservice["spec"]["groupPriorityMinimum"], 1000);
+
+    // Deleting the CRD deletes its instances, then the CRD; the group goes from discovery.
+    gate.ok(&["create", "namespace", "other"]);
+    gate.ok_stdin(
+        &["apply", "-n", "other", "-f", "-"],
+        &MY_CRONTAB.replace("name: my", "name: theirs"),
+    );
+    gate.ok(&[
+        "delete",
+        "crd",
+        "crontabs.stable.example.com",
+        "--timeout=30s",
+    ]);
+    assert!(!gate
+        .kubectl(&["get", "crd", "crontabs.stable.example.com"])
+        .status
+        .success());
+    let gone = eventually(Duration::from_secs(10), || {
+        !fresh(&gate, &["get", "crontabs", "-A"]).status.success()
+    });
+    assert!(gone, "crontabs still served after the CRD was deleted");
+    assert!(!gate
+        .kubectl(&["get", "apiservice", "v1.stable.example.com"])
+        .status
+        .success());
+    // Re-created, it starts empty: the instances were deleted, not hidden.
+    established(&gate);
+    let listed = fresh_ok(&gate, &["get", "crontabs", "-A", "-o", "name"]);
+    assert!(
+        listed.trim().is_empty(),
+        "instances survived their CRD: {listed}"
+    );
+}
+
+#[test]
+fn custom_resources_are_served_again_after_a_restart() {
+    let mut gate = Kubegate::start();
+    established(&gate);
+    gate.ok_stdin(&["apply", "-f", "-"], MY_CRONTAB);
+    gate.restart();
+    let out = fresh_ok(&gate, &["get", "crontab", "my", "-o", "json"]);
+    let my: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(my["spec"]["image"], "my-awesome-cron-image");
+}
