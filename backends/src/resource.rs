@@ -180,6 +180,21 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// The `autoscaling/v1` Scale of `object`, for a resource with a `scale` subresource
+    /// (custom resources); `None` when the resource has none.
+    fn scale_of(&self, _object: &Value) -> Option<Value> {
+        None
+    }
+
+    /// `object` with `scale`'s `spec.replicas` written into it.
+    fn with_scale(
+        &self,
+        _object: &Value,
+        _scale: &Value,
+    ) -> Option<crate::status::ApiResult<Value>> {
+        None
+    }
+
     /// Whether `application/strategic-merge-patch+json` applies (not to custom resources,
     /// which have no patch strategies).
     fn supports_strategic_merge_patch(&self) -> bool {

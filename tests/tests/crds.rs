@@ -50,6 +50,9 @@ spec:
                 type: integer
     subresources:
       status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
     additionalPrinterColumns:
     - name: Spec
       type: string
@@ -233,6 +236,45 @@ fn custom_resources_are_served_like_kube() {
     assert_eq!(
         my["metadata"]["generation"], 2,
         "status changes keep the generation"
+    );
+
+    // The scale subresource: an autoscaling/v1 Scale over spec.replicas / status.replicas.
+    let scaled = gate.ok(&["scale", "crontab", "my", "--replicas", "5"]);
+    assert!(
+        scaled.contains("crontab.stable.example.com/my scaled"),
+        "{scaled}"
+    );
+    let my = gate.json(&["get", "crontab", "my", "-o", "json"]);
+    assert_eq!(my["spec"]["replicas"], 5);
+    assert_eq!(my["metadata"]["generation"], 3, "a scale changes the spec");
+    let scale: Value = serde_json::from_str(&gate.ok(&[
+        "get",
+        "--raw",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs/my/scale",
+    ]))
+    .expect("Scale");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 5);
+    assert_eq!(scale["status"]["replicas"], 7);
+    let negative = gate.fails(&["scale", "crontab", "my", "--replicas", "-1"]);
+    assert!(negative.contains("replicas"), "{negative}");
+    let precondition = gate.fails(&[
+        "scale",
+        "crontab",
+        "my",
+        "--replicas",
+        "6",
+        "--current-replicas",
+        "2",
+    ]);
+    assert!(
+        precondition.contains("Expected replicas to be 2, was 5"),
+        "{precondition}"
+    );
+    assert_eq!(
+        gate.json(&["get", "crontab", "my", "-o", "json"])["spec"]["replicas"],
+        5
     );
 
     // The other version reads the same object.

@@ -128,7 +128,15 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
                 verbs: vec!["get", "patch", "update"],
             });
         }
+        let scale_paths = version
+            .pointer("/subresources/scale")
+            .map(|scale| ScalePaths {
+                spec_replicas: field_path(str_at(scale, "/specReplicasPath")),
+                status_replicas: field_path(str_at(scale, "/statusReplicasPath")),
+                label_selector: field_path(str_at(scale, "/labelSelectorPath")),
+            });
         let strategy = CustomResourceStrategy {
+            scale: scale_paths,
             schema: schema_json.map(|s| Arc::new(Schema::from_json(s))),
             api_version: format!("{group}/{name}"),
             storage_api_version: format!("{group}/{storage}"),
@@ -326,8 +334,36 @@ fn cell(column: &PrinterColumn, object: &Value) -> Value {
     }
 }
 
+/// The fields a `scale` subresource reads and writes, as field names from the root.
+#[derive(Debug, Clone)]
+struct ScalePaths {
+    spec_replicas: Vec<String>,
+    status_replicas: Vec<String>,
+    label_selector: Vec<String>,
+}
+
+/// `.spec.replicas` as `["spec", "replicas"]` (validation allows only such simple paths).
+fn field_path(path: &str) -> Vec<String> {
+    parse_json_path(path)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|step| match step {
+            Step::Field(name) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+fn get_path<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
+    if path.is_empty() {
+        return None;
+    }
+    path.iter().try_fold(object, |v, name| v.get(name.as_str()))
+}
+
 /// apiextensions-apiserver's `customResourceStrategy` for one served version.
 pub struct CustomResourceStrategy {
+    scale: Option<ScalePaths>,
     schema: Option<Arc<Schema>>,
     /// `<group>/<version>` this definition serves.
     api_version: String,
@@ -433,6 +469,84 @@ impl Strategy for CustomResourceStrategy {
 
     fn supports_strategic_merge_patch(&self) -> bool {
         false
+    }
+
+    /// kube's `scaleFromCustomResource`: absent replicas read as 0; the selector only when
+    /// `labelSelectorPath` finds a string.
+    fn scale_of(&self, object: &Value) -> Option<Value> {
+        let paths = self.scale.as_ref()?;
+        let replicas =
+            |path: &[String]| get_path(object, path).and_then(Value::as_i64).unwrap_or(0);
+        let mut metadata = serde_json::Map::new();
+        for field in [
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+        ] {
+            if let Some(v) = object.pointer(&format!("/metadata/{field}")) {
+                metadata.insert(field.into(), v.clone());
+            }
+        }
+        let mut status = json!({"replicas": replicas(&paths.status_replicas)});
+        if let Some(selector) = get_path(object, &paths.label_selector).and_then(Value::as_str) {
+            status["selector"] = json!(selector);
+        }
+        Some(json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": metadata,
+            "spec": {"replicas": replicas(&paths.spec_replicas)},
+            "status": status,
+        }))
+    }
+
+    fn with_scale(&self, object: &Value, scale: &Value) -> Option<crate::status::ApiResult<Value>> {
+        let paths = self.scale.as_ref()?;
+        let replicas = match scale.pointer("/spec/replicas") {
+            None | Some(Value::Null) => 0,
+            Some(v) => match v.as_i64() {
+                Some(n) => n,
+                None => {
+                    let found = match v {
+                        Value::String(_) => "string",
+                        Value::Bool(_) => "bool",
+                        Value::Array(_) => "array",
+                        Value::Object(_) => "object",
+                        _ => "number",
+                    };
+                    return Some(Err(crate::status::ApiError::bad_request(format!(
+                        "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {found} into Go struct field ScaleSpec.spec.replicas of type int32"
+                    ))));
+                }
+            },
+        };
+        if replicas < 0 {
+            return Some(Err(crate::status::ApiError::invalid(
+                "autoscaling",
+                "Scale",
+                str_at(object, "/metadata/name"),
+                vec![super::causes::invalid_raw(
+                    "spec.replicas",
+                    &replicas.to_string(),
+                    "must be greater than or equal to 0",
+                )],
+            )));
+        }
+        let mut next = object.clone();
+        let Some((last, parents)) = paths.spec_replicas.split_last() else {
+            return Some(Ok(next));
+        };
+        let mut target = &mut next;
+        for name in parents {
+            if !target.get(name.as_str()).is_some_and(Value::is_object) {
+                target[name.as_str()] = json!({});
+            }
+            target = &mut target[name.as_str()];
+        }
+        target[last.as_str()] = json!(replicas);
+        Some(Ok(next))
     }
 
     fn table_cells(&self, object: &Value) -> Vec<Value> {

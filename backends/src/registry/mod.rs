@@ -12,6 +12,7 @@ mod internal;
 mod meta;
 pub mod namespaces;
 mod read;
+mod scale;
 mod write;
 
 #[cfg(test)]
@@ -205,6 +206,9 @@ impl Registry {
             return self
                 .create_subresource(&def, handler.as_ref(), request)
                 .await;
+        }
+        if info.subresource == "scale" {
+            return self.scale(&def, request).await;
         }
         if info.subresource.is_empty() && !def.supports_verb(verb) {
             return Err(ApiError::method_not_supported(&def.group_resource(), verb));

@@ -56,7 +56,7 @@ pub(crate) struct WriteMode<'a> {
 
 impl<'a> WriteMode<'a> {
     /// A client's write, judged by write admission.
-    fn client(request: &'a ApiRequest) -> ApiResult<Self> {
+    pub(super) fn client(request: &'a ApiRequest) -> ApiResult<Self> {
         Ok(WriteMode {
             dry_run: dry_run(request)?,
             requester: Some(&request.user),
@@ -93,7 +93,7 @@ fn dry_run(request: &ApiRequest) -> ApiResult<bool> {
 }
 
 /// Decodes a request body in its content type (JSON, YAML or protobuf).
-fn decode_request_body(request: &ApiRequest) -> ApiResult<Value> {
+pub(super) fn decode_request_body(request: &ApiRequest) -> ApiResult<Value> {
     if request.body.is_empty() {
         return Err(ApiError::bad_request("the body of the request was empty"));
     }

@@ -1,0 +1,152 @@
+//! The `scale` subresource of custom resources: an `autoscaling/v1` Scale read from and
+//! written back into the object through its strategy ([`Strategy::scale_of`],
+//! [`Strategy::with_scale`]), with GET, PUT and PATCH as kube's scale REST handler serves them.
+//!
+//! [`Strategy::scale_of`]: crate::resource::Strategy::scale_of
+//! [`Strategy::with_scale`]: crate::resource::Strategy::with_scale
+
+use serde_json::{json, Value};
+
+use super::encode;
+use super::write::{decode_request_body, WriteMode};
+use super::Registry;
+use crate::api::{ApiRequest, ApiResponse};
+use crate::machinery::negotiation::{self, negotiate_output, PatchType};
+use crate::machinery::patch;
+use crate::resource::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+
+const SCALE_API_VERSION: &str = "autoscaling/v1";
+
+impl Registry {
+    pub(super) async fn scale(
+        &self,
+        def: &ResourceDef,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
+        let info = &request.info;
+        let output = negotiate_output(request.accept.as_deref(), false)?;
+        let view = |object: &Value| {
+            def.strategy
+                .scale_of(object)
+                .ok_or_else(|| ApiError::method_not_supported(&def.group_resource(), &info.verb))
+        };
+        match info.verb.as_str() {
+            "get" => {
+                let object = self.get_object(def, &info.namespace, &info.name).await?;
+                encode::json_value_response(200, &view(&object)?, &output)
+            }
+            "update" => {
+                let mut scale = decode_request_body(request)?;
+                check_scale_type(&mut scale)?;
+                let written = self
+                    .update_object(
+                        def,
+                        &info.namespace,
+                        &info.name,
+                        "scale",
+                        WriteMode::client(request)?,
+                        |current| apply(def, current, &scale),
+                    )
+                    .await?;
+                encode::json_value_response(200, &view(&written.object)?, &output)
+            }
+            "patch" => {
+                let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
+                let written = self
+                    .update_object(
+                        def,
+                        &info.namespace,
+                        &info.name,
+                        "scale",
+                        WriteMode::client(request)?,
+                        |current| {
+                            let before = view(current)?;
+                            let mut after = match patch_type {
+                                PatchType::Json => patch::json_patch(&before, &request.body)?,
+                                // A Scale has no lists: a strategic merge patch is a merge patch.
+                                PatchType::Merge | PatchType::StrategicMerge => {
+                                    patch::merge_patch(&before, &request.body)?
+                                }
+                                PatchType::Apply => {
+                                    return Err(ApiError::new(
+                                        415,
+                                        "UnsupportedMediaType",
+                                        "server-side apply is not supported by this server yet",
+                                    ))
+                                }
+                            };
+                            check_scale_type(&mut after)?;
+                            // The resourceVersion rides along unchanged unless the patch set
+                            // one: only then is it a precondition.
+                            if after.pointer("/metadata/resourceVersion")
+                                == before.pointer("/metadata/resourceVersion")
+                            {
+                                if let Some(meta) =
+                                    after.get_mut("metadata").and_then(Value::as_object_mut)
+                                {
+                                    meta.remove("resourceVersion");
+                                }
+                            }
+                            apply(def, current, &after)
+                        },
+                    )
+                    .await?;
+                encode::json_value_response(200, &view(&written.object)?, &output)
+            }
+            other => Err(ApiError::method_not_supported(&def.group_resource(), other)),
+        }
+    }
+}
+
+/// `apiVersion` and `kind` of a Scale body, filled in when missing.
+fn check_scale_type(scale: &mut Value) -> ApiResult<()> {
+    let Some(map) = scale.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    };
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), json!(SCALE_API_VERSION));
+        }
+        Some(SCALE_API_VERSION) => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({other}) does not match the expected API version ({SCALE_API_VERSION})"
+            )))
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), json!("Scale"));
+        }
+        Some("Scale") => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({other}) does not match the expected kind (Scale) for the endpoint"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// The stored object with the Scale written into it; a `resourceVersion` in the Scale is the
+/// update's precondition, as kube's scale handler makes it.
+fn apply(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<Value> {
+    let mut object = def
+        .strategy
+        .with_scale(current, scale)
+        .ok_or_else(|| ApiError::method_not_supported(&def.group_resource(), "update"))??;
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        match scale.pointer("/metadata/resourceVersion") {
+            Some(rv) if rv.as_str().is_some_and(|s| !s.is_empty()) => {
+                meta.insert("resourceVersion".into(), rv.clone());
+            }
+            _ => {
+                meta.remove("resourceVersion");
+            }
+        }
+    }
+    Ok(object)
+}
