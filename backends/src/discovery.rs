@@ -238,7 +238,7 @@ fn negotiate(accept: &str) -> Option<Aggregated> {
 
 /// Kube's version ordering within a group (`CompareKubeAwareVersionStrings`): GA before beta
 /// before alpha, higher numbers first; versions not of the `vN[alpha|betaM]` form last, by name.
-fn compare_versions(a: &str, b: &str) -> Ordering {
+pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
     fn parse(v: &str) -> Option<(u8, u64, u64)> {
         let rest = v.strip_prefix('v')?;
         let digits = rest

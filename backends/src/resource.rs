@@ -180,6 +180,18 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Drops the fields the resource's schema does not know and returns their paths, for a
+    /// resource whose schema is its own (custom resources); `None` leaves it to the
+    /// registry's k8s-openapi schemas.
+    fn prune_unknown_fields(&self, _object: &mut Value) -> Option<Vec<String>> {
+        None
+    }
+
+    /// A `Warning` for every request to this resource (a deprecated custom resource version).
+    fn deprecation_warning(&self) -> Option<&str> {
+        None
+    }
+
     /// The `autoscaling/v1` Scale of `object`, for a resource with a `scale` subresource
     /// (custom resources); `None` when the resource has none.
     fn scale_of(&self, _object: &Value) -> Option<Value> {

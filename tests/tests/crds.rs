@@ -63,6 +63,7 @@ spec:
   - name: v1beta1
     served: true
     storage: false
+    deprecated: true
     schema:
       openAPIV3Schema:
         type: object
@@ -131,8 +132,22 @@ fn custom_resources_are_served_like_kube() {
         "{conditions}"
     );
 
-    // Defaulted and pruned on the way in.
-    let created = gate.ok_stdin(&["apply", "-f", "-"], MY_CRONTAB);
+    // Unknown fields: refused under Strict (kubectl's default), dropped with a warning under
+    // Warn; defaults applied on the way in.
+    let strict = gate.kubectl_stdin(&["create", "-f", "-"], Some(MY_CRONTAB));
+    let strict_err = String::from_utf8_lossy(&strict.stderr);
+    assert!(
+        !strict.status.success()
+            && strict_err.contains("strict decoding error: unknown field \"spec.unknownField\""),
+        "{strict_err}"
+    );
+    let warned = gate.kubectl_stdin(&["apply", "--validate=warn", "-f", "-"], Some(MY_CRONTAB));
+    assert!(
+        String::from_utf8_lossy(&warned.stderr).contains("unknown field \"spec.unknownField\""),
+        "{}",
+        String::from_utf8_lossy(&warned.stderr)
+    );
+    let created = String::from_utf8_lossy(&warned.stdout).to_string();
     assert!(
         created.contains("crontab.stable.example.com/my created"),
         "{created}"
@@ -277,7 +292,15 @@ fn custom_resources_are_served_like_kube() {
         5
     );
 
-    // The other version reads the same object.
+    // The other version reads the same object, with kube's deprecation warning.
+    let deprecated = gate.kubectl(&["get", "crontabs.v1beta1.stable.example.com", "my"]);
+    assert!(
+        String::from_utf8_lossy(&deprecated.stderr).contains(
+            "Warning: stable.example.com/v1beta1 CronTab is deprecated; use stable.example.com/v1 CronTab"
+        ),
+        "{}",
+        String::from_utf8_lossy(&deprecated.stderr)
+    );
     let beta = gate.json(&[
         "get",
         "crontabs.v1beta1.stable.example.com",
@@ -328,7 +351,7 @@ fn custom_resources_are_served_like_kube() {
     // Deleting the CRD deletes its instances, then the CRD; the group goes from discovery.
     gate.ok(&["create", "namespace", "other"]);
     gate.ok_stdin(
-        &["apply", "-n", "other", "-f", "-"],
+        &["apply", "--validate=false", "-n", "other", "-f", "-"],
         &MY_CRONTAB.replace("name: my", "name: theirs"),
     );
     gate.ok(&[
@@ -362,9 +385,77 @@ fn custom_resources_are_served_like_kube() {
 fn custom_resources_are_served_again_after_a_restart() {
     let mut gate = Kubegate::start();
     established(&gate);
-    gate.ok_stdin(&["apply", "-f", "-"], MY_CRONTAB);
+    gate.ok_stdin(&["apply", "--validate=false", "-f", "-"], MY_CRONTAB);
     gate.restart();
     let out = fresh_ok(&gate, &["get", "crontab", "my", "-o", "json"]);
     let my: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(my["spec"]["image"], "my-awesome-cron-image");
+}
+
+#[test]
+fn name_conflicts_and_defaults_on_read() {
+    let gate = Kubegate::start();
+    established(&gate);
+    gate.ok_stdin(&["apply", "--validate=false", "-f", "-"], MY_CRONTAB);
+
+    // A second CRD in the same group claiming the same plural: NamesAccepted=False, not
+    // Established, and the first keeps serving.
+    let rival = CRD
+        .replace(
+            "name: crontabs.stable.example.com",
+            "name: crontabs2.stable.example.com",
+        )
+        .replace("plural: crontabs", "plural: crontabs2")
+        .replace("singular: crontab", "singular: crontab2")
+        .replace("shortNames: [ct]", "shortNames: [ct2]")
+        .replace("kind: CronTab", "kind: CronTab");
+    gate.ok_stdin(&["apply", "-f", "-"], &rival);
+    let conflicted = eventually(Duration::from_secs(10), || {
+        let crd = gate.json(&["get", "crd", "crontabs2.stable.example.com", "-o", "json"]);
+        crd["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "NamesAccepted" && c["status"] == "False")
+    });
+    assert!(
+        conflicted,
+        "{}",
+        gate.ok(&["get", "crd", "crontabs2.stable.example.com", "-o", "yaml"])
+    );
+    let crd = gate.json(&["get", "crd", "crontabs2.stable.example.com", "-o", "json"]);
+    let names_accepted = crd["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "NamesAccepted")
+        .cloned()
+        .unwrap_or_default();
+    // kube checks every name and reports the last conflict found: the list kind.
+    assert_eq!(
+        names_accepted["reason"], "ListKindConflict",
+        "{names_accepted}"
+    );
+    assert_eq!(
+        names_accepted["message"], "\"CronTabList\" is already in use",
+        "{names_accepted}"
+    );
+    assert!(!fresh(&gate, &["get", "crontabs2"]).status.success());
+    assert!(fresh(&gate, &["get", "crontabs"]).status.success());
+
+    // A default added to the schema later shows on read of objects stored before it.
+    let with_default = CRD.replace(
+        "              image:\n                type: string\n",
+        "              image:\n                type: string\n              timezone:\n                type: string\n                default: UTC\n",
+    );
+    assert_ne!(with_default, CRD);
+    gate.ok_stdin(&["apply", "-f", "-"], &with_default);
+    let defaulted = eventually(Duration::from_secs(10), || {
+        gate.json(&["get", "crontab", "my", "-o", "json"])["spec"]["timezone"] == "UTC"
+    });
+    assert!(
+        defaulted,
+        "{}",
+        gate.ok(&["get", "crontab", "my", "-o", "yaml"])
+    );
 }

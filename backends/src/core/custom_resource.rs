@@ -135,7 +135,14 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
                 status_replicas: field_path(str_at(scale, "/statusReplicasPath")),
                 label_selector: field_path(str_at(scale, "/labelSelectorPath")),
             });
+        let deprecation = (version.get("deprecated").and_then(Value::as_bool) == Some(true)).then(
+            || match version.get("deprecationWarning").and_then(Value::as_str) {
+                Some(text) => text.to_string(),
+                None => default_deprecation_warning(group, name, kind, &versions),
+            },
+        );
         let strategy = CustomResourceStrategy {
+            deprecation,
             scale: scale_paths,
             schema: schema_json.map(|s| Arc::new(Schema::from_json(s))),
             api_version: format!("{group}/{name}"),
@@ -168,6 +175,29 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
         });
     }
     defs
+}
+
+/// kube's `defaultDeprecationWarning`: `<group>/<version> <Kind> is deprecated`, naming the
+/// newest served, non-deprecated version newer than it when there is one.
+fn default_deprecation_warning(
+    group: &str,
+    deprecated: &str,
+    kind: &str,
+    versions: &[Value],
+) -> String {
+    let mut message = format!("{group}/{deprecated} {kind} is deprecated");
+    let newer = versions
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+        .filter(|v| v.get("deprecated").and_then(Value::as_bool) != Some(true))
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        // compare_versions orders the preferred (newer) version first.
+        .filter(|v| crate::discovery::compare_versions(v, deprecated) == std::cmp::Ordering::Less)
+        .min_by(|a, b| crate::discovery::compare_versions(a, b));
+    if let Some(newest) = newer {
+        message.push_str(&format!("; use {group}/{newest} {kind}"));
+    }
+    message
 }
 
 /// kube's OpenAPI definition name for a custom kind: the group reversed, then version and
@@ -363,6 +393,8 @@ fn get_path<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// apiextensions-apiserver's `customResourceStrategy` for one served version.
 pub struct CustomResourceStrategy {
+    /// The `Warning` every request to a deprecated version gets.
+    deprecation: Option<String>,
     scale: Option<ScalePaths>,
     schema: Option<Arc<Schema>>,
     /// `<group>/<version>` this definition serves.
@@ -469,6 +501,15 @@ impl Strategy for CustomResourceStrategy {
 
     fn supports_strategic_merge_patch(&self) -> bool {
         false
+    }
+
+    fn deprecation_warning(&self) -> Option<&str> {
+        self.deprecation.as_deref()
+    }
+
+    fn prune_unknown_fields(&self, object: &mut Value) -> Option<Vec<String>> {
+        let schema = self.schema.as_ref()?;
+        Some(schema::prune(object, Some(schema), true))
     }
 
     /// kube's `scaleFromCustomResource`: absent replicas read as 0; the selector only when

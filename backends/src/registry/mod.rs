@@ -162,9 +162,17 @@ impl Registry {
 
     /// Serves one resource request.
     pub async fn handle(&self, request: ApiRequest) -> ApiResponse {
-        match self.dispatch(&request).await {
+        let response = match self.dispatch(&request).await {
             Ok(response) => response,
             Err(error) => ApiResponse::error(&error),
+        };
+        let info = &request.info;
+        match self
+            .lookup(&info.api_group, &info.api_version, &info.resource)
+            .and_then(|def| def.strategy.deprecation_warning().map(str::to_string))
+        {
+            Some(warning) => response.with_header("Warning", write::warning_header(&warning)),
+            None => response,
         }
     }
 

@@ -112,7 +112,7 @@ impl PatchMetaLookup for ResourcePatchMeta<'_> {
     }
 }
 
-fn warning_header(message: &str) -> String {
+pub(super) fn warning_header(message: &str) -> String {
     format!("299 - {}", serde_json::Value::String(message.to_string()))
 }
 
@@ -175,7 +175,10 @@ impl Registry {
         object: &mut Value,
         mode: FieldValidation,
     ) -> ApiResult<Vec<String>> {
-        let unknown = super::fields::prune_unknown_fields(&def.definition, object);
+        let unknown = match def.strategy.prune_unknown_fields(object) {
+            Some(unknown) => unknown,
+            None => super::fields::prune_unknown_fields(&def.definition, object),
+        };
         if unknown.is_empty() {
             return Ok(Vec::new());
         }
