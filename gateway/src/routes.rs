@@ -28,6 +28,8 @@ pub struct Routes {
     /// Built-in group-versions switched off by `runtimeConfig`: not served here even though
     /// the registry holds them (kubegate's own controllers still use them).
     pub disabled_group_versions: std::collections::BTreeSet<(String, String)>,
+    /// Flow control, for kube's `/debug/api_priority_and_fairness/*` dumps.
+    pub flow: Arc<crate::flowcontrol::FlowGate>,
 }
 
 impl Routes {
@@ -70,6 +72,27 @@ impl Routes {
                     200,
                     serde_json::to_vec_pretty(&self.version).unwrap_or_default(),
                 )
+            }
+            "/debug/api_priority_and_fairness/dump_priority_levels"
+            | "/debug/api_priority_and_fairness/dump_queues"
+            | "/debug/api_priority_and_fairness/dump_requests" => {
+                // Registered only with APF, as in kube.
+                let Some(control) = self.flow.apf() else {
+                    return ApiError::path_not_found().into();
+                };
+                use kubegate_policy::flowcontrol::debug;
+                let text = match path.rsplit('/').next() {
+                    Some("dump_priority_levels") => debug::dump_priority_levels(control),
+                    Some("dump_queues") => debug::dump_queues(control),
+                    _ => debug::dump_requests(
+                        control,
+                        request
+                            .query
+                            .iter()
+                            .any(|(k, v)| k == "includeRequestDetails" && v == "1"),
+                    ),
+                };
+                return ApiResponse::with_type(200, "text/plain; charset=utf-8", text.into_bytes());
             }
             "/metrics" => {
                 return ApiResponse::with_type(

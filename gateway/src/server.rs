@@ -463,6 +463,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         version: crate::version::version_info(),
         issuer_discovery: authentication.discovery.clone(),
         disabled_group_versions: disabled,
+        flow: flow.clone(),
     });
     let gateway = Gateway {
         authenticator: authentication.authenticator.clone(),

@@ -269,6 +269,39 @@ fn requests_are_classified_and_a_reject_level_answers_429() {
     let admin = burst(&gate, None, path, 24);
     assert!(admin.iter().all(|r| r.0 == 200), "{admin:?}");
 
+    // kube's debug dumps, for those allowed to read them.
+    let (status, headers, levels) = request(
+        &gate,
+        None,
+        "/debug/api_priority_and_fairness/dump_priority_levels",
+    );
+    assert_eq!(status, 200, "{levels}");
+    assert!(header(&headers, "content-type").is_some_and(|t| t.starts_with("text/plain")));
+    assert!(
+        levels.starts_with("PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing,"),
+        "{levels}"
+    );
+    let tiny_row = levels
+        .lines()
+        .find(|l| l.starts_with("tiny,"))
+        .unwrap_or_else(|| panic!("no tiny row:\n{levels}"));
+    let rejected_count: u64 = tiny_row
+        .split(',')
+        .nth(7)
+        .and_then(|c| c.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(rejected_count >= rejected.len() as u64, "{tiny_row}");
+    let (status, _, queues) = request(&gate, None, "/debug/api_priority_and_fairness/dump_queues");
+    assert_eq!(status, 200);
+    assert!(queues.starts_with("PriorityLevelName, Index,"), "{queues}");
+    let (status, _, _) = request(
+        &gate,
+        Some(ALICE),
+        "/debug/api_priority_and_fairness/dump_requests",
+    );
+    // alice may do anything here (AlwaysAllow); what matters is that the path is served.
+    assert_eq!(status, 200);
+
     // The metrics say so too.
     let (_, _, metrics) = request(&gate, None, "/metrics");
     let rejected_line = metrics

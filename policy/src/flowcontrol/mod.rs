@@ -18,11 +18,14 @@
 //!    initial events are sent); a [`Rejection`] is a 429 with `Retry-After`. Both carry the
 //!    matched names and UIDs for the `X-Kubernetes-PF-*` headers.
 //! 4. [`FlowControl::snapshot`] gives the numbers behind kube's
-//!    `apiserver_flowcontrol_*` metrics.
+//!    `apiserver_flowcontrol_*` metrics; [`debug::dump_priority_levels`],
+//!    [`debug::dump_queues`] and [`debug::dump_requests`] the tables kube serves under
+//!    `/debug/api_priority_and_fairness/`.
 
 pub mod borrowing;
 pub mod classify;
 pub mod config;
+pub mod debug;
 pub mod estimate;
 mod queueset;
 mod retry;
@@ -50,7 +53,7 @@ pub use queueset::QueueSetCounters;
 
 use classify::{flow_distinguisher, hash_flow_id, matches_flow_schema};
 use config::{FlowSchema, PriorityLevel};
-use queueset::{QueueSet, Queuing, Refusal, Start, Ticket};
+use queueset::{QueueSet, Queuing, Refusal, RequestDescr, Start, Ticket};
 use retry::DroppedRequests;
 use shuffle::Dealer;
 
@@ -160,6 +163,8 @@ pub struct Classification {
     pub wait_limit: Duration,
     hash: u64,
     level: Arc<Level>,
+    /// Who asked for what, for `dump_requests`.
+    details: Arc<debug::RequestDetails>,
 }
 
 /// A request allowed to execute. It holds its seats until it is dropped or
@@ -631,6 +636,7 @@ impl FlowControl {
             wait_limit: self.inner.options.wait_limit(digest.timeout),
             hash,
             level,
+            details: Arc::new(debug::RequestDetails::new(digest)),
         }
     }
 
@@ -652,9 +658,15 @@ impl FlowControl {
     ) -> Result<Admission, Rejection> {
         let arrival = Instant::now();
         let level = classification.level.clone();
-        let start = lock(&level.state)
-            .queues
-            .start_request(estimate, classification.hash, arrival);
+        let descr = RequestDescr {
+            matched: classification.matched.clone(),
+            details: classification.details.clone(),
+            arrival,
+        };
+        let start =
+            lock(&level.state)
+                .queues
+                .start_request(estimate, classification.hash, descr, arrival);
         let (id, queue, receiver) = match start {
             Start::Refused(refusal) => {
                 let reason = match refusal {

@@ -3,15 +3,18 @@
 //! queue-length rejection and lingering final seats. Pure state: the caller holds its lock and
 //! passes the time in; waiters are woken through oneshot channels.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::borrowing::Integrator;
+use super::debug::RequestDetails;
 use super::estimate::WorkEstimate;
 use super::shuffle::Dealer;
+use super::Matched;
 
 /// kube's guess of how long a request's initial phase takes, `G` in its fair-queuing notes.
 const ESTIMATED_SERVICE_DURATION: Duration = Duration::from_millis(3);
@@ -57,6 +60,14 @@ impl SeatSeconds {
 
     fn sub(self, other: SeatSeconds) -> SeatSeconds {
         SeatSeconds(self.0.saturating_sub(other.0))
+    }
+}
+
+/// kube's `SeatSeconds.String`: whole seat-seconds, eight decimals, `ss`.
+impl std::fmt::Display for SeatSeconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scale = SS_SCALE as u64;
+        write!(f, "{}.{:08}ss", self.0 / scale, self.0 % scale)
     }
 }
 
@@ -107,9 +118,26 @@ pub(crate) enum Refusal {
     ConcurrencyLimit,
 }
 
+/// Who a request is and when it arrived, kept while it waits or executes for the debug dumps.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestDescr {
+    pub matched: Arc<Matched>,
+    pub details: Arc<RequestDetails>,
+    pub arrival: Instant,
+}
+
+/// An executing request as the debug dumps show it.
+#[derive(Debug, Clone)]
+struct Running {
+    descr: RequestDescr,
+    estimate: WorkEstimate,
+    start: Instant,
+}
+
 /// A request that holds seats; hand it back to [`QueueSet::finish`].
 #[derive(Debug)]
 pub(crate) struct Ticket {
+    id: u64,
     queue: Option<u64>,
     pub estimate: CompletedEstimate,
     start: Instant,
@@ -138,6 +166,7 @@ struct Waiting {
     estimate: CompletedEstimate,
     arrival_r: SeatSeconds,
     sender: oneshot::Sender<Ticket>,
+    descr: RequestDescr,
 }
 
 struct Queue {
@@ -148,6 +177,8 @@ struct Queue {
     seats_in_use: usize,
     waiting_max_seats: usize,
     waiting_work: SeatSeconds,
+    /// Its executing requests by request id, for the debug dumps.
+    running: BTreeMap<u64, Running>,
 }
 
 impl Queue {
@@ -160,6 +191,7 @@ impl Queue {
             seats_in_use: 0,
             waiting_max_seats: 0,
             waiting_work: SeatSeconds::default(),
+            running: BTreeMap::new(),
         }
     }
 
@@ -217,6 +249,53 @@ pub(crate) struct QueueSet {
     pub counters: QueueSetCounters,
     /// Seat demand (seats in use plus seats waiting) over time, for borrowing.
     pub demand: Integrator,
+    /// Executing requests dispatched without a queue (exempt and `Reject` levels), by id.
+    queueless_running: BTreeMap<u64, Running>,
+}
+
+/// An instant copy of a queue set for the debug dumps (kube's `debug.QueueSetDump`).
+#[derive(Debug, Clone)]
+pub(crate) struct QueueSetDump {
+    pub queues: Vec<QueueDump>,
+    pub queueless_executing: Vec<RequestDump>,
+    pub waiting_requests: usize,
+    pub executing_requests: usize,
+    pub counters: QueueSetCounters,
+}
+
+/// One queue of a [`QueueSetDump`] (kube's `debug.QueueDump`).
+#[derive(Debug, Clone)]
+pub(crate) struct QueueDump {
+    /// Waiting requests, head first.
+    pub waiting: Vec<RequestDump>,
+    pub executing: Vec<RequestDump>,
+    /// kube's `SeatSeconds` rendering of the queue's virtual dispatch time.
+    pub next_dispatch_r: String,
+    pub executing_requests: usize,
+    pub seats_in_use: usize,
+    /// Sums over the waiting requests.
+    pub initial_seats_sum: u64,
+    pub max_seats_sum: usize,
+    pub total_work_sum: String,
+}
+
+/// One request of a [`QueueSetDump`] (kube's `debug.RequestDump`).
+#[derive(Debug, Clone)]
+pub(crate) struct RequestDump {
+    pub descr: RequestDescr,
+    pub estimate: WorkEstimate,
+    /// When it was dispatched; `None` while it waits.
+    pub start: Option<Instant>,
+}
+
+impl Running {
+    fn dump(&self) -> RequestDump {
+        RequestDump {
+            descr: self.descr.clone(),
+            estimate: self.estimate,
+            start: Some(self.start),
+        }
+    }
 }
 
 impl QueueSet {
@@ -237,6 +316,7 @@ impl QueueSet {
             waiting_seats: 0,
             counters: QueueSetCounters::default(),
             demand: Integrator::new(now),
+            queueless_running: BTreeMap::new(),
         };
         qs.set_configuration(queuing, concurrency_limit, now);
         qs
@@ -269,6 +349,43 @@ impl QueueSet {
 
     pub fn is_idle(&self) -> bool {
         self.waiting_requests == 0 && self.executing_requests == 0
+    }
+
+    /// Copies the state the debug dumps show (kube's `Dump`).
+    pub fn dump(&self) -> QueueSetDump {
+        let queues = self
+            .queues
+            .iter()
+            .map(|queue| QueueDump {
+                waiting: queue
+                    .waiting
+                    .iter()
+                    .map(|w| RequestDump {
+                        descr: w.descr.clone(),
+                        estimate: w.estimate.estimate,
+                        start: None,
+                    })
+                    .collect(),
+                executing: queue.running.values().map(Running::dump).collect(),
+                next_dispatch_r: queue.next_dispatch_r.to_string(),
+                executing_requests: queue.executing,
+                seats_in_use: queue.seats_in_use,
+                initial_seats_sum: queue
+                    .waiting
+                    .iter()
+                    .map(|w| w.estimate.estimate.initial_seats)
+                    .fold(0, u64::saturating_add),
+                max_seats_sum: queue.waiting_max_seats,
+                total_work_sum: queue.waiting_work.to_string(),
+            })
+            .collect();
+        QueueSetDump {
+            queues,
+            queueless_executing: self.queueless_running.values().map(Running::dump).collect(),
+            waiting_requests: self.waiting_requests,
+            executing_requests: self.executing_requests,
+            counters: self.counters,
+        }
     }
 
     fn desired_queues(&self) -> usize {
@@ -340,7 +457,13 @@ impl QueueSet {
     }
 
     /// Starts a request: dispatches it at once, queues it, or refuses it.
-    pub fn start_request(&mut self, estimate: WorkEstimate, hash: u64, now: Instant) -> Start {
+    pub fn start_request(
+        &mut self,
+        estimate: WorkEstimate,
+        hash: u64,
+        descr: RequestDescr,
+        now: Instant,
+    ) -> Start {
         self.sync_time(now);
         let estimate = CompletedEstimate::new(estimate);
         let (dealer, queue_length_limit) = match self.queuing {
@@ -358,7 +481,18 @@ impl QueueSet {
                 self.seats_in_use = self.seats_in_use.saturating_add(estimate.max_seats());
                 self.counters.dispatched += 1;
                 self.note_demand(now);
+                let id = self.next_request_id;
+                self.next_request_id += 1;
+                self.queueless_running.insert(
+                    id,
+                    Running {
+                        descr,
+                        estimate: estimate.estimate,
+                        start: now,
+                    },
+                );
                 return Start::Executing(Ticket {
+                    id,
                     queue: None,
                     estimate,
                     start: now,
@@ -388,6 +522,7 @@ impl QueueSet {
             estimate,
             arrival_r: current_r,
             sender,
+            descr,
         });
         queue.waiting_max_seats = queue.waiting_max_seats.saturating_add(estimate.max_seats());
         queue.waiting_work = queue.waiting_work.add(estimate.total_work);
@@ -479,6 +614,7 @@ impl QueueSet {
         self.waiting_seats = self.waiting_seats.saturating_sub(queued_seats);
         let queue = &mut self.queues[index];
         let ticket = Ticket {
+            id: req.id,
             queue: Some(queue.id),
             estimate: req.estimate,
             start: now,
@@ -491,6 +627,14 @@ impl QueueSet {
             return true;
         }
         queue.executing += 1;
+        queue.running.insert(
+            req.id,
+            Running {
+                descr: req.descr,
+                estimate: req.estimate.estimate,
+                start: now,
+            },
+        );
         queue.seats_in_use = queue.seats_in_use.saturating_add(seats);
         queue.next_dispatch_r = queue.next_dispatch_r.add(req.estimate.total_work);
         queue.bound_next_dispatch();
@@ -548,6 +692,7 @@ impl QueueSet {
             .and_then(|id| self.queues.iter_mut().find(|q| q.id == id))
         {
             queue.executing = queue.executing.saturating_sub(1);
+            queue.running.remove(&ticket.id);
             // The queue is charged for the real service time instead of the guess G.
             let delta = SeatSeconds::signed(
                 ticket.estimate.estimate.initial_seats as f64,
@@ -556,6 +701,9 @@ impl QueueSet {
             queue.next_dispatch_r =
                 SeatSeconds(queue.next_dispatch_r.0.saturating_add_signed(delta));
             queue.bound_next_dispatch();
+        }
+        if ticket.queue.is_none() {
+            self.queueless_running.remove(&ticket.id);
         }
         let linger = Linger {
             queue: ticket.queue,
