@@ -161,6 +161,31 @@ pub struct WebhookTokenConfig {
     pub failure_cache_ttl: Duration,
 }
 
+impl WebhookTokenConfig {
+    /// The webhook named by `config_file`, with kube's default cache TTLs.
+    pub fn with_file(config_file: PathBuf) -> Self {
+        WebhookTokenConfig {
+            config_file,
+            cache_ttl: default_webhook_ttl(),
+            failure_cache_ttl: default_webhook_failure_ttl(),
+        }
+    }
+}
+
+impl RequestHeaderConfig {
+    /// Request-header authentication trusting `client_ca_file`, with the `X-Remote-*` headers.
+    pub fn with_ca(client_ca_file: PathBuf) -> Self {
+        RequestHeaderConfig {
+            client_ca_file,
+            allowed_names: Vec::new(),
+            username_headers: default_username_headers(),
+            uid_headers: default_uid_headers(),
+            group_headers: default_group_headers(),
+            extra_headers_prefix: default_extra_prefixes(),
+        }
+    }
+}
+
 fn default_webhook_ttl() -> Duration {
     Duration::from_secs(120)
 }

@@ -91,6 +91,34 @@ pub struct ServeFlags {
     /// Audiences of the API, comma-separated.
     #[arg(long)]
     pub api_audiences: Option<String>,
+    /// Longest expiration a TokenRequest may ask for (Go duration).
+    #[arg(long)]
+    pub service_account_max_token_expiration: Option<String>,
+    /// CA bundle that signs front-proxy client certificates (request-header authentication).
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// Front-proxy certificate CNs allowed to set identity headers (comma-separated,
+    /// repeatable; empty: any certificate the CA signed).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers carrying the user name (comma-separated, repeatable).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers carrying the user's UID.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_uid_headers: Vec<String>,
+    /// Headers carrying the groups.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_group_headers: Vec<String>,
+    /// Header prefixes carrying the extra attributes.
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+    /// kubeconfig-format file naming the TokenReview webhook.
+    #[arg(long)]
+    pub authentication_token_webhook_config_file: Option<PathBuf>,
+    /// How long the webhook's answers are cached (Go duration, default 2m).
+    #[arg(long)]
+    pub authentication_token_webhook_cache_ttl: Option<String>,
     /// Ordered authorization modes, comma-separated (AlwaysAllow, AlwaysDeny, ABAC, Webhook,
     /// RBAC; default RBAC).
     #[arg(long)]
@@ -224,6 +252,69 @@ impl ServeFlags {
                 .map(|a| a.trim().to_string())
                 .filter(|a| !a.is_empty())
                 .collect();
+        }
+        if let Some(v) = self.service_account_max_token_expiration {
+            match parse_duration(&v) {
+                Ok(d) => authn.service_accounts.max_token_expiration = d,
+                Err(e) => errors.push(format!("--service-account-max-token-expiration: {e}")),
+            }
+        }
+        let header_flags_set = !self.requestheader_allowed_names.is_empty()
+            || !self.requestheader_username_headers.is_empty()
+            || !self.requestheader_uid_headers.is_empty()
+            || !self.requestheader_group_headers.is_empty()
+            || !self.requestheader_extra_headers_prefix.is_empty();
+        if let Some(ca) = self.requestheader_client_ca_file {
+            match &mut authn.request_header {
+                Some(rh) => rh.client_ca_file = ca,
+                None => {
+                    authn.request_header = Some(kubegate_config::RequestHeaderConfig::with_ca(ca))
+                }
+            }
+        }
+        match &mut authn.request_header {
+            Some(rh) => {
+                let trimmed = |v: Vec<String>| -> Vec<String> {
+                    v.into_iter()
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                };
+                if !self.requestheader_allowed_names.is_empty() {
+                    rh.allowed_names = trimmed(self.requestheader_allowed_names);
+                }
+                if !self.requestheader_username_headers.is_empty() {
+                    rh.username_headers = trimmed(self.requestheader_username_headers);
+                }
+                if !self.requestheader_uid_headers.is_empty() {
+                    rh.uid_headers = trimmed(self.requestheader_uid_headers);
+                }
+                if !self.requestheader_group_headers.is_empty() {
+                    rh.group_headers = trimmed(self.requestheader_group_headers);
+                }
+                if !self.requestheader_extra_headers_prefix.is_empty() {
+                    rh.extra_headers_prefix = trimmed(self.requestheader_extra_headers_prefix);
+                }
+            }
+            None if header_flags_set => errors.push(
+                "--requestheader-client-ca-file: Required value: the other --requestheader-* flags need the CA that signs front-proxy certificates".into(),
+            ),
+            None => {}
+        }
+        if let Some(file) = self.authentication_token_webhook_config_file {
+            match &mut authn.webhook {
+                Some(w) => w.config_file = file,
+                None => authn.webhook = Some(kubegate_config::WebhookTokenConfig::with_file(file)),
+            }
+        }
+        if let Some(v) = self.authentication_token_webhook_cache_ttl {
+            match (parse_duration(&v), &mut authn.webhook) {
+                (Ok(d), Some(w)) => w.cache_ttl = d,
+                (Ok(_), None) => errors.push(
+                    "--authentication-token-webhook-cache-ttl: needs --authentication-token-webhook-config-file".into(),
+                ),
+                (Err(e), _) => errors.push(format!("--authentication-token-webhook-cache-ttl: {e}")),
+            }
         }
         if let Some(v) = self.authorization_mode {
             config.authorization.modes = v.split(',').map(|m| m.trim().to_string()).collect();
@@ -364,6 +455,63 @@ mod tests {
             vec![PathBuf::from("/etc/a.pub"), PathBuf::from("/etc/b.pub")]
         );
         assert_eq!(a.service_accounts.api_audiences, vec!["api", "vault"]);
+    }
+
+    #[test]
+    fn request_header_webhook_and_token_expiration_flags() {
+        let cli = Cli::try_parse_from([
+            "kubegate",
+            "serve",
+            "--requestheader-client-ca-file=/etc/fp-ca.crt",
+            "--requestheader-allowed-names=front-proxy-client,aggregator",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers",
+            "X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            "--authentication-token-webhook-config-file=/etc/wh.kubeconfig",
+            "--authentication-token-webhook-cache-ttl=30s",
+            "--service-account-max-token-expiration=48h",
+        ])
+        .unwrap();
+        let Command::Serve(flags) = cli.command else {
+            panic!("not serve");
+        };
+        let a = (*flags).into_config().unwrap().authentication;
+        let rh = a.request_header.expect("request header");
+        assert_eq!(rh.client_ca_file, PathBuf::from("/etc/fp-ca.crt"));
+        assert_eq!(rh.allowed_names, vec!["front-proxy-client", "aggregator"]);
+        assert_eq!(rh.username_headers, vec!["X-Remote-User"]);
+        assert_eq!(rh.group_headers, vec!["X-Remote-Group"]);
+        assert_eq!(rh.uid_headers, vec!["X-Remote-Uid"]);
+        assert_eq!(rh.extra_headers_prefix, vec!["X-Remote-Extra-"]);
+        let webhook = a.webhook.expect("webhook");
+        assert_eq!(webhook.config_file, PathBuf::from("/etc/wh.kubeconfig"));
+        assert_eq!(webhook.cache_ttl, std::time::Duration::from_secs(30));
+        assert_eq!(
+            a.service_accounts.max_token_expiration,
+            std::time::Duration::from_secs(48 * 3600)
+        );
+
+        // Header flags without the CA say what is missing.
+        let flags = ServeFlags {
+            requestheader_allowed_names: vec!["x".into()],
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(
+            err.contains("--requestheader-client-ca-file: Required value"),
+            "{err}"
+        );
+        let flags = ServeFlags {
+            authentication_token_webhook_cache_ttl: Some("1m".into()),
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(
+            err.contains("needs --authentication-token-webhook-config-file"),
+            "{err}"
+        );
     }
 
     #[test]
