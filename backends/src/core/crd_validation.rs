@@ -11,7 +11,7 @@
 //! That is reproduced here.
 //!
 //! kubegate differs in one place: `spec.conversion.strategy: Webhook` is refused (conversion
-//! webhooks are not implemented yet). CEL rules are checked for their form, not compiled.
+//! webhooks are not implemented yet). CEL rules are compiled (`machinery::schema::compile_errors`).
 
 use serde_json::{json, Value};
 
@@ -1436,6 +1436,12 @@ fn validate_schema_node(
                 "must not contain line breaks",
             ));
         }
+        errs.extend(crate::machinery::schema::compile_errors(
+            &rule_path,
+            rule,
+            s,
+            is_root || s.x_embedded_resource,
+        ));
     }
 }
 

@@ -486,13 +486,26 @@ impl Strategy for CustomResourceStrategy {
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
         match &self.schema {
-            Some(schema) => schema::validate(schema, object),
+            Some(schema) => {
+                let mut causes = schema::validate(schema, object);
+                let cel = schema::validate_cel(schema, object, None, &causes);
+                causes.extend(cel);
+                causes
+            }
             None => Vec::new(),
         }
     }
 
-    fn validate_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
-        self.validate(object)
+    fn validate_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
+        match &self.schema {
+            Some(schema) => {
+                let mut causes = schema::validate(schema, object);
+                let cel = schema::validate_cel(schema, object, Some(old), &causes);
+                causes.extend(cel);
+                causes
+            }
+            None => Vec::new(),
+        }
     }
 
     fn tracks_generation(&self) -> bool {

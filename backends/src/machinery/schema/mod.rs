@@ -8,8 +8,10 @@
 //! - [`validate`] against the schema, with kube's field paths and messages.
 //!
 //! Pure functions on `serde_json::Value`; the registry decides when to call them. CEL rules
-//! (`x-kubernetes-validations`) are carried in [`Schema::x_validations`] but not evaluated.
+//! (`x-kubernetes-validations`, carried in [`Schema::x_validations`]) are evaluated by
+//! [`validate_cel`] and compile-checked for CRDs by [`compile_errors`].
 
+mod cel;
 mod defaulting;
 mod formats;
 mod pattern;
@@ -25,6 +27,7 @@ use serde_json::Value;
 
 use crate::status::StatusCause;
 
+pub use self::cel::{compile_errors, validate_cel};
 pub use defaulting::{
     apply_defaults, default, prune_non_nullable_nulls_without_defaults, validate_defaults,
 };

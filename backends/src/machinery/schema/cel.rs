@@ -1,0 +1,1441 @@
+//! CEL validation rules (`x-kubernetes-validations`) on custom resources, as
+//! apiextensions-apiserver's `schema/cel` package evaluates them: [`validate_cel`] walks the
+//! object along its schema and, at every node with rules, evaluates each rule with `self` bound
+//! to the value there (and `oldSelf` to the old object's value at the same path on update:
+//! transition rules run only when that old value exists), turning a `false` into a field error
+//! with the rule's `message`/`messageExpression`, `reason` and `fieldPath`.
+//! [`compile_errors`] is the CRD-time check that every rule compiles.
+//!
+//! The evaluator is the `cel` crate (cel-rust) with its standard library and its `strings`,
+//! `lists` and `math` extensions. It has no type checker, so compilation checks what can be
+//! checked without one (syntax, undeclared identifiers, fields the schema does not declare,
+//! rules that cannot be a bool) and everything else surfaces when a rule runs, as kube's
+//! runtime errors do. Programs are compiled once per rule text and kept in a process-wide
+//! table, not per request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use base64::Engine;
+use cel::common::ast::{Expr, IdedExpr, LiteralValue};
+use cel::objects::{Key, Map};
+use cel::{Context, Env, ExecutionError, Program};
+use serde_json::Value;
+
+use super::structural::Schema;
+use super::{child, index, key};
+use crate::status::StatusCause;
+
+/// `ScopedVarName` and `OldScopedVarName`.
+const SELF: &str = "self";
+const OLD_SELF: &str = "oldSelf";
+/// `celconfig.MaxEvaluatedMessageExpressionSizeBytes`.
+const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
+/// Rules kept compiled before the table is emptied (rules only change with CRDs).
+const CACHE_LIMIT: usize = 8192;
+
+/// Identifiers CEL declares besides variables: type names (`type(x) == int`) and the
+/// namespaces of namespaced functions (`optional.none()`, `math.greatest(..)`).
+const DECLARED: &[&str] = &[
+    "bool",
+    "bytes",
+    "double",
+    "duration",
+    "dyn",
+    "int",
+    "list",
+    "map",
+    "null_type",
+    "string",
+    "timestamp",
+    "type",
+    "uint",
+    "optional",
+    "math",
+    "strings",
+    "lists",
+    "base64",
+];
+
+/// `celReservedSymbols`: property names that are escaped as `__name__`.
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// A compiled expression, or kube's detail for why it does not compile.
+struct Compiled {
+    program: Result<Program, String>,
+    uses_old_self: bool,
+}
+
+/// The environment rules run in: CEL's standard library and macros plus the `strings`,
+/// `lists` and `math` extensions.
+fn env() -> &'static Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // The extensions register distinct names on a fresh environment; a failure would only
+        // leave their functions undeclared.
+        let _ = env.add_extension(cel::extensions::strings);
+        let _ = env.add_extension(cel::extensions::lists);
+        let _ = env.add_extension(cel::extensions::math);
+        Arc::new(env)
+    })
+}
+
+/// What a compiled expression must produce, for the checks a type checker would make.
+#[derive(Clone, Copy, PartialEq)]
+enum Output {
+    Bool,
+    String,
+}
+
+/// The program for `source`, compiled once and shared.
+fn compiled(source: &str, output: Output) -> Arc<Compiled> {
+    type Table = Mutex<HashMap<(String, bool), Arc<Compiled>>>;
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    let table = TABLE.get_or_init(Table::default);
+    let cache_key = (source.to_string(), output == Output::Bool);
+    if let Ok(map) = table.lock() {
+        if let Some(found) = map.get(&cache_key) {
+            return Arc::clone(found);
+        }
+    }
+    let fresh = Arc::new(compile(source, None, output));
+    if let Ok(mut map) = table.lock() {
+        if map.len() >= CACHE_LIMIT {
+            map.clear();
+        }
+        map.insert(cache_key, Arc::clone(&fresh));
+    }
+    fresh
+}
+
+/// Compiles `source`; with `schema`, field selections on `self`/`oldSelf` are checked against
+/// it (the CRD-time check). Errors are kube's details: `compilation failed: ERROR: ...` or
+/// `cel expression must evaluate to a bool`.
+fn compile(source: &str, schema: Option<(&Schema, bool)>, output: Output) -> Compiled {
+    let program = match env().compile(source) {
+        Ok(p) => p,
+        Err(errors) => {
+            let rendered: Vec<String> = errors
+                .errors
+                .iter()
+                .map(|e| display_error(source, e.pos.0, e.pos.1, &e.msg))
+                .collect();
+            return Compiled {
+                program: Err(format!("compilation failed: {}", rendered.join("\n"))),
+                uses_old_self: false,
+            };
+        }
+    };
+    let mut check = Checker {
+        program: &program,
+        source,
+        bound: Vec::new(),
+        issues: Vec::new(),
+        uses_old_self: false,
+    };
+    check.expr(program.expression());
+    if let Some((s, is_root)) = schema {
+        check.fields(program.expression(), s, is_root);
+    }
+    let uses_old_self = check.uses_old_self;
+    if !check.issues.is_empty() {
+        check.issues.sort();
+        let rendered: Vec<String> = check.issues.into_iter().map(|(_, m)| m).collect();
+        return Compiled {
+            program: Err(format!("compilation failed: {}", rendered.join("\n"))),
+            uses_old_self,
+        };
+    }
+    if let Some(kind) = static_kind(&program.expression().expr) {
+        let wrong = match output {
+            Output::Bool => (kind != "bool").then_some("cel expression must evaluate to a bool"),
+            Output::String => (!matches!(kind, "string" | "sum"))
+                .then_some("messageExpression must evaluate to a string"),
+        };
+        if let Some(detail) = wrong {
+            return Compiled {
+                program: Err(detail.to_string()),
+                uses_old_self,
+            };
+        }
+    }
+    Compiled {
+        program: Ok(program),
+        uses_old_self,
+    }
+}
+
+/// cel-go's `Error.ToDisplayString`: `ERROR: <input>:1:5: msg` and the line with a caret.
+fn display_error(source: &str, line: isize, column: isize, msg: &str) -> String {
+    let mut out = format!("ERROR: <input>:{line}:{column}: {msg}");
+    let snippet = usize::try_from(line - 1)
+        .ok()
+        .and_then(|l| source.lines().nth(l));
+    if let Some(snippet) = snippet {
+        let snippet = snippet.replace('\t', " ");
+        out.push_str("\n | ");
+        out.push_str(&snippet);
+        out.push_str("\n | ");
+        let dots = usize::try_from(column - 1).unwrap_or(0);
+        for c in snippet.chars().take(dots) {
+            out.push(if c.len_utf8() > 1 { '．' } else { '.' });
+        }
+        out.push('^');
+    }
+    out
+}
+
+/// The type an expression surely has, from its form alone (literals, operators), if known.
+fn static_kind(expr: &Expr) -> Option<&'static str> {
+    match expr {
+        Expr::Literal(l) => Some(match l {
+            LiteralValue::Boolean(_) => "bool",
+            LiteralValue::String(_) => "string",
+            LiteralValue::Int(_) => "int",
+            LiteralValue::UInt(_) => "uint",
+            LiteralValue::Double(_) => "double",
+            LiteralValue::Bytes(_) => "bytes",
+            LiteralValue::Null => "null_type",
+        }),
+        Expr::List(_) => Some("list"),
+        Expr::Map(_) => Some("map"),
+        Expr::Call(call) => match call.func_name.as_str() {
+            "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" | "_&&_" | "_||_" | "!_" | "@in"
+            | "startsWith" | "endsWith" | "contains" | "matches" | "has" => Some("bool"),
+            "size" => Some("int"),
+            "string" => Some("string"),
+            "_-_" | "_*_" | "_/_" | "_%_" | "-_" => Some("number"),
+            // `+` adds numbers or joins strings, lists and bytes: never a bool.
+            "_+_" => Some("sum"),
+            _ => None,
+        },
+        Expr::Comprehension(c) => match &c.result.expr {
+            // `all`/`exists`/`exists_one` end in a bool accumulator or comparison; `map` and
+            // `filter` in a list.
+            Expr::Ident(name) if name == &c.accu_var => static_kind(&c.accu_init.expr),
+            other => static_kind(other),
+        },
+        _ => None,
+    }
+}
+
+/// Walks a parsed program for what cel-go's checker would refuse without types: identifiers
+/// that are not declared, and (given the schema) fields `self` does not have.
+struct Checker<'a> {
+    program: &'a Program,
+    source: &'a str,
+    /// Comprehension variables in scope.
+    bound: Vec<String>,
+    /// (position, rendered error)
+    issues: Vec<((isize, isize), String)>,
+    uses_old_self: bool,
+}
+
+impl Checker<'_> {
+    fn position(&self, id: u64) -> (isize, isize) {
+        let Some((start, _)) = self.program.source_info().offset_for(id) else {
+            return (1, 1);
+        };
+        let start = start as usize;
+        let mut line = 1;
+        let mut line_start = 0;
+        for (i, c) in self.source.char_indices() {
+            if i >= start {
+                break;
+            }
+            if c == '\n' {
+                line += 1;
+                line_start = i + 1;
+            }
+        }
+        let column = self
+            .source
+            .get(line_start..start)
+            .map_or(0, |s| s.chars().count());
+        (line, column as isize + 1)
+    }
+
+    fn issue(&mut self, id: u64, msg: String) {
+        let (line, column) = self.position(id);
+        let rendered = display_error(self.source, line, column, &msg);
+        self.issues.push(((line, column), rendered));
+    }
+
+    fn expr(&mut self, e: &IdedExpr) {
+        match &e.expr {
+            Expr::Ident(name) => {
+                if name == OLD_SELF && !self.bound.contains(name) {
+                    self.uses_old_self = true;
+                } else if name != SELF
+                    && !self.bound.contains(name)
+                    && !DECLARED.contains(&name.as_str())
+                {
+                    self.issue(
+                        e.id,
+                        format!("undeclared reference to '{name}' (in container '')"),
+                    );
+                }
+            }
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.expr(target);
+                }
+                for a in &call.args {
+                    self.expr(a);
+                }
+            }
+            Expr::Comprehension(c) => {
+                self.expr(&c.iter_range);
+                self.expr(&c.accu_init);
+                let scope = self.bound.len();
+                self.bound.push(c.iter_var.clone());
+                if let Some(v) = &c.iter_var2 {
+                    self.bound.push(v.clone());
+                }
+                self.bound.push(c.accu_var.clone());
+                self.expr(&c.loop_cond);
+                self.expr(&c.loop_step);
+                self.expr(&c.result);
+                self.bound.truncate(scope);
+            }
+            Expr::List(list) => {
+                for el in &list.elements {
+                    self.expr(el);
+                }
+            }
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
+                        self.expr(&m.key);
+                        self.expr(&m.value);
+                    }
+                }
+            }
+            Expr::Struct(st) => {
+                for entry in &st.entries {
+                    if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
+                        self.expr(&f.value);
+                    }
+                }
+            }
+            Expr::Select(sel) => self.expr(&sel.operand),
+            Expr::Literal(_) | Expr::Unspecified => {}
+        }
+    }
+
+    /// Reports selections of fields the schema of `self` does not declare, the way cel-go's
+    /// checker does with the schema's declared types (`undefined field 'x'`).
+    fn fields(&mut self, e: &IdedExpr, s: &Schema, is_root: bool) {
+        if let Expr::Select(sel) = &e.expr {
+            if let Some((parent, parent_root)) = self.resolve(&sel.operand, s, is_root) {
+                if field_schema(parent, parent_root, &sel.field).is_none() && closed(parent) {
+                    self.issue(e.id, format!("undefined field '{}'", sel.field));
+                }
+            }
+        }
+        let mut visit = |c: &IdedExpr| self.fields(c, s, is_root);
+        match &e.expr {
+            Expr::Select(sel) => visit(&sel.operand),
+            Expr::Call(call) => {
+                if let Some(t) = &call.target {
+                    visit(t);
+                }
+                for a in &call.args {
+                    visit(a);
+                }
+            }
+            Expr::Comprehension(c) => {
+                for part in [
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ] {
+                    visit(part);
+                }
+            }
+            Expr::List(list) => list.elements.iter().for_each(visit),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let cel::common::ast::EntryExpr::MapEntry(m) = &entry.expr {
+                        visit(&m.key);
+                        visit(&m.value);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The schema node a `self.a.b` chain denotes.
+    /// The schema node a `self.a.b` chain denotes, and whether it is a resource root (where
+    /// `metadata` is narrowed).
+    fn resolve<'s>(
+        &self,
+        e: &IdedExpr,
+        s: &'s Schema,
+        is_root: bool,
+    ) -> Option<(&'s Schema, bool)> {
+        match &e.expr {
+            Expr::Ident(name)
+                if (name == SELF || name == OLD_SELF) && !self.bound.contains(name) =>
+            {
+                Some((s, is_root))
+            }
+            Expr::Select(sel) if !sel.test => {
+                let (parent, parent_root) = self.resolve(&sel.operand, s, is_root)?;
+                field_schema(parent, parent_root, &sel.field)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether an object schema declares all its fields (so others are undefined in CEL).
+fn closed(s: &Schema) -> bool {
+    s.type_ == "object"
+        && !s.preserves_unknown_fields()
+        && s.additional_properties.is_none()
+        && !s.x_embedded_resource
+}
+
+/// The schema of the CEL field `name` (escaped) of an object node, as kube's DeclType has it:
+/// at a resource root `metadata` only has `name` and `generateName`.
+fn field_schema<'s>(s: &'s Schema, is_root: bool, name: &str) -> Option<(&'s Schema, bool)> {
+    if let Some(ap) = s.additional_properties_schema() {
+        return Some((ap, ap.x_embedded_resource));
+    }
+    if is_root {
+        match name {
+            "metadata" => return Some((root_metadata_schema(), false)),
+            "apiVersion" | "kind" => return Some((string_schema(), false)),
+            _ => {}
+        }
+    }
+    let (_, sub) = s
+        .properties
+        .iter()
+        .find(|(k, _)| escape(k).as_deref() == Some(name))?;
+    Some((sub, sub.x_embedded_resource))
+}
+
+/// `metadata` of a resource root as kube's `WithTypeAndObjectMeta` types it.
+fn root_metadata_schema() -> &'static Schema {
+    static META: OnceLock<Schema> = OnceLock::new();
+    META.get_or_init(|| {
+        Schema::from_json(&serde_json::json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "generateName": {"type": "string"}}}))
+    })
+}
+
+fn string_schema() -> &'static Schema {
+    static STRING: OnceLock<Schema> = OnceLock::new();
+    STRING.get_or_init(|| Schema::from_json(&serde_json::json!({"type": "string"})))
+}
+
+/// kube's `cel.Escape`: how a property name is spelled in CEL, or `None` when it cannot be.
+fn escape(name: &str) -> Option<String> {
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        if rest.starts_with("__") {
+            out.push_str("__underscores__");
+            rest = &rest[2..];
+            continue;
+        }
+        match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' => out.push(c),
+            '.' => out.push_str("__dot__"),
+            '-' => out.push_str("__dash__"),
+            '/' => out.push_str("__slash__"),
+            _ => return None,
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Some(out)
+}
+
+/// One `x-kubernetes-validations` entry.
+struct Rule<'a> {
+    rule: &'a str,
+    message: &'a str,
+    message_expression: &'a str,
+    reason: Option<&'a str>,
+    field_path: &'a str,
+}
+
+impl<'a> Rule<'a> {
+    fn of(value: &'a Value) -> Rule<'a> {
+        let text = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default();
+        Rule {
+            rule: text("rule"),
+            message: text("message"),
+            message_expression: text("messageExpression"),
+            reason: value.get("reason").and_then(Value::as_str),
+            field_path: text("fieldPath"),
+        }
+    }
+
+    /// `ruleErrorString`.
+    fn error_string(&self) -> &str {
+        match self.message.trim() {
+            "" => self.rule.trim(),
+            m => m,
+        }
+    }
+
+    /// `ruleMessageOrDefault`.
+    fn message_or_default(&self) -> String {
+        match self.message.trim() {
+            "" => format!("failed rule: {}", self.rule.trim()),
+            m => m.to_string(),
+        }
+    }
+}
+
+/// The CRD-time check of one rule (kube compiles every rule when a CRD is written): errors for
+/// `<rule_path>.rule` and `<rule_path>.messageExpression` when they do not compile, with the
+/// rule printed as kube prints its internal `ValidationRule`. `schema` is the node the rule is
+/// on, `is_root` whether it is a resource root (the schema's root or an embedded resource).
+pub fn compile_errors(
+    rule_path: &str,
+    rule: &Value,
+    schema: &Schema,
+    is_root: bool,
+) -> Vec<StatusCause> {
+    let r = Rule::of(rule);
+    let mut out = Vec::new();
+    if r.rule.trim().is_empty() {
+        return out;
+    }
+    let compiled = compile(r.rule, Some((schema, is_root)), Output::Bool);
+    if let Err(detail) = &compiled.program {
+        out.push(invalid_rule(&format!("{rule_path}.rule"), rule, detail));
+        return out;
+    }
+    if !r.message_expression.trim().is_empty() {
+        let message = compile(
+            r.message_expression,
+            Some((schema, is_root)),
+            Output::String,
+        );
+        if let Err(detail) = message.program {
+            let detail = match detail.strip_prefix("compilation failed: ") {
+                Some(rest) => format!("messageExpression compilation failed: {rest}"),
+                None => detail,
+            };
+            out.push(invalid_rule(
+                &format!("{rule_path}.messageExpression"),
+                rule,
+                &detail,
+            ));
+        }
+    }
+    out
+}
+
+/// `field.Invalid(path, schema.XValidations[i], detail)`: the value printed with `%#v`.
+fn invalid_rule(field: &str, rule: &Value, detail: &str) -> StatusCause {
+    let r = Rule::of(rule);
+    let pointer = |set: bool, ty: &str| {
+        if set {
+            format!("(*{ty})(0xc000000000)")
+        } else {
+            format!("(*{ty})(nil)")
+        }
+    };
+    let rendered = format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{}, FieldPath:{}, OptionalOldSelf:{}}}",
+        go_quote(r.rule),
+        go_quote(r.message),
+        go_quote(r.message_expression),
+        pointer(r.reason.is_some(), "apiextensions.FieldValueErrorReason"),
+        go_quote(r.field_path),
+        pointer(rule.get("optionalOldSelf").is_some_and(Value::is_boolean), "bool"),
+    );
+    StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {rendered}: {detail}"),
+        field: field.into(),
+    }
+}
+
+/// A string as Go's `%q` prints it.
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Every `x-kubernetes-validations` rule of `schema` evaluated against `object` (with `old`,
+/// the stored object, on update), as the custom resource strategy runs kube's
+/// `cel.Validator.Validate` after schema validation: field paths from the object root (`<nil>`
+/// for the root itself). `prior` are the schema validation's causes: when one of them is of a
+/// kind kube calls blocking (`hasBlockingErr`), no rule runs and one cause says so. On update,
+/// failures of rules without `oldSelf` on values equal to their old values are ratcheted
+/// (dropped; kube turns them into warnings).
+pub fn validate_cel(
+    schema: &Schema,
+    object: &Value,
+    old: Option<&Value>,
+    prior: &[StatusCause],
+) -> Vec<StatusCause> {
+    let mut out = Vec::new();
+    if !has_rules(schema) {
+        return out;
+    }
+    const BLOCKING: &[&str] = &[
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    ];
+    if prior.iter().any(|c| BLOCKING.contains(&c.reason.as_str())) {
+        out.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+            field: "<nil>".into(),
+        });
+        return out;
+    }
+    let node = Node {
+        rules: schema,
+        schema,
+        path: String::new(),
+        is_root: true,
+    };
+    let mut walker = Out {
+        causes: out,
+        has_rules: HashMap::new(),
+    };
+    walk(&node, object, old, false, &mut walker);
+    walker.causes
+}
+
+/// What [`walk`] collects, and which schema nodes have rules at or below them (asked once per
+/// node and call, not once per value).
+struct Out {
+    causes: Vec<StatusCause>,
+    has_rules: HashMap<*const Schema, bool>,
+}
+
+impl Out {
+    fn has_rules(&mut self, s: &Schema) -> bool {
+        *self
+            .has_rules
+            .entry(std::ptr::from_ref(s))
+            .or_insert_with(|| has_rules(s))
+    }
+}
+
+/// Where [`walk`] is: the schema whose rules apply, the schema that types the value (they
+/// differ under `allOf`), the field path, and whether the value is a resource root.
+struct Node<'a> {
+    rules: &'a Schema,
+    schema: &'a Schema,
+    path: String,
+    is_root: bool,
+}
+
+fn has_rules(s: &Schema) -> bool {
+    s.any_node(&|n| !n.x_validations.is_empty())
+}
+
+/// `Validator.validate`: the rules at this node, then its `allOf`, then the items or fields
+/// below. `parent_unchanged` is whether the nearest correlated ancestor equals its old value
+/// (kube's ratcheting of errors).
+fn walk(
+    node: &Node<'_>,
+    value: &Value,
+    old: Option<&Value>,
+    parent_unchanged: bool,
+    out: &mut Out,
+) {
+    if value.is_null() {
+        return;
+    }
+    let old = old.filter(|o| !o.is_null());
+    let unchanged = match old {
+        Some(o) => o == value,
+        None => parent_unchanged,
+    };
+    let (rules, schema) = (node.rules, node.schema);
+    if !rules.x_validations.is_empty() {
+        evaluate(node, value, old, unchanged, &mut out.causes);
+    }
+    for all_of in &rules.all_of {
+        if out.has_rules(all_of) {
+            let sub = Node {
+                rules: all_of,
+                schema,
+                path: node.path.clone(),
+                is_root: node.is_root,
+            };
+            walk(&sub, value, None, parent_unchanged, out);
+        }
+    }
+    match value {
+        Value::Array(items) => {
+            let (Some(rules_items), Some(node_items)) = (&rules.items, &schema.items) else {
+                return;
+            };
+            if !out.has_rules(rules_items) {
+                return;
+            }
+            let old_items = old.and_then(Value::as_array);
+            for (i, item) in items.iter().enumerate() {
+                let old_item = old_items.and_then(|o| correlated_item(schema, o, item));
+                let sub = Node {
+                    rules: rules_items,
+                    schema: node_items,
+                    path: index(&node.path, i),
+                    is_root: node_items.x_embedded_resource,
+                };
+                walk(&sub, item, old_item, unchanged, out);
+            }
+        }
+        Value::Object(map) => {
+            let correlatable = matches!(
+                schema.x_map_type.as_deref(),
+                None | Some("granular") | Some("atomic")
+            );
+            let old_map = old.and_then(Value::as_object).filter(|_| correlatable);
+            if let (Some(rules_ap), Some(node_ap)) = (
+                rules.additional_properties_schema(),
+                schema.additional_properties_schema(),
+            ) {
+                if out.has_rules(rules_ap) {
+                    for (k, v) in map {
+                        let sub = Node {
+                            rules: rules_ap,
+                            schema: node_ap,
+                            path: key(&node.path, k),
+                            is_root: node_ap.x_embedded_resource,
+                        };
+                        walk(&sub, v, old_map.and_then(|o| o.get(k)), unchanged, out);
+                    }
+                }
+            }
+            for (k, v) in map {
+                let (Some(rules_p), Some(node_p)) =
+                    (rules.properties.get(k), schema.properties.get(k))
+                else {
+                    continue;
+                };
+                if !out.has_rules(rules_p) {
+                    continue;
+                }
+                let sub = Node {
+                    rules: rules_p,
+                    schema: node_p,
+                    path: child(&node.path, k),
+                    is_root: node_p.x_embedded_resource,
+                };
+                walk(&sub, v, old_map.and_then(|o| o.get(k)), unchanged, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `makeMapList(..).Get(item)`: the old item with the same keys, for `x-kubernetes-list-type:
+/// map` lists; other lists do not correlate.
+fn correlated_item<'a>(node: &Schema, old: &'a [Value], item: &Value) -> Option<&'a Value> {
+    if node.x_list_type.as_deref() != Some("map") || node.x_list_map_keys.is_empty() {
+        return None;
+    }
+    let keys = |v: &Value| -> Vec<Value> {
+        node.x_list_map_keys
+            .iter()
+            .map(|k| v.get(k).cloned().unwrap_or(Value::Null))
+            .collect()
+    };
+    let wanted = keys(item);
+    old.iter().find(|o| keys(o) == wanted)
+}
+
+/// The field path of a cause (`field.Path.String()` of a nil path is `<nil>`).
+fn field_name(path: &str) -> String {
+    if path.is_empty() {
+        "<nil>".to_string()
+    } else {
+        path.to_string()
+    }
+}
+
+/// `validateExpressions` for the rules of one node.
+fn evaluate(
+    node: &Node<'_>,
+    value: &Value,
+    old: Option<&Value>,
+    unchanged: bool,
+    out: &mut Vec<StatusCause>,
+) {
+    let (rules, schema, path) = (node.rules, node.schema, node.path.as_str());
+    let type_ = schema.type_.as_str();
+    let invalid = |field: &str, detail: String| StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {}: {detail}", go_quote(type_)),
+        field: field_name(field),
+    };
+    let mut context = Context::with_env(Arc::clone(env()));
+    context.add_variable_from_value(SELF, to_cel(value, Some(schema), node.is_root));
+    if let Some(old) = old {
+        context.add_variable_from_value(OLD_SELF, to_cel(old, Some(schema), node.is_root));
+    }
+    for raw in &rules.x_validations {
+        let rule = Rule::of(raw);
+        if rule.rule.trim().is_empty() {
+            continue;
+        }
+        let compiled = compiled(rule.rule, Output::Bool);
+        let program = match &compiled.program {
+            Ok(p) => p,
+            Err(detail) => {
+                out.push(invalid(path, format!("rule compile error: {detail}")));
+                continue;
+            }
+        };
+        if compiled.uses_old_self && old.is_none() {
+            continue;
+        }
+        let result = match program.execute(&context) {
+            Ok(v) => v,
+            Err(err) => {
+                out.push(invalid(path, runtime_error(&err, &rule)));
+                continue;
+            }
+        };
+        match result {
+            cel::Value::Bool(true) => continue,
+            cel::Value::Bool(false) => {}
+            _ => {
+                out.push(invalid(
+                    path,
+                    "rule compile error: cel expression must evaluate to a bool".into(),
+                ));
+                continue;
+            }
+        }
+        if !compiled.uses_old_self && unchanged {
+            continue;
+        }
+        let mut field = path.to_string();
+        if !rule.field_path.is_empty() {
+            if let Some(normalized) = normalize_field_path(rule.field_path, schema) {
+                field = child(path, &normalized);
+            }
+        }
+        let detail =
+            message_expression(&rule, &context).unwrap_or_else(|| rule.message_or_default());
+        out.push(match rule.reason {
+            Some("FieldValueForbidden") => StatusCause {
+                reason: "FieldValueForbidden".into(),
+                message: format!("Forbidden: {detail}"),
+                field: field_name(&field),
+            },
+            Some("FieldValueRequired") => StatusCause {
+                reason: "FieldValueRequired".into(),
+                message: format!("Required value: {detail}"),
+                field: field_name(&field),
+            },
+            Some("FieldValueDuplicate") => StatusCause {
+                reason: "FieldValueDuplicate".into(),
+                message: format!("Duplicate value: {}", go_quote(type_)),
+                field: field_name(&field),
+            },
+            _ => invalid(&field, detail),
+        });
+    }
+}
+
+/// `evalMessageExpression`: the message a failing rule's `messageExpression` makes, or `None`
+/// to fall back on `message` (kube logs why and does the same).
+fn message_expression(rule: &Rule<'_>, context: &Context<'_, '_>) -> Option<String> {
+    if rule.message_expression.trim().is_empty() {
+        return None;
+    }
+    let compiled = compiled(rule.message_expression, Output::String);
+    let program = compiled.program.as_ref().ok()?;
+    let cel::Value::String(s) = program.execute(context).ok()? else {
+        return None;
+    };
+    let trimmed = s.trim();
+    if trimmed.is_empty() || trimmed.len() > MAX_MESSAGE_EXPRESSION_BYTES || trimmed.contains('\n')
+    {
+        return None;
+    }
+    Some(trimmed.to_string())
+}
+
+/// A runtime error as kube words it (cel-go's error texts, then kube's suffix).
+fn runtime_error(err: &ExecutionError, rule: &Rule<'_>) -> String {
+    let rule_text = rule.error_string();
+    let text = match err {
+        ExecutionError::NoSuchOverload(_)
+        | ExecutionError::UnsupportedBinaryOperator(..)
+        | ExecutionError::ValuesNotComparable(..)
+        | ExecutionError::UnexpectedType { .. }
+        | ExecutionError::UnsupportedTargetType { .. }
+        | ExecutionError::NotSupportedAsMethod { .. } => {
+            return format!("'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule_text}");
+        }
+        ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
+        ExecutionError::UndeclaredReference(name) => {
+            format!("undeclared reference to '{name}' (in container '')")
+        }
+        ExecutionError::DivisionByZero(_) => "division by zero".into(),
+        ExecutionError::RemainderByZero(_) => "modulus by zero".into(),
+        ExecutionError::Overflow(..) => "integer overflow".into(),
+        ExecutionError::IndexOutOfBounds(i) => match i {
+            cel::Value::Int(i) => format!("index out of range: {i}"),
+            cel::Value::UInt(i) => format!("index out of range: {i}"),
+            other => format!("index out of range: {other:?}"),
+        },
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    format!("{text} evaluating rule: {rule_text}")
+}
+
+/// kube's `ValidFieldPath` (`.a.b['c.d']`) against the node's schema, as a field path
+/// (`a.b[c.d]`), or `None` if it does not name a field.
+fn normalize_field_path(json_path: &str, schema: &Schema) -> Option<String> {
+    let mut out = String::new();
+    let mut s = schema;
+    let mut rest = json_path;
+    while !rest.is_empty() {
+        let name;
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            name = after[..end].to_string();
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix("['") {
+            let mut end = None;
+            let bytes = after.as_bytes();
+            for i in 0..bytes.len() {
+                if bytes[i] == b'\'' && (i == 0 || bytes[i - 1] != b'\\') {
+                    end = Some(i);
+                    break;
+                }
+            }
+            let end = end?;
+            name = after[..end].replace("\\'", "'").replace("\\\\", "\\");
+            rest = after[end + 1..].strip_prefix(']')?;
+        } else {
+            return None;
+        }
+        if !s.properties.is_empty() {
+            s = s.properties.get(&name)?;
+            out = child(&out, &name);
+        } else if let Some(ap) = s.additional_properties_schema() {
+            s = ap;
+            out = key(&out, &name);
+        } else {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// `UnstructuredToVal`: a JSON value as a CEL value typed by its schema (integers of `number`
+/// fields are doubles, `byte` strings are bytes, property names escaped, a resource root's
+/// `metadata` narrowed to `name` and `generateName`).
+fn to_cel(value: &Value, schema: Option<&Schema>, is_root: bool) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => {
+            let type_ = schema.map(|s| s.type_.as_str()).unwrap_or_default();
+            if type_ == "number" {
+                return cel::Value::Float(n.as_f64().unwrap_or(f64::NAN));
+            }
+            if let Some(i) = n.as_i64() {
+                cel::Value::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                cel::Value::UInt(u)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                if type_ == "integer" && f.fract() == 0.0 && f.abs() < 9.2e18 {
+                    cel::Value::Int(f as i64)
+                } else {
+                    cel::Value::Float(f)
+                }
+            }
+        }
+        Value::String(s) => {
+            if schema.is_some_and(|s| s.format == "byte" && s.type_ == "string") {
+                if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(s) {
+                    return cel::Value::Bytes(Arc::new(bytes));
+                }
+            }
+            cel::Value::String(Arc::new(s.clone()))
+        }
+        Value::Array(items) => {
+            let item_schema = schema.and_then(|s| s.items.as_deref());
+            let embedded = item_schema.is_some_and(|s| s.x_embedded_resource);
+            cel::Value::List(Arc::new(
+                items
+                    .iter()
+                    .map(|v| to_cel(v, item_schema, embedded))
+                    .collect(),
+            ))
+        }
+        Value::Object(map) => {
+            let mut out: HashMap<Key, cel::Value> = HashMap::with_capacity(map.len());
+            match schema {
+                Some(s) if s.additional_properties_schema().is_some() => {
+                    let ap = s.additional_properties_schema();
+                    let embedded = ap.is_some_and(|a| a.x_embedded_resource);
+                    for (k, v) in map {
+                        out.insert(Key::from(k.as_str()), to_cel(v, ap, embedded));
+                    }
+                }
+                Some(s) if !s.properties.is_empty() || is_root => {
+                    for (k, v) in map {
+                        let Some(name) = escape(k) else { continue };
+                        let sub = s.properties.get(k);
+                        if is_root && k == "metadata" {
+                            out.insert(Key::from(name), root_metadata(v));
+                            continue;
+                        }
+                        if sub.is_none() && !s.preserves_unknown_fields() && !is_root {
+                            continue;
+                        }
+                        let embedded = sub.is_some_and(|p| p.x_embedded_resource);
+                        out.insert(Key::from(name), to_cel(v, sub, embedded));
+                    }
+                }
+                _ => {
+                    for (k, v) in map {
+                        out.insert(Key::from(k.as_str()), to_cel(v, None, false));
+                    }
+                }
+            }
+            cel::Value::Map(Map { map: Arc::new(out) })
+        }
+    }
+}
+
+/// A resource root's `metadata` as CEL sees it: `name` and `generateName` only.
+fn root_metadata(v: &Value) -> cel::Value {
+    let mut out: HashMap<Key, cel::Value> = HashMap::new();
+    for k in ["name", "generateName"] {
+        if let Some(Value::String(s)) = v.get(k) {
+            out.insert(Key::from(k), cel::Value::String(Arc::new(s.clone())));
+        }
+    }
+    cel::Value::Map(Map { map: Arc::new(out) })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A CRD-like root schema whose `spec` has `properties` and the rules given.
+    fn schema_with(spec_props: Value, spec_rules: Value) -> Schema {
+        Schema::from_json(&json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "properties": spec_props,
+                "x-kubernetes-validations": spec_rules,
+            }}
+        }))
+    }
+
+    fn rendered(causes: &[StatusCause]) -> Vec<String> {
+        causes
+            .iter()
+            .map(|c| format!("{} {}: {}", c.reason, c.field, c.message))
+            .collect()
+    }
+
+    fn replicas_props() -> Value {
+        json!({
+            "replicas": {"type": "integer"},
+            "minReplicas": {"type": "integer"},
+            "name": {"type": "string"},
+            "ratio": {"type": "number"},
+            "port": {"x-kubernetes-int-or-string": true},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "x-y": {"type": "string"},
+            "namespace": {"type": "string"},
+        })
+    }
+
+    fn spec(value: Value) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Thing",
+               "metadata": {"name": "thing-1", "labels": {"a": "b"}}, "spec": value})
+    }
+
+    #[test]
+    fn rules_on_an_object_pass_or_fail_with_kube_messages() {
+        let base = json!({"replicas": 3, "minReplicas": 2, "name": "web", "ratio": 1,
+                          "port": 8080, "tags": ["a", "bb"], "labels": {"app": "web"},
+                          "x-y": "z", "namespace": "ns"});
+        // (rule json, expected causes for `base`)
+        let cases: Vec<(Value, Vec<&str>)> = vec![
+            (json!({"rule": "self.minReplicas <= self.replicas"}), vec![]),
+            (
+                json!({"rule": "self.minReplicas > self.replicas", "message": "replicas must be at least minReplicas"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": replicas must be at least minReplicas"],
+            ),
+            (
+                json!({"rule": "self.minReplicas > self.replicas"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": failed rule: self.minReplicas > self.replicas"],
+            ),
+            (
+                json!({"rule": "self.replicas < 0", "message": "  padded  ", "reason": "FieldValueForbidden"}),
+                vec!["FieldValueForbidden spec: Forbidden: padded"],
+            ),
+            (
+                json!({"rule": "self.replicas < 0", "message": "needed", "reason": "FieldValueRequired", "fieldPath": ".replicas"}),
+                vec!["FieldValueRequired spec.replicas: Required value: needed"],
+            ),
+            (
+                json!({"rule": "self.replicas < 0", "reason": "FieldValueDuplicate", "fieldPath": ".labels['app.kubernetes.io/name']"}),
+                vec!["FieldValueDuplicate spec.labels[app.kubernetes.io/name]: Duplicate value: \"object\""],
+            ),
+            (
+                json!({"rule": "self.replicas < 0", "reason": "FieldValueInvalid", "fieldPath": ".nope", "message": "m"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": m"],
+            ),
+            (
+                json!({"rule": "self.replicas < 0", "messageExpression": "'replicas ' + string(self.replicas) + ' is not negative'"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": replicas 3 is not negative"],
+            ),
+            (
+                json!({"rule": "self.replicas < 0", "message": "fallback", "messageExpression": "'  '"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": fallback"],
+            ),
+            (
+                json!({"rule": "self.replicas < 0", "message": "fallback", "messageExpression": "self.missingKey"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": fallback"],
+            ),
+            // The functions and macros rules commonly use.
+            (json!({"rule": "size(self.name) == 3 && self.name.size() == 3 && size(self.tags) == 2"}), vec![]),
+            (json!({"rule": "has(self.name) && !has(self.minReplicas2)"}), vec![]),
+            (json!({"rule": "'a' in self.tags && !('c' in self.tags) && 'app' in self.labels"}), vec![]),
+            (json!({"rule": "self.name.startsWith('w') && self.name.endsWith('b') && self.name.contains('e')"}), vec![]),
+            (json!({"rule": "self.name.matches('^[a-z]+$') && !self.name.matches('[0-9]')"}), vec![]),
+            (json!({"rule": "self.tags.all(t, t.size() <= 2) && self.tags.exists(t, t == 'bb')"}), vec![]),
+            (json!({"rule": "self.tags.exists_one(t, t == 'a') && self.tags.map(t, t + '!').filter(t, t == 'a!').size() == 1"}), vec![]),
+            (json!({"rule": "self.labels.all(k, self.labels[k] == 'web')"}), vec![]),
+            (json!({"rule": "self.ratio == 1.0 && self.ratio > 0.5"}), vec![]),
+            (json!({"rule": "self.x__dash__y == 'z' && self.__namespace__ == 'ns'"}), vec![]),
+            (json!({"rule": "self.name.lowerAscii() == 'web' && self.name.upperAscii() == 'WEB'"}), vec![]),
+            (json!({"rule": "type(self.port) == int ? self.port > 1024 : self.port.startsWith('http')"}), vec![]),
+            (json!({"rule": "self.replicas != 3 || self.name != 'web'"}), vec![
+                "FieldValueInvalid spec: Invalid value: \"object\": failed rule: self.replicas != 3 || self.name != 'web'",
+            ]),
+            // Evaluation errors, worded as kube reports them.
+            (
+                json!({"rule": "self.minReplicas2 == 1"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": no such key: minReplicas2 evaluating rule: self.minReplicas2 == 1"],
+            ),
+            (
+                json!({"rule": "self.port.startsWith('8')", "message": "port"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: port"],
+            ),
+            (
+                json!({"rule": "self.name"}),
+                vec!["FieldValueInvalid spec: Invalid value: \"object\": rule compile error: cel expression must evaluate to a bool"],
+            ),
+        ];
+        for (rule, want) in cases {
+            let schema = schema_with(
+                json!({
+                    "replicas": {"type": "integer"},
+                    "minReplicas": {"type": "integer"},
+                    "minReplicas2": {"type": "integer"},
+                    "missingKey": {"type": "string"},
+                    "name": {"type": "string"},
+                    "ratio": {"type": "number"},
+                    "port": {"x-kubernetes-int-or-string": true},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "x-y": {"type": "string"},
+                    "namespace": {"type": "string"},
+                }),
+                json!([rule.clone()]),
+            );
+            let got = rendered(&validate_cel(&schema, &spec(base.clone()), None, &[]));
+            assert_eq!(got, want, "rule {rule}");
+        }
+    }
+
+    #[test]
+    fn rules_on_scalars_list_items_and_map_values_use_indexed_paths() {
+        let schema = Schema::from_json(&json!({
+            "type": "object",
+            "x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('thing')", "message": "bad name"}],
+            "properties": {"spec": {"type": "object", "properties": {
+                "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() <= 3", "message": "too long"}]},
+                "count": {"type": "integer", "x-kubernetes-validations": [{"rule": "self % 2 == 0"}]},
+                "items": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}},
+                    "x-kubernetes-validations": [{"rule": "self.name.startsWith('a')", "message": "must start with a"}]}},
+                "labels": {"type": "object", "additionalProperties": {
+                    "type": "string",
+                    "x-kubernetes-validations": [{"rule": "self != ''", "message": "empty"}]}},
+            }}}
+        }));
+        let good = spec(json!({"name": "abc", "count": 2, "items": [{"name": "ax"}],
+                               "labels": {"a": "x"}}));
+        assert!(validate_cel(&schema, &good, None, &[]).is_empty());
+        let mut bad = spec(json!({"name": "abcd", "count": 3,
+                                  "items": [{"name": "ax"}, {"name": "bx"}, {"name": "cx"}],
+                                  "labels": {"a": "x", "b.c": ""}}));
+        bad["metadata"]["name"] = json!("other");
+        let got = rendered(&validate_cel(&schema, &bad, None, &[]));
+        assert_eq!(
+            got,
+            [
+                "FieldValueInvalid <nil>: Invalid value: \"object\": bad name",
+                "FieldValueInvalid spec.name: Invalid value: \"string\": too long",
+                "FieldValueInvalid spec.count: Invalid value: \"integer\": failed rule: self % 2 == 0",
+                "FieldValueInvalid spec.items[1]: Invalid value: \"object\": must start with a",
+                "FieldValueInvalid spec.items[2]: Invalid value: \"object\": must start with a",
+                "FieldValueInvalid spec.labels[b.c]: Invalid value: \"string\": empty",
+            ]
+        );
+        // Null values are not validated.
+        let nulls = spec(json!({"name": null, "items": null}));
+        assert!(validate_cel(&schema, &nulls, None, &[]).is_empty());
+    }
+
+    fn immutable_schema() -> Schema {
+        Schema::from_json(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "replicas": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >= 0"}]},
+                "region": {"type": "string", "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "Value is immutable"}]},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                          "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"type": "object", "properties": {
+                              "name": {"type": "string"}, "port": {"type": "integer"}},
+                              "x-kubernetes-validations": [
+                                  {"rule": "self.port >= oldSelf.port", "message": "port may only grow"}]}},
+                "tags": {"type": "array", "items": {"type": "string",
+                    "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "never checked"}]}},
+            }}}
+        }))
+    }
+
+    #[test]
+    fn transition_rules_run_on_update_only_where_an_old_value_exists() {
+        let schema = immutable_schema();
+        let old = spec(
+            json!({"region": "eu", "ports": [{"name": "http", "port": 80}],
+                              "tags": ["a"]}),
+        );
+        // Create: `oldSelf` rules are skipped.
+        assert!(validate_cel(&schema, &old, None, &[]).is_empty());
+        // Update to the same values.
+        assert!(validate_cel(&schema, &old, Some(&old), &[]).is_empty());
+        // Update changing the immutable field, shrinking a correlated list-map item, adding a
+        // new item (no old value: skipped) and changing an atomic list (never correlated).
+        let new = spec(json!({"region": "us",
+                              "ports": [{"name": "https", "port": 1}, {"name": "http", "port": 79}],
+                              "tags": ["b"]}));
+        let got = rendered(&validate_cel(&schema, &new, Some(&old), &[]));
+        assert_eq!(
+            got,
+            [
+                "FieldValueInvalid spec.region: Invalid value: \"string\": Value is immutable",
+                "FieldValueInvalid spec.ports[1]: Invalid value: \"object\": port may only grow",
+            ]
+        );
+        // The old object without the field: nothing to compare with.
+        let before = spec(json!({}));
+        assert!(validate_cel(&schema, &new, Some(&before), &[]).is_empty());
+    }
+
+    #[test]
+    fn unchanged_values_ratchet_and_blocking_schema_errors_stop_rules() {
+        let schema = immutable_schema();
+        let old = spec(json!({"replicas": -1, "region": "eu"}));
+        // `replicas` was already invalid and is unchanged: its error is ratcheted.
+        assert!(validate_cel(&schema, &old, Some(&old), &[]).is_empty());
+        let changed = spec(json!({"replicas": -2, "region": "eu"}));
+        assert_eq!(
+            rendered(&validate_cel(&schema, &changed, Some(&old), &[])),
+            ["FieldValueInvalid spec.replicas: Invalid value: \"integer\": failed rule: self >= 0"]
+        );
+        // On create nothing ratchets.
+        assert_eq!(validate_cel(&schema, &old, None, &[]).len(), 1);
+
+        let prior = [StatusCause {
+            reason: "FieldValueTypeInvalid".into(),
+            message: "Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"".into(),
+            field: "spec.replicas".into(),
+        }];
+        assert_eq!(
+            rendered(&validate_cel(&schema, &changed, None, &prior)),
+            ["FieldValueInvalid <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"]
+        );
+        let not_blocking = [StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: "x".into(),
+            field: "spec".into(),
+        }];
+        assert_eq!(
+            validate_cel(&schema, &changed, None, &not_blocking).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn compile_errors_name_the_rule_as_kube_prints_it() {
+        let schema = schema_with(replicas_props(), json!([]));
+        let spec_schema = &schema.properties["spec"];
+        let check = |rule: Value| -> Vec<String> {
+            rendered(&compile_errors(
+                "p.x-kubernetes-validations[0]",
+                &rule,
+                spec_schema,
+                false,
+            ))
+        };
+        let ok = [
+            "self.minReplicas <= self.replicas",
+            "self.tags.all(t, t.size() < 10) && self.labels.exists(k, k == 'a')",
+            "has(self.name) ? self.name.matches('^a') : true",
+            "self.x__dash__y == self.__namespace__",
+            "type(self.port) == string || self.port > 0",
+            "optional.none() == optional.none()",
+        ];
+        for rule in ok {
+            assert_eq!(check(json!({"rule": rule})), Vec::<String>::new(), "{rule}");
+        }
+        let rule_value = "apiextensions.ValidationRule{Rule:\"self.replicas ==\", Message:\"m\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}";
+        assert_eq!(
+            check(json!({"rule": "self.replicas ==", "message": "m"})),
+            [format!("FieldValueInvalid p.x-kubernetes-validations[0].rule: Invalid value: {rule_value}: compilation failed: ERROR: <input>:1:17: Syntax error: mismatched input '<EOF>' expecting {{'[', '{{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}}\n | self.replicas ==\n | ................^")]
+        );
+        let cases = [
+            ("foo == 1", "compilation failed: ERROR: <input>:1:1: undeclared reference to 'foo' (in container '')\n | foo == 1\n | ^"),
+            ("self.replica > 1", "compilation failed: ERROR: <input>:1:5: undefined field 'replica'\n | self.replica > 1\n | ....^"),
+            ("self.replicas", ""),
+            ("self.replicas + 1", "cel expression must evaluate to a bool"),
+            ("'yes'", "cel expression must evaluate to a bool"),
+        ];
+        for (rule, detail) in cases {
+            let got = check(json!({"rule": rule}));
+            assert_eq!(
+                got.len(),
+                usize::from(!detail.is_empty()),
+                "{rule}: {got:?}"
+            );
+            if let Some(first) = got.first() {
+                assert!(
+                    first.starts_with("FieldValueInvalid p.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"),
+                    "{first}"
+                );
+                assert!(first.ends_with(&format!("}}: {detail}")), "{rule}: {first}");
+            }
+        }
+        // A rule at a resource root sees `apiVersion`, `kind` and `metadata.name` only.
+        let root = |rule: &str| compile_errors("r", &json!({"rule": rule}), &schema, true);
+        assert!(
+            root("self.metadata.name != '' && self.kind == 'Thing' && self.apiVersion != ''")
+                .is_empty()
+        );
+        let labels = rendered(&root("self.metadata.labels.size() > 0"));
+        assert_eq!(labels.len(), 1);
+        assert!(labels[0].contains("undefined field 'labels'"), "{labels:?}");
+        // messageExpression errors, and the rule's other fields in the printed value.
+        let got = check(
+            json!({"rule": "self.replicas > 0", "messageExpression": "'a' +",
+                               "reason": "FieldValueForbidden", "fieldPath": ".replicas",
+                               "optionalOldSelf": true}),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].starts_with("FieldValueInvalid p.x-kubernetes-validations[0].messageExpression: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas > 0\", Message:\"\", MessageExpression:\"'a' +\", Reason:(*apiextensions.FieldValueErrorReason)(0xc000000000), FieldPath:\".replicas\", OptionalOldSelf:(*bool)(0xc000000000)}: messageExpression compilation failed: ERROR: <input>:1:6: Syntax error:"), "{got:?}");
+        let got =
+            check(json!({"rule": "self.replicas > 0", "messageExpression": "self.replicas > 1"}));
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].ends_with(": messageExpression must evaluate to a string"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn programs_are_compiled_once_per_rule_text() {
+        let a = compiled("self.cached_rule_probe == 1", Output::Bool);
+        let b = compiled("self.cached_rule_probe == 1", Output::Bool);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!a.uses_old_self);
+        let t = compiled("self == oldSelf", Output::Bool);
+        assert!(t.uses_old_self);
+        // A comprehension variable named `oldSelf` is not the old object.
+        let shadow = compiled("[1].all(oldSelf, oldSelf == 1)", Output::Bool);
+        assert!(!shadow.uses_old_self && shadow.program.is_ok());
+    }
+
+    #[test]
+    fn property_names_are_escaped_as_kube_does() {
+        for (name, want) in [
+            ("foo", Some("foo")),
+            ("x-y", Some("x__dash__y")),
+            ("a.b/c", Some("a__dot__b__slash__c")),
+            ("a__b", Some("a__underscores__b")),
+            ("namespace", Some("__namespace__")),
+            ("1a", None),
+            ("a b", None),
+            ("", None),
+        ] {
+            assert_eq!(escape(name).as_deref(), want, "{name}");
+        }
+    }
+}

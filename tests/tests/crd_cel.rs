@@ -1,0 +1,309 @@
+//! End-to-end CEL validation rules (`x-kubernetes-validations`) with the real kubectl: a CRD's
+//! rules refuse invalid custom resources with 422 and the CRD's messages, a transition rule
+//! (`self == oldSelf`) makes a field immutable on update only, and a CRD whose rule does not
+//! compile is refused, as kube's apiextensions-apiserver does.
+
+use std::time::Duration;
+
+use kubegate_tests::{eventually, Kubegate};
+use serde_json::Value;
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: scalers.cel.example.com
+spec:
+  group: cel.example.com
+  scope: Namespaced
+  names:
+    plural: scalers
+    singular: scaler
+    kind: Scaler
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: self.minReplicas <= self.replicas
+              message: replicas must be at least minReplicas
+            - rule: "!has(self.tier) || self.tier in ['gold', 'silver']"
+              messageExpression: "'tier ' + self.tier + ' is not offered'"
+              fieldPath: .tier
+            properties:
+              replicas:
+                type: integer
+              minReplicas:
+                type: integer
+              tier:
+                type: string
+              region:
+                type: string
+                x-kubernetes-validations:
+                - rule: self == oldSelf
+                  message: Value is immutable
+              ports:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    name:
+                      type: string
+                  x-kubernetes-validations:
+                  - rule: self.name.matches('^[a-z]+$')
+                    message: port names are lowercase letters
+"#;
+
+fn scaler(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: cel.example.com/v1\nkind: Scaler\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
+/// kubectl with its own discovery cache, so each check sees current discovery.
+fn fresh(gate: &Kubegate, args: &[&str]) -> std::process::Output {
+    let cache = tempfile::tempdir().expect("cache dir");
+    let flag = format!("--cache-dir={}", cache.path().display());
+    let mut all = vec![flag.as_str()];
+    all.extend_from_slice(args);
+    gate.kubectl(&all)
+}
+
+fn established(gate: &Kubegate) {
+    gate.ok_stdin(&["apply", "-f", "-"], CRD);
+    gate.ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=30s",
+        "crd/scalers.cel.example.com",
+    ]);
+    let served = eventually(Duration::from_secs(10), || {
+        fresh(gate, &["get", "scalers"]).status.success()
+    });
+    assert!(
+        served,
+        "scalers never served:\n{}",
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+}
+
+/// `kubectl create -f -` expected to fail: its stderr.
+fn create_fails(gate: &Kubegate, object: &str) -> String {
+    let out = gate.kubectl_stdin(&["create", "-f", "-"], Some(object));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "create unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    stderr
+}
+
+#[test]
+fn rules_refuse_invalid_custom_resources_with_the_crds_messages() {
+    let gate = Kubegate::start();
+    established(&gate);
+
+    // Valid objects pass.
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &scaler(
+            "good",
+            "  replicas: 3\n  minReplicas: 2\n  tier: gold\n  region: eu\n  ports:\n  - name: http\n",
+        ),
+    );
+    assert_eq!(
+        gate.json(&["get", "scaler", "good", "-o", "json"])["spec"]["replicas"],
+        3
+    );
+
+    // A violating create: 422 with the CRD's message, and nothing stored.
+    let stderr = create_fails(&gate, &scaler("low", "  replicas: 1\n  minReplicas: 2\n"));
+    assert!(
+        stderr.contains(r#"The Scaler "low" is invalid: spec: Invalid value: "object": replicas must be at least minReplicas"#),
+        "{stderr}"
+    );
+    assert!(!gate.kubectl(&["get", "scaler", "low"]).status.success());
+    let body = serde_json::to_vec(&serde_json::json!({
+        "apiVersion": "cel.example.com/v1", "kind": "Scaler",
+        "metadata": {"name": "low"}, "spec": {"replicas": 1, "minReplicas": 2}
+    }))
+    .expect("json");
+    let (code, out) = gate.curl(
+        "POST",
+        "/apis/cel.example.com/v1/namespaces/default/scalers",
+        &["Content-Type: application/json"],
+        Some(&body),
+    );
+    assert_eq!(code, 422, "{}", String::from_utf8_lossy(&out));
+    let status: Value = serde_json::from_slice(&out).expect("Status");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["details"]["kind"], "Scaler");
+    assert_eq!(
+        status["details"]["causes"],
+        serde_json::json!([{
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: \"object\": replicas must be at least minReplicas",
+            "field": "spec"
+        }])
+    );
+
+    // messageExpression and fieldPath; rules on list items report the item's path.
+    let stderr = create_fails(
+        &gate,
+        &scaler(
+            "bronze",
+            "  replicas: 1\n  minReplicas: 1\n  tier: bronze\n  ports:\n  - name: ok\n  - name: Bad1\n",
+        ),
+    );
+    assert!(
+        stderr.contains(r#"spec.tier: Invalid value: "object": tier bronze is not offered"#),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            r#"spec.ports[1]: Invalid value: "object": port names are lowercase letters"#
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("spec.ports[0]"), "{stderr}");
+
+    // Updates are validated too: a merge patch breaking the rule is refused.
+    let patch = gate.fails(&[
+        "patch",
+        "scaler",
+        "good",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":1}}"#,
+    ]);
+    assert!(
+        patch.contains("replicas must be at least minReplicas"),
+        "{patch}"
+    );
+    assert_eq!(
+        gate.json(&["get", "scaler", "good", "-o", "json"])["spec"]["replicas"],
+        3
+    );
+}
+
+#[test]
+fn transition_rules_make_a_field_immutable_on_update_only() {
+    let gate = Kubegate::start();
+    established(&gate);
+
+    // `self == oldSelf` is not evaluated on create.
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &scaler("imm", "  replicas: 2\n  minReplicas: 1\n  region: eu\n"),
+    );
+    // Updating other fields passes, the immutable one unchanged.
+    gate.ok(&[
+        "patch",
+        "scaler",
+        "imm",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":5}}"#,
+    ]);
+    let imm = gate.json(&["get", "scaler", "imm", "-o", "json"]);
+    assert_eq!(imm["spec"]["replicas"], 5);
+
+    // Changing it is refused, by patch and by a full update (kubectl replace).
+    let patch = gate.fails(&[
+        "patch",
+        "scaler",
+        "imm",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"region":"us"}}"#,
+    ]);
+    assert!(
+        patch.contains(
+            r#"The Scaler "imm" is invalid: spec.region: Invalid value: "string": Value is immutable"#
+        ),
+        "{patch}"
+    );
+    let mut changed = imm.clone();
+    changed["spec"]["region"] = Value::from("ap");
+    let replace = gate.kubectl_stdin(
+        &["replace", "-f", "-"],
+        Some(&serde_json::to_string(&changed).expect("json")),
+    );
+    let stderr = String::from_utf8_lossy(&replace.stderr);
+    assert!(
+        !replace.status.success() && stderr.contains("Value is immutable"),
+        "{stderr}"
+    );
+    assert_eq!(
+        gate.json(&["get", "scaler", "imm", "-o", "json"])["spec"]["region"],
+        "eu"
+    );
+
+    // A field that was absent has no old value: setting it later is allowed.
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &scaler("late", "  replicas: 1\n  minReplicas: 1\n"),
+    );
+    gate.ok(&[
+        "patch",
+        "scaler",
+        "late",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"region":"us"}}"#,
+    ]);
+    assert_eq!(
+        gate.json(&["get", "scaler", "late", "-o", "json"])["spec"]["region"],
+        "us"
+    );
+}
+
+#[test]
+fn a_crd_whose_rule_does_not_compile_is_refused() {
+    let gate = Kubegate::start();
+    let bad = CRD.replace(
+        "rule: self.minReplicas <= self.replicas",
+        "rule: self.minReplicas <=",
+    );
+    let out = gate.kubectl_stdin(&["create", "-f", "-"], Some(&bad));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "bad CRD accepted");
+    assert!(
+        stderr.contains(r#"The CustomResourceDefinition "scalers.cel.example.com" is invalid: spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.minReplicas <=", Message:"replicas must be at least minReplicas""#),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("compilation failed: ERROR: <input>:1:20: Syntax error:"),
+        "{stderr}"
+    );
+    assert!(!gate
+        .kubectl(&["get", "crd", "scalers.cel.example.com"])
+        .status
+        .success());
+
+    // A reference to a field the schema does not declare does not compile either.
+    let typo = CRD.replace(
+        "rule: self.minReplicas <= self.replicas",
+        "rule: self.minReplica <= self.replicas",
+    );
+    let out = gate.kubectl_stdin(&["create", "-f", "-"], Some(&typo));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("undefined field 'minReplica'"),
+        "{stderr}"
+    );
+
+    // The valid CRD is accepted.
+    gate.ok_stdin(&["create", "-f", "-"], CRD);
+}
