@@ -10,12 +10,23 @@
 //! latency, repeats (like wrk). All connections finish their TLS handshake before the clock
 //! starts. The run ends after --duration seconds or after --requests requests in total.
 //!
+//! Open loop (--rate R): request i is due at start + i/R whatever the answers; a free
+//! connection sends the next due request (waiting for its time), so C must cover R x the
+//! latency. Latency is measured from the due time, so a request that waited for a free
+//! connection counts that wait (no coordinated omission). Requests due before the end are
+//! the `expected` ones; those no connection was free to send before the end are `unsent`;
+//! requests in flight at the end are waited for (up to --timeout).
+//!
+//! --start-at T (Unix time in seconds, fractional) starts the clock at that wall time
+//! instead of right after the handshakes, so several load generators (one per user) measure
+//! the same window.
+//!
 //! Usage:
 //!   kubegate-loadgen --url https://127.0.0.1:6443/api/v1/namespaces/default/configmaps/x
 //!       [-c 32] [-d 10] [-n TOTAL] [--threads 1]
 //!       [--ca ca.crt] [--cert admin.crt --key admin.key] [--insecure]
 //!       [--method GET] [--body-file F] [--header 'K: V']...
-//!       [--start-index 0]
+//!       [--start-index 0] [--rate R] [--start-at UNIX_SECS] [--timeout SECS]
 //! In --body-file and in the URL path, every "{n}" is replaced by the request's index (unique
 //! per run, from --start-index) and every "{run}" by a token unique to this process (hex of
 //! its start time in ns), e.g. for creating objects with names that never repeat, even when
@@ -23,7 +34,11 @@
 //!
 //! Output (stdout), one line, key=value:
 //!   RESULT requests= duration_us= rps= p50_us= p90_us= p99_us= p999_us= max_us= errors=
-//!          non2xx= status=200:N,... bytes_in= connect_ms= proto= cipher=
+//!          non2xx= status=200:N,... bytes_in= connect_ms= proto= cipher= ok= r429=
+//!          ok_p50_us= ok_p90_us= ok_p99_us= ok_max_us= rate= expected= unsent= late=
+//! The latency percentiles p* are over all answered requests, ok_p* over the 2xx ones only;
+//! `r429` counts 429 answers. `rate`, `expected`, `unsent` and `late` (sent more than 10 ms
+//! after due) are 0 in closed-loop runs.
 //! Exit status 0 unless nothing could connect.
 
 use std::{
@@ -62,11 +77,15 @@ struct Opts {
     headers: Vec<String>,
     start_index: u64,
     timeout: Duration,
+    /// Open loop: requests per second in total.
+    rate: Option<f64>,
+    /// Wall time (Unix seconds) to start the clock at.
+    start_at: Option<f64>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("kubegate-loadgen: {msg}");
-    eprintln!("usage: kubegate-loadgen --url URL [-c CONNS] [-d SECS] [-n TOTAL] [--threads T] [--ca F] [--cert F --key F] [--insecure] [--method M] [--body-file F] [--header 'K: V'] [--start-index N] [--timeout SECS]");
+    eprintln!("usage: kubegate-loadgen --url URL [-c CONNS] [-d SECS] [-n TOTAL] [--threads T] [--ca F] [--cert F --key F] [--insecure] [--method M] [--body-file F] [--header 'K: V'] [--start-index N] [--timeout SECS] [--rate R] [--start-at UNIX_SECS]");
     std::process::exit(2)
 }
 
@@ -77,6 +96,7 @@ fn parse_opts() -> Opts {
     let (mut method, mut body, mut headers, mut start_index) =
         ("GET".to_string(), None, Vec::new(), 0u64);
     let mut timeout = Duration::from_secs(10);
+    let (mut rate, mut start_at) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || {
@@ -112,6 +132,16 @@ fn parse_opts() -> Opts {
                 timeout = Duration::from_secs_f64(
                     val().parse().unwrap_or_else(|_| usage("bad --timeout")),
                 )
+            }
+            "--rate" => {
+                let r: f64 = val().parse().unwrap_or_else(|_| usage("bad --rate"));
+                if !(r.is_finite() && r > 0.0) {
+                    usage("--rate must be positive");
+                }
+                rate = Some(r)
+            }
+            "--start-at" => {
+                start_at = Some(val().parse().unwrap_or_else(|_| usage("bad --start-at")))
             }
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown argument {other}")),
@@ -191,6 +221,8 @@ fn parse_opts() -> Opts {
         headers,
         start_index,
         timeout,
+        rate,
+        start_at,
     }
 }
 
@@ -277,12 +309,18 @@ struct Shared {
     next_index: AtomicU64,
     stop: AtomicBool,
     deadline: Mutex<Option<Instant>>,
+    /// When the clock started (set before the connections are let go).
+    start: Mutex<Option<Instant>>,
     proto: Mutex<String>,
 }
 
 #[derive(Default)]
 struct ConnStats {
     lat_us: Vec<u32>,
+    /// Latencies of the 2xx answers.
+    ok_lat_us: Vec<u32>,
+    /// Open loop: requests sent more than 10 ms after they were due.
+    late: u64,
     errors: u64,
     status: BTreeMap<u16, u64>,
     bytes_in: u64,
@@ -509,13 +547,28 @@ async fn run_conn(sh: Arc<Shared>, ready: Arc<Barrier>, go: Arc<Barrier>) -> Con
     let mut req = Vec::with_capacity(4096);
     let mut buf = Vec::with_capacity(32768);
     let mut reconnects = 0u32;
+    let deadline = *sh.deadline.lock().unwrap_or_else(|e| e.into_inner());
+    let run_start = *sh.start.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        if let Some(d) = *sh.deadline.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(d) = deadline {
             if Instant::now() >= d {
                 break;
             }
         }
         let Some(idx) = claim(&sh) else { break };
+        // Open loop: wait until the request is due; past the end, stop.
+        let due = match (sh.opts.rate, run_start) {
+            (Some(rate), Some(t0)) => {
+                let due = t0 + Duration::from_secs_f64(idx as f64 / rate);
+                if deadline.is_some_and(|d| due >= d) {
+                    sh.stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+                tokio::time::sleep_until(due.into()).await;
+                Some(due)
+            }
+            _ => None,
+        };
         if conn.is_none() {
             if reconnects > 1000 {
                 break;
@@ -533,7 +586,11 @@ async fn run_conn(sh: Arc<Shared>, ready: Arc<Barrier>, go: Arc<Barrier>) -> Con
         }
         let Some(s) = conn.as_mut() else { continue };
         build_request(&sh.opts, sh.opts.start_index + idx, &mut req);
-        let start = Instant::now();
+        let sent = Instant::now();
+        let start = due.unwrap_or(sent);
+        if sent.saturating_duration_since(start) > Duration::from_millis(10) {
+            st.late += 1;
+        }
         let r = tokio::time::timeout(sh.opts.timeout, async {
             s.write_all(&req).await?;
             s.flush().await?;
@@ -543,7 +600,11 @@ async fn run_conn(sh: Arc<Shared>, ready: Arc<Barrier>, go: Arc<Barrier>) -> Con
         let lat = start.elapsed();
         match r {
             Ok(Ok((status, body, close))) => {
-                st.lat_us.push(lat.as_micros().min(u32::MAX as u128) as u32);
+                let us = lat.as_micros().min(u32::MAX as u128) as u32;
+                st.lat_us.push(us);
+                if (200..300).contains(&status) {
+                    st.ok_lat_us.push(us);
+                }
                 *st.status.entry(status).or_default() += 1;
                 st.bytes_in += body as u64;
                 if close {
@@ -597,8 +658,11 @@ fn main() {
         next_index: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         deadline: Mutex::new(None),
+        start: Mutex::new(None),
         proto: Mutex::new(String::new()),
     });
+    let rate = sh.opts.rate;
+    let start_at = sh.opts.start_at;
     let (stats, elapsed) = rt.block_on(async {
         let ready = Arc::new(Barrier::new(conns + 1));
         let go = Arc::new(Barrier::new(conns + 1));
@@ -612,8 +676,23 @@ fn main() {
         }
         // start the clock once every connection is up (TLS handshakes are not measured)
         ready.wait().await;
+        if let Some(at) = start_at {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default();
+            if at > now {
+                tokio::time::sleep(Duration::from_secs_f64(at - now)).await;
+            } else {
+                eprintln!(
+                    "kubegate-loadgen: --start-at is {:.3}s in the past, starting now",
+                    now - at
+                );
+            }
+        }
         let start = Instant::now();
         *sh.deadline.lock().unwrap_or_else(|e| e.into_inner()) = duration.map(|d| start + d);
+        *sh.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(start);
         go.wait().await;
         let mut out = Vec::with_capacity(conns);
         for t in tasks {
@@ -622,11 +701,15 @@ fn main() {
         (out, start.elapsed())
     });
     let mut lat: Vec<u32> = Vec::new();
+    let mut ok_lat: Vec<u32> = Vec::new();
+    let mut late = 0u64;
     let (mut errors, mut bytes_in, mut connect_us, mut connected) = (0u64, 0u64, 0u64, 0usize);
     let mut status: BTreeMap<u16, u64> = BTreeMap::new();
     let mut first_error = None;
     for s in stats {
         lat.extend_from_slice(&s.lat_us);
+        ok_lat.extend_from_slice(&s.ok_lat_us);
+        late += s.late;
         errors += s.errors;
         bytes_in += s.bytes_in;
         connect_us = connect_us.max(s.connect_us);
@@ -639,13 +722,15 @@ fn main() {
         }
     }
     lat.sort_unstable();
-    let pct = |p: f64| -> u32 {
+    ok_lat.sort_unstable();
+    let pct_of = |lat: &[u32], p: f64| -> u32 {
         if lat.is_empty() {
             0
         } else {
             lat[((p / 100.0 * lat.len() as f64) as usize).min(lat.len() - 1)]
         }
     };
+    let pct = |p: f64| pct_of(&lat, p);
     let requests = lat.len() as u64;
     let non2xx: u64 = status
         .iter()
@@ -658,8 +743,23 @@ fn main() {
         eprintln!("kubegate-loadgen: first error: {e}");
     }
     let proto = sh.proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let ok = ok_lat.len() as u64;
+    let r429 = status.get(&429).copied().unwrap_or(0);
+    // Open loop: the requests due within the run, and those never sent.
+    let (expected, unsent) = match (rate, duration) {
+        (Some(r), Some(d)) => {
+            let mut expected = (d.as_secs_f64() * r).ceil() as u64;
+            if let Some(n) = sh.opts.requests {
+                expected = expected.min(n);
+            }
+            let attempted = requests + errors;
+            (expected, expected.saturating_sub(attempted))
+        }
+        (Some(_), None) => (sh.opts.requests.unwrap_or(0), 0),
+        _ => (0, 0),
+    };
     println!(
-        "RESULT requests={requests} duration_us={dur_us} rps={:.1} p50_us={} p90_us={} p99_us={} p999_us={} max_us={} errors={errors} non2xx={non2xx} status={} bytes_in={bytes_in} conns={conns} connected={connected} connect_ms={:.1} {}",
+        "RESULT requests={requests} duration_us={dur_us} rps={:.1} p50_us={} p90_us={} p99_us={} p999_us={} max_us={} errors={errors} non2xx={non2xx} status={} bytes_in={bytes_in} conns={conns} connected={connected} connect_ms={:.1} {} ok={ok} r429={r429} ok_p50_us={} ok_p90_us={} ok_p99_us={} ok_max_us={} rate={} expected={expected} unsent={unsent} late={late}",
         requests as f64 * 1e6 / dur_us as f64,
         pct(50.0),
         pct(90.0),
@@ -669,6 +769,11 @@ fn main() {
         if status_s.is_empty() { "-".to_string() } else { status_s.join(",") },
         connect_us as f64 / 1000.0,
         if proto.is_empty() { "proto=plain".to_string() } else { proto },
+        pct_of(&ok_lat, 50.0),
+        pct_of(&ok_lat, 90.0),
+        pct_of(&ok_lat, 99.0),
+        ok_lat.last().copied().unwrap_or(0),
+        rate.unwrap_or(0.0),
     );
     if connected == 0 {
         std::process::exit(1);

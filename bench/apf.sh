@@ -1,0 +1,453 @@
+#!/usr/bin/env bash
+# bench/apf.sh - benchmark 7: flow control (issue 6), in one run:
+#   (a) isolation: two token users in one Queue priority level, "heavy" sending 10x the rate
+#       of "light" and well over the level's capacity; light's completed fraction and p99
+#       latency together vs light alone (targets: >= 95 % served, p99 <= 2x alone);
+#   (b) fairness: EQUAL_USERS users sending the same rate, together over the capacity;
+#       Jain's index of their served rates (target >= 0.95);
+#   (c) overhead: the same closed-loop GET of one ~1 KiB ConfigMap through a kubegate with
+#       APF (defaults: 400 + 200 seats, never saturated here) and one with flow control off
+#       (flowControl.mode maxInFlight, both limits 0 = unlimited), interleaved rounds
+#       (target: APF requests/s >= 0.95x off).
+#
+# (a) and (b) run against one kubegate started with small limits (MAX_RI + MAX_MRI seats) in
+# which a PriorityLevelConfiguration `bench-apf` (Limited, Queue: 64 queues, hand size 1,
+# queue length QLL; SHARES nominal shares, lendable 0 %, borrowing limit 0 %, so its seats do
+# not move with borrowing) and a FlowSchema `bench-apf` (ByUser, the bench users' group,
+# create/list/get of ConfigMaps in namespace apf-bench) are created with kubectl apply, plus
+# `bench-apf-light` (the light user alone, same level and rules) so that kubegate's
+# request_wait_duration histogram shows light's queue wait apart.
+# The request (REQUEST=create, default) is the CREATE of a small ConfigMap in apf-bench while
+# WATCHERS (10) watches on that namespace's ConfigMaps are open: kube's work estimator then
+# keeps the create's seat for 5 ms after it is written (the watchers' notification time), so
+# seats are held for real time that is not CPU time and the level, not the one server CPU,
+# is what limits; REQUEST=list makes it a LIST of CMS ~1 KiB ConfigMaps instead (on this VM
+# the load generator and the CPUs limit before the level's seats do; see docs/benchmarks.md).
+# The level's capacity (requests/s) is measured first with a closed-loop run of one user;
+# the rates follow from it: light = LIGHT_FRACTION x capacity, heavy = 10x light; each equal
+# user EQUAL_LOAD x capacity / EQUAL_USERS.
+# The load generator runs open loop (--rate: requests due at fixed times whatever the
+# answers; latency from the due time), one process per user, all starting at the same wall
+# time (--start-at); completed = 2xx / requests due; 429s are counted apart.
+# With hand size 1, two flows dealt the same queue share it (shuffle sharding's residual
+# collision); the user names are chosen so each bench flow has a queue of its own, because
+# the benchmark measures fair queuing between queues, not the collision odds.
+#
+# Servers pinned to SERVER_CPUS, load generators to LOADGEN_CPUS (bench/lib.sh).
+# Usage: bench/apf.sh
+#   DURATION=15 OH_ROUNDS=3 OH_DURATION=8 OH_CONNS=32 EQUAL_USERS=4 bench/apf.sh
+#   PHASES=overhead OH_ROUNDS=6 bench/apf.sh        (c) alone;  PHASES=fairness: (a) and (b)
+#   REQUEST=list PHASES=fairness bench/apf.sh        LISTs instead of creates
+# Output: $RESULTS/apf/summary.txt (figures, verdicts, the command), runs.csv (overhead
+# rounds), raw loadgen output per run, meta.txt.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DURATION=${DURATION:-15}            # seconds per open-loop phase
+WARMUP=${WARMUP:-3}
+REQUEST=${REQUEST:-create}          # create (with WATCHERS watches open) or list
+WATCHERS=${WATCHERS:-10}            # watches on apf-bench ConfigMaps (kube: 10 per final seat)
+CMS=${CMS:-300}                     # ConfigMaps the LIST returns (REQUEST=list)
+MAX_RI=${MAX_RI:-40}                # flowControl.maxRequestsInflight of the fairness kubegate
+MAX_MRI=${MAX_MRI:-20}              # flowControl.maxMutatingRequestsInflight
+SHARES=${SHARES:-40}                # bench-apf nominalConcurrencyShares (40 of 285 shares x 60 seats -> 9 seats)
+QLL=${QLL:-50}                      # bench-apf queueLengthLimit
+LIGHT_FRACTION=${LIGHT_FRACTION:-0.25}   # light's rate / the level's capacity (heavy: 10x that)
+EQUAL_USERS=${EQUAL_USERS:-4}
+EQUAL_LOAD=${EQUAL_LOAD:-2}         # equal users' total rate / capacity
+LIGHT_CONNS=${LIGHT_CONNS:-16}
+HEAVY_CONNS=${HEAVY_CONNS:-128}
+EQUAL_CONNS=${EQUAL_CONNS:-96}
+OH_CONNS=${OH_CONNS:-32}
+OH_ROUNDS=${OH_ROUNDS:-3}
+OH_DURATION=${OH_DURATION:-8}
+PHASES=${PHASES:-"fairness overhead"}   # fairness: (a) and (b); overhead: (c)
+COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
+
+need_tools kubectl python3
+[[ $REQUEST == create || $REQUEST == list ]] || die "REQUEST must be create or list"
+prepare_common
+OUT=$RESULTS/apf
+RUN=$WORK/run/apf
+rm -rf "$RUN"; mkdir -p "$OUT" "$RUN"
+machine_info >"$OUT/meta.txt"
+echo "command: $COMMAND" >>"$OUT/meta.txt"
+LG_THREADS=1   # one load generator per user, each single-threaded on LOADGEN_CPUS
+
+# ----------------------------------------------------------------------------- users
+# pick_users PREFIX COUNT SCHEMA TAKEN... : COUNT names PREFIX-<i> whose flows (SCHEMA, ByUser)
+# are dealt queues of 64 (hand size 1) distinct from each other and from the TAKEN flows
+# (SCHEMA/user). kube's hashFlowID: first 8 bytes little-endian of SHA-256(schema NUL user);
+# the card is that hash mod 64.
+pick_users() {
+  python3 - "$@" <<'PY'
+import hashlib, sys
+prefix, count, schema, taken = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+def queue(s, u):
+    return int.from_bytes(hashlib.sha256(s.encode() + b"\0" + u.encode()).digest()[:8], "little") % 64
+used = {queue(*t.split("/", 1)) for t in taken}
+names, i = [], 0
+while len(names) < count:
+    name = f"{prefix}-{i}"; i += 1
+    if queue(schema, name) not in used:
+        used.add(queue(schema, name)); names.append(name)
+print(" ".join(names))
+PY
+}
+# light has a FlowSchema of its own (same level, same rules), so kubegate's
+# apiserver_flowcontrol_request_wait_duration_seconds tells its queue wait apart
+LIGHT=$(pick_users bench-light 1 bench-apf-light)
+HEAVY=$(pick_users bench-heavy 1 bench-apf "bench-apf-light/$LIGHT")
+read -r -a EQUALS <<<"$(pick_users bench-equal "$EQUAL_USERS" bench-apf "bench-apf-light/$LIGHT" "bench-apf/$HEAVY")"
+declare -A TOKEN=()
+: >"$RUN/tokens.csv"
+for u in "$LIGHT" "$HEAVY" "${EQUALS[@]}" bench-overhead; do
+  TOKEN[$u]=tok-$u-0123456789abcdef
+  echo "${TOKEN[$u]},$u,uid-$u,bench-apf" >>"$RUN/tokens.csv"
+done
+log "users: light=$LIGHT heavy=$HEAVY equal=${EQUALS[*]}"
+
+kg_config() {  # mode max_ri max_mri -> kubegate config file on stdout
+  printf 'authentication:\n  tokenAuthFile: %s\nauthorization:\n  modes: [AlwaysAllow]\n' "$RUN/tokens.csv"
+  printf 'flowControl:\n  mode: %s\n  maxRequestsInflight: %s\n  maxMutatingRequestsInflight: %s\n' "$1" "$2" "$3"
+}
+
+# populate DATA_DIR PORT COUNT : namespace apf-bench with COUNT ~1 KiB ConfigMaps and
+# default/bench-get, as the admin over one keep-alive connection.
+populate() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import http.client, json, ssl, sys
+data, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ctx = ssl.create_default_context(cafile=f"{data}/pki/ca.crt")
+ctx.load_cert_chain(f"{data}/pki/admin.crt", f"{data}/pki/admin.key")
+conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx)
+def post(path, body):
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = conn.getresponse(); text = r.read()
+    if r.status not in (200, 201, 409):
+        sys.exit(f"POST {path}: {r.status} {text[:300]!r}")
+def cm(name, ns):
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/part-of": "kubegate-bench"}},
+            "data": {"config.yaml": "server:\n  port: 8080\n  logLevel: info\n", "padding": "x" * 850}}
+post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apf-bench"}})
+for i in range(count):
+    post("/api/v1/namespaces/apf-bench/configmaps", cm(f"cm-{i:04d}", "apf-bench"))
+post("/api/v1/namespaces/default/configmaps", cm("bench-get", "default"))
+PY
+}
+
+# lg USER OUTFILE CONNS loadgen-args... : one user's load generator, pinned, in the background
+# (PIDs in LG_PIDS, waited for by wait_lgs)
+LG_PIDS=()
+lg() {
+  local user=$1 out=$2 c=$3; shift 3
+  "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$c" -t "$LG_THREADS" --ca "$KG_DIR/pki/ca.crt" \
+    --header "Authorization: Bearer ${TOKEN[$user]}" --timeout 30 "$@" >"$out" 2>"$out.err" &
+  LG_PIDS+=("$!")
+  STARTED+=("$!")
+}
+wait_lgs() {
+  local p failed=0
+  for p in "${LG_PIDS[@]}"; do wait "$p" || failed=1; forget_pid "$p"; done
+  LG_PIDS=()
+  (( failed == 0 )) || die "a load generator failed (see $OUT/*.err)"
+}
+field() { result_field "$1" "$2"; }
+start_time() { python3 -c 'import sys, time; print(f"{time.time() + float(sys.argv[1]):.3f}")' "$1"; }
+
+LIST_URL_PATH=/api/v1/namespaces/apf-bench/configmaps
+
+# ----------------------------------------------------------------------------- (a) and (b)
+if [[ " $PHASES " == *" fairness "* ]]; then   # (not indented: the heredocs below are literal)
+kg_config priorityAndFairness "$MAX_RI" "$MAX_MRI" >"$RUN/fair.yaml"
+start_kubegate "$RUN/kubegate-fair" "$(free_port 17461)" --config "$RUN/fair.yaml"
+FAIR_PID=$KG_PID
+export KUBECONFIG=$KG_DIR/admin.kubeconfig
+[[ $REQUEST == list ]] || CMS=0
+log "populating: namespace apf-bench, $CMS ConfigMaps"
+populate "$KG_DIR" "$KG_PORT" "$CMS"
+cat >"$RUN/apf-objects.yaml" <<EOF
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: bench-apf
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: $SHARES
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse:
+      type: Queue
+      queuing:
+        queues: 64
+        handSize: 1
+        queueLengthLimit: $QLL
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: bench-apf
+spec:
+  priorityLevelConfiguration:
+    name: bench-apf
+  matchingPrecedence: 500
+  distinguisherMethod:
+    type: ByUser
+  rules:
+  - subjects:
+    - kind: Group
+      group:
+        name: bench-apf
+    resourceRules:
+    - verbs: [create, list, get]
+      apiGroups: [""]
+      resources: [configmaps]
+      namespaces: [apf-bench]
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: bench-apf-light
+spec:
+  priorityLevelConfiguration:
+    name: bench-apf
+  matchingPrecedence: 400
+  distinguisherMethod:
+    type: ByUser
+  rules:
+  - subjects:
+    - kind: User
+      user:
+        name: $LIGHT
+    resourceRules:
+    - verbs: [create, list, get]
+      apiGroups: [""]
+      resources: [configmaps]
+      namespaces: [apf-bench]
+EOF
+kubectl apply -f "$RUN/apf-objects.yaml" >&2
+PL_UID=$(kubectl get prioritylevelconfiguration bench-apf -o jsonpath='{.metadata.uid}')
+# the engine picks the objects up from the watch: wait until the light user's LIST lands there
+for ((i = 0; i < 100; i++)); do
+  got=$(curl -sS -o /dev/null -D - --cacert "$KG_DIR/pki/ca.crt" -H "Authorization: Bearer ${TOKEN[$LIGHT]}" \
+    "https://127.0.0.1:$KG_PORT$LIST_URL_PATH" | tr -d '\r' | sed -n 's/^[Xx]-[Kk]ubernetes-[Pp][Ff]-[Pp]riority[Ll]evel-[Uu][Ii][Dd]: //p')
+  [[ $got == "$PL_UID" ]] && break
+  sleep 0.1
+done
+[[ $got == "$PL_UID" ]] || die "LISTs by $LIGHT are not classified into bench-apf (PriorityLevel UID '$got', want '$PL_UID')"
+LIST_BYTES=$(curl -sS -o /dev/null -w '%{size_download}' --cacert "$KG_DIR/pki/ca.crt" \
+  -H "Authorization: Bearer ${TOKEN[$LIGHT]}" "https://127.0.0.1:$KG_PORT$LIST_URL_PATH")
+kg_curl /metrics >"$RUN/metrics.txt"
+NOMINAL=$(sed -n 's/^apiserver_flowcontrol_nominal_limit_seats{priority_level="bench-apf"} //p' "$RUN/metrics.txt" | head -1)
+log "bench-apf: uid $PL_UID, nominal seats ${NOMINAL:-?}; LIST = $LIST_BYTES bytes"
+{
+  echo "fair kubegate pid=$FAIR_PID maxRequestsInflight=$MAX_RI maxMutatingRequestsInflight=$MAX_MRI"
+  echo "bench-apf: shares=$SHARES queues=64 handSize=1 queueLengthLimit=$QLL nominal_seats=${NOMINAL:-?} list_bytes=$LIST_BYTES cms=$CMS"
+  echo "users: light=$LIGHT heavy=$HEAVY equal=${EQUALS[*]}"
+} >>"$OUT/meta.txt"
+
+# the request every user sends
+REQ=(--url "https://127.0.0.1:$KG_PORT$LIST_URL_PATH")
+if [[ $REQUEST == create ]]; then
+  printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b-{run}-{n}","namespace":"apf-bench"},"data":{"k":"%s"}}' \
+    "$(printf 'v%.0s' {1..200})" >"$RUN/create.json"
+  REQ+=(--method POST --body-file "$RUN/create.json")
+  for ((i = 0; i < WATCHERS; i++)); do   # clients: pinned with the load generators
+    "${LG_PIN[@]}" curl -sSN --max-time 1800 --cacert "$KG_DIR/pki/ca.crt" --cert "$KG_DIR/pki/admin.crt" \
+      --key "$KG_DIR/pki/admin.key" -o /dev/null "https://127.0.0.1:$KG_PORT$LIST_URL_PATH?watch=1" &
+    STARTED+=("$!")
+  done
+  sleep 1
+fi
+echo "request=$REQUEST watchers=$([[ $REQUEST == create ]] && echo "$WATCHERS" || echo 0)" >>"$OUT/meta.txt"
+# capacity: one user, closed loop, enough connections to keep every seat busy and its queue
+# non-empty but below queueLengthLimit (no 429s): the 2xx rate is the level's
+CAP_CONNS=$(( QLL - 2 ))
+log "warm-up ${WARMUP}s, then capacity: closed loop, $CAP_CONNS connections, one user, $(( WARMUP > 3 ? WARMUP : 3 ))s"
+lg "$LIGHT" "$RUN/warmup.out" "$CAP_CONNS" "${REQ[@]}" -d "$WARMUP"; wait_lgs
+lg "$LIGHT" "$OUT/capacity.txt" "$CAP_CONNS" "${REQ[@]}" -d "$(( WARMUP > 3 ? WARMUP : 3 ))"; wait_lgs
+CAPACITY=$(python3 -c 'import sys; print(round(int(sys.argv[1]) * 1e6 / int(sys.argv[2]), 1))' \
+  "$(field "$OUT/capacity.txt" ok)" "$(field "$OUT/capacity.txt" duration_us)")
+read -r LIGHT_RATE HEAVY_RATE EQUAL_RATE < <(python3 -c '
+import sys
+cap, frac, users, load = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+light = max(1.0, round(cap * frac, 1))
+print(light, round(10 * light, 1), round(cap * load / users, 1))' "$CAPACITY" "$LIGHT_FRACTION" "$EQUAL_USERS" "$EQUAL_LOAD")
+log "capacity ${CAPACITY} requests/s (p50 $(field "$OUT/capacity.txt" ok_p50_us) us); light $LIGHT_RATE/s, heavy $HEAVY_RATE/s, equal users $EQUAL_RATE/s each"
+echo "capacity_conns=$CAP_CONNS capacity_rps=$CAPACITY light_rate=$LIGHT_RATE heavy_rate=$HEAVY_RATE equal_rate=$EQUAL_RATE phase_seconds=$DURATION" >>"$OUT/meta.txt"
+
+# phase_begin / phase_end NAME : kubegate's metrics and CPU time around a phase; phase_end
+# appends "NAME server_cpu_pct=..." to $OUT/phases.txt (% of one CPU over the phase's wall time)
+phase_begin() { kg_curl /metrics >"$RUN/metrics.before"; PH_J0=$(pid_jiffies "$FAIR_PID"); PH_T0=$EPOCHREALTIME; }
+phase_end() {
+  local j1 t1=$EPOCHREALTIME
+  j1=$(pid_jiffies "$FAIR_PID")
+  kg_curl /metrics >"$OUT/metrics-$1.txt"
+  cp "$RUN/metrics.before" "$OUT/metrics-$1.before.txt"
+  python3 -c 'import sys; j0, j1, t0, t1, hz = map(float, sys.argv[2:]); print(f"{sys.argv[1]} server_cpu_pct={100 * (j1 - j0) / hz / (t1 - t0):.0f}")' \
+    "$1" "$PH_J0" "$j1" "$PH_T0" "$t1" "$HZ" >>"$OUT/phases.txt"
+}
+
+log "(a1) light alone: $LIGHT_RATE/s open loop, ${DURATION}s"
+phase_begin
+lg "$LIGHT" "$OUT/a1-light-alone.txt" "$LIGHT_CONNS" "${REQ[@]}" --rate "$LIGHT_RATE" -d "$DURATION"; wait_lgs
+phase_end a1
+log "(a2) light $LIGHT_RATE/s + heavy $HEAVY_RATE/s, ${DURATION}s"
+at=$(start_time 3)
+phase_begin
+lg "$LIGHT" "$OUT/a2-light.txt" "$LIGHT_CONNS" "${REQ[@]}" --rate "$LIGHT_RATE" -d "$DURATION" --start-at "$at"
+lg "$HEAVY" "$OUT/a2-heavy.txt" "$HEAVY_CONNS" "${REQ[@]}" --rate "$HEAVY_RATE" -d "$DURATION" --start-at "$at"
+wait_lgs
+phase_end a2
+log "(b) $EQUAL_USERS equal users at $EQUAL_RATE/s each, ${DURATION}s"
+at=$(start_time 3)
+phase_begin
+for u in "${EQUALS[@]}"; do
+  lg "$u" "$OUT/b-$u.txt" "$EQUAL_CONNS" "${REQ[@]}" --rate "$EQUAL_RATE" -d "$DURATION" --start-at "$at"
+done
+wait_lgs
+phase_end b
+kg_curl /metrics >"$OUT/metrics-after.txt"
+stop_kubegate
+fi
+
+# ----------------------------------------------------------------------------- (c) overhead
+if [[ " $PHASES " == *" overhead "* ]]; then
+CSV=$OUT/runs.csv
+echo "round,target,conns,$CSV_HEADER" >"$CSV"
+declare -A PORT=() DIR=() PIDS=()
+next_port=17471
+for t in apf off; do
+  if [[ $t == apf ]]; then kg_config priorityAndFairness 400 200; else kg_config maxInFlight 0 0; fi >"$RUN/$t.yaml"
+  start_kubegate "$RUN/kubegate-$t" "$(free_port "$next_port")" --config "$RUN/$t.yaml"
+  PORT[$t]=$KG_PORT; DIR[$t]=$KG_DIR; PIDS[$t]=$KG_PID; next_port=$(( KG_PORT + 1 ))
+  populate "$KG_DIR" "$KG_PORT" 0
+  curl -sS -o /dev/null -D "$OUT/overhead-$t.headers" --cacert "$KG_DIR/pki/ca.crt" \
+    -H "Authorization: Bearer ${TOKEN[bench-overhead]}" "https://127.0.0.1:$KG_PORT/api/v1/namespaces/default/configmaps/bench-get"
+done
+grep -qi '^x-kubernetes-pf-prioritylevel-uid' "$OUT/overhead-apf.headers" || die "the APF kubegate sent no X-Kubernetes-PF-* headers"
+grep -qi '^x-kubernetes-pf-' "$OUT/overhead-off.headers" && die "the maxInFlight kubegate sent X-Kubernetes-PF-* headers"
+oh_args() {  # target -> loadgen arguments (one per line)
+  printf '%s\n' --url "https://127.0.0.1:${PORT[$1]}/api/v1/namespaces/default/configmaps/bench-get" \
+    --ca "${DIR[$1]}/pki/ca.crt" --header "Authorization: Bearer ${TOKEN[bench-overhead]}"
+}
+for t in apf off; do
+  mapfile -t a < <(oh_args "$t")
+  (( WARMUP > 0 )) && { log "warm-up $t ${WARMUP}s"; run_loadgen "$RUN/warmup.out" "$OH_CONNS" "${a[@]}" -d "$WARMUP"; }
+done
+for ((r = 1; r <= OH_ROUNDS; r++)); do
+  order=(apf off); (( r % 2 == 0 )) && order=(off apf)
+  for t in "${order[@]}"; do
+    mapfile -t a < <(oh_args "$t")
+    measured_run "$r,$t,$OH_CONNS" "$OUT/overhead-$t.r$r.txt" "$OH_CONNS" "${PIDS[$t]}" "${a[@]}" -d "$OH_DURATION"
+  done
+done
+echo "overhead: apf pid=${PIDS[apf]} (400+200 seats) off pid=${PIDS[off]} (maxInFlight 0/0) conns=$OH_CONNS rounds=$OH_ROUNDS duration=$OH_DURATION" >>"$OUT/meta.txt"
+fi
+
+# ----------------------------------------------------------------------------- summary
+python3 - "$OUT" "$COMMAND" "${EQUALS[@]}" <<'PY' | tee "$OUT/summary.txt"
+import csv, os, statistics as st, sys
+out, command, equals = sys.argv[1], sys.argv[2], sys.argv[3:]
+def res(name):
+    text = open(f"{out}/{name}").read()
+    return {k: v for k, v in (x.split("=", 1) for x in text.split("RESULT", 1)[1].split() if "=" in x)}
+meta = dict(kv.split("=", 1) for line in open(f"{out}/meta.txt") for kv in line.split() if "=" in kv)
+verdict = lambda ok: "met" if ok else "NOT MET"
+num = lambda r, k: float(r[k])
+served = lambda r: num(r, "ok") / num(r, "expected") if num(r, "expected") else float("nan")
+
+def apf_wait(phase, schema):
+    """The schema's dispatched requests in a phase: mean queue wait and the p99's bucket bound."""
+    def read(path):
+        b, s, c = {}, 0.0, 0.0
+        for line in open(path):
+            if not line.startswith("apiserver_flowcontrol_request_wait_duration_seconds") or \
+                    f'flow_schema="{schema}"' not in line or 'execute="true"' not in line:
+                continue
+            name, value = line.rsplit(" ", 1)
+            if "_bucket" in name:
+                b[name.split('le="')[1].split('"')[0]] = float(value)
+            elif "_sum" in name:
+                s = float(value)
+            elif "_count" in name:
+                c = float(value)
+        return b, s, c
+    b0, s0, c0 = read(f"{out}/metrics-{phase}.before.txt")
+    b1, s1, c1 = read(f"{out}/metrics-{phase}.txt")
+    n = c1 - c0
+    if n <= 0:
+        return "no dispatches"
+    p99 = next((le for le in sorted(b1, key=lambda x: float("inf") if x == "+Inf" else float(x))
+                if b1[le] - b0.get(le, 0) >= 0.99 * n), "+Inf")
+    return f"mean {1000 * (s1 - s0) / n:.1f} ms, p99 <= {float(p99) * 1000:.0f} ms ({int(n)} dispatched)"
+
+def fairness():
+    dur = float(meta["phase_seconds"])
+    request = (f"CREATE of a ~300 B ConfigMap with {meta['watchers']} watchers (seat held 5 ms after the write)"
+               if meta["request"] == "create" else f"LIST of {meta['cms']} ConfigMaps ({int(meta['list_bytes']) // 1024} KiB)")
+    print(f"Flow control (issue 6): priority level bench-apf, {meta['nominal_seats']} seat(s), 64 queues, hand size 1, "
+          f"queueLengthLimit {meta['queueLengthLimit']}; request = {request}")
+    print(f"level capacity (2xx/s of one user, closed loop, {meta['capacity_conns']} conns): "
+          f"{float(meta['capacity_rps']):.0f} requests/s; open-loop phases {dur:.0f} s each")
+    print()
+    a1, a2, hv = res("a1-light-alone.txt"), res("a2-light.txt"), res("a2-heavy.txt")
+    print("(a) isolation           rate/s  due    2xx    429  unsent  served   p50 ms   p99 ms")
+    for label, r in (("light alone", a1), ("light with heavy", a2), ("heavy with light", hv)):
+        print(f"    {label:<18}{num(r,'rate'):>8.1f}{int(num(r,'expected')):>6}{int(num(r,'ok')):>7}{int(num(r,'r429')):>7}"
+              f"{int(num(r,'unsent')):>8}{100*served(r):>7.1f}%{num(r,'ok_p50_us')/1000:>9.1f}{num(r,'ok_p99_us')/1000:>9.1f}")
+    phases = {l.split()[0]: dict(kv.split("=", 1) for kv in l.split()[1:]) for l in open(f"{out}/phases.txt")}
+    print(f"    light's queue wait in kubegate (its FlowSchema's wait histogram): alone {apf_wait('a1', 'bench-apf-light')}; "
+          f"with heavy {apf_wait('a2', 'bench-apf-light')}")
+    print(f"    kubegate CPU (% of its one core): alone {phases['a1']['server_cpu_pct']} %, "
+          f"with heavy {phases['a2']['server_cpu_pct']} %; (b) {phases['b']['server_cpu_pct']} %")
+    frac, ratio = served(a2), num(a2, "ok_p99_us") / max(1.0, num(a1, "ok_p99_us"))
+    print(f"    light served with heavy: {100*frac:.1f} % (target >= 95 %): {verdict(frac >= 0.95)}")
+    print(f"    light p99 with heavy / alone: {ratio:.2f}x (target <= 2x): {verdict(ratio <= 2.0)}")
+    print(f"    heavy served {num(hv,'ok')/dur:.0f}/s of {num(hv,'rate'):.0f}/s offered; "
+          f"light+heavy 2xx/s = {(num(a2,'ok')+num(hv,'ok'))/dur:.0f}")
+    print()
+    rates = []
+    print("(b) fairness            rate/s  due    2xx    429  unsent  2xx/s    p50 ms   p99 ms")
+    for u in equals:
+        r = res(f"b-{u}.txt")
+        rates.append(num(r, "ok") / dur)
+        print(f"    {u:<18}{num(r,'rate'):>8.1f}{int(num(r,'expected')):>6}{int(num(r,'ok')):>7}{int(num(r,'r429')):>7}"
+              f"{int(num(r,'unsent')):>8}{rates[-1]:>7.1f}{num(r,'ok_p50_us')/1000:>10.1f}{num(r,'ok_p99_us')/1000:>9.1f}")
+    jain = sum(rates) ** 2 / (len(rates) * sum(x * x for x in rates)) if any(rates) else float("nan")
+    print(f"    Jain's index over {len(rates)} users' 2xx/s: {jain:.3f} (target >= 0.95): {verdict(jain >= 0.95)}")
+    print()
+
+def overhead():
+    rows = list(csv.DictReader(open(f"{out}/runs.csv")))
+    by = {}
+    for r in rows:
+        by.setdefault(r["target"], {})[int(r["round"])] = r
+    print(f"(c) overhead: GET one ~1 KiB ConfigMap as a token user, closed loop, c={rows[0]['conns']}, "
+          f"{len(by.get('apf', {}))} interleaved rounds")
+    print(f"    {'target':<26}{'rps':>8}{'p50 us':>8}{'p99 us':>8}{'srv us/req':>11}{'foreign cpu%':>13}")
+    for t, label in (("apf", "APF (400+200 seats)"), ("off", "maxInFlight 0/0 (off)")):
+        runs = by.get(t, {})
+        f = lambda k: [float(x[k]) for x in runs.values()]
+        flag = "  ERRORS" if any(int(x["errors"]) + int(x["non2xx"]) for x in runs.values()) else ""
+        print(f"    {label:<26}{st.median(f('rps')):>8.0f}{st.median(f('p50_us')):>8.0f}{st.median(f('p99_us')):>8.0f}"
+              f"{st.median(f('server_us_per_req')):>11.1f}{st.median(f('cpu_foreign_pct')):>13.0f}{flag}")
+    def paired(k):
+        v = [float(by["apf"][i][k]) / float(by["off"][i][k])
+             for i in by.get("apf", {}) if i in by.get("off", {}) and float(by["off"][i][k])]
+        return st.median(v) if v else float("nan")
+    rps_ratio, cpu_ratio = paired("rps"), paired("server_us_per_req")
+    print(f"    APF/off requests/s (median of paired rounds): {rps_ratio:.3f} (target >= 0.95): "
+          f"{verdict(rps_ratio >= 0.95)}; server CPU/request {cpu_ratio:.3f}x")
+    print()
+
+print()
+if os.path.exists(f"{out}/a1-light-alone.txt"):
+    fairness()
+if os.path.exists(f"{out}/runs.csv"):
+    overhead()
+print(f"command: {command}")
+PY
+log "done; results in $OUT"
