@@ -9,6 +9,7 @@
 
 mod delegate;
 mod duration;
+mod storage_etcd;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ pub use delegate::{
     IDENTITY_FORWARDING_MODES,
 };
 pub use duration::{format_duration, parse_duration};
+pub use storage_etcd::{EtcdConfig, DEFAULT_ETCD_PREFIX};
 
 /// Errors loading or validating the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +98,8 @@ pub struct StorageConfig {
     pub event_history: usize,
     /// Events the watch cache keeps in memory for watches and paginated lists.
     pub watch_cache_history: usize,
+    /// Keep objects in etcd v3 instead of the embedded store (`--etcd-servers`).
+    pub etcd: Option<EtcdConfig>,
 }
 
 /// Authentication settings: which authenticators run (each off unless configured; x509
@@ -481,6 +485,7 @@ impl Default for StorageConfig {
         StorageConfig {
             event_history: 10_000,
             watch_cache_history: 10_000,
+            etcd: None,
         }
     }
 }
@@ -602,6 +607,9 @@ impl Config {
                 "storage.watchCacheHistory: Invalid value: {}: must be at least 100",
                 self.storage.watch_cache_history
             ));
+        }
+        if let Some(etcd) = &self.storage.etcd {
+            etcd.validate(&mut errors);
         }
         let sa = &self.authentication.service_accounts;
         if sa.issuer.trim().is_empty() {

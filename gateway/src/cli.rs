@@ -159,6 +159,25 @@ pub struct ServeFlags {
     /// `api/all=false,rbac.authorization.k8s.io/v1=true` (merged over the config file's).
     #[arg(long)]
     pub runtime_config: Option<String>,
+    /// etcd client URLs, comma-separated: store objects in etcd instead of the embedded
+    /// store.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// CA bundle that verifies etcd's serving certificates (https endpoints).
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// Client certificate presented to etcd.
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    /// Private key of --etcd-certfile.
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// Prefix of every key in etcd (default /registry).
+    #[arg(long)]
+    pub etcd_prefix: Option<String>,
+    /// How often etcd's history is compacted (Go duration, default 5m; 0 disables).
+    #[arg(long)]
+    pub etcd_compaction_interval: Option<String>,
     /// text or json.
     #[arg(long)]
     pub log_format: Option<String>,
@@ -373,6 +392,51 @@ impl ServeFlags {
                 Err(e) => errors.push(format!("--runtime-config: {e}")),
             }
         }
+        let servers: Vec<String> = self
+            .etcd_servers
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if !servers.is_empty() {
+            config
+                .storage
+                .etcd
+                .get_or_insert_with(Default::default)
+                .endpoints = servers;
+        }
+        let etcd_flags_set = self.etcd_cafile.is_some()
+            || self.etcd_certfile.is_some()
+            || self.etcd_keyfile.is_some()
+            || self.etcd_prefix.is_some()
+            || self.etcd_compaction_interval.is_some();
+        match &mut config.storage.etcd {
+            Some(etcd) => {
+                if let Some(v) = self.etcd_cafile {
+                    etcd.ca_file = Some(v);
+                }
+                if let Some(v) = self.etcd_certfile {
+                    etcd.cert_file = Some(v);
+                }
+                if let Some(v) = self.etcd_keyfile {
+                    etcd.key_file = Some(v);
+                }
+                if let Some(v) = self.etcd_prefix {
+                    etcd.prefix = v;
+                }
+                if let Some(v) = self.etcd_compaction_interval {
+                    match parse_duration(&v) {
+                        Ok(d) => etcd.compaction_interval = d,
+                        Err(e) => errors.push(format!("--etcd-compaction-interval: {e}")),
+                    }
+                }
+            }
+            None if etcd_flags_set => errors.push(
+                "--etcd-servers: Required value: the other --etcd-* flags need the etcd endpoints"
+                    .into(),
+            ),
+            None => {}
+        }
         if let Some(v) = self.log_format {
             config.logging.format = v;
         }
@@ -510,6 +574,63 @@ mod tests {
         let err = flags.into_config().unwrap_err().to_string();
         assert!(
             err.contains("needs --authentication-token-webhook-config-file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn etcd_flags_take_kube_apiserver_names() {
+        let cli = Cli::try_parse_from([
+            "kubegate",
+            "serve",
+            "--etcd-servers=https://10.0.0.1:2379,https://10.0.0.2:2379",
+            "--etcd-cafile=/pki/etcd/ca.crt",
+            "--etcd-certfile=/pki/etcd/client.crt",
+            "--etcd-keyfile=/pki/etcd/client.key",
+            "--etcd-prefix=/kubegate",
+            "--etcd-compaction-interval=10m",
+        ])
+        .unwrap();
+        let Command::Serve(flags) = cli.command else {
+            panic!("not serve");
+        };
+        let etcd = (*flags).into_config().unwrap().storage.etcd.expect("etcd");
+        assert_eq!(
+            etcd.endpoints,
+            vec!["https://10.0.0.1:2379", "https://10.0.0.2:2379"]
+        );
+        assert_eq!(etcd.ca_file, Some(PathBuf::from("/pki/etcd/ca.crt")));
+        assert_eq!(etcd.cert_file, Some(PathBuf::from("/pki/etcd/client.crt")));
+        assert_eq!(etcd.key_file, Some(PathBuf::from("/pki/etcd/client.key")));
+        assert_eq!(etcd.prefix, "/kubegate");
+        assert_eq!(etcd.compaction_interval.as_secs(), 600);
+
+        // Without --etcd-servers the embedded store stays; other etcd flags need it.
+        assert_eq!(
+            ServeFlags::default().into_config().unwrap().storage.etcd,
+            None
+        );
+        let flags = ServeFlags {
+            etcd_prefix: Some("/x".into()),
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(err.contains("--etcd-servers: Required value"), "{err}");
+        // Values are validated like the file's.
+        let flags = ServeFlags {
+            etcd_servers: vec!["10.0.0.1:2379".into()],
+            etcd_compaction_interval: Some("often".into()),
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(err.contains("--etcd-compaction-interval"), "{err}");
+        let flags = ServeFlags {
+            etcd_servers: vec!["10.0.0.1:2379".into()],
+            ..Default::default()
+        };
+        let err = flags.into_config().unwrap_err().to_string();
+        assert!(
+            err.contains("storage.etcd.endpoints[0]: Invalid value"),
             "{err}"
         );
     }

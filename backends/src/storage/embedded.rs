@@ -810,6 +810,15 @@ mod tests {
             .expect("watch error")
     }
 
+    crate::storage::conformance::suite!(
+        crate::storage::conformance::Engine { mvcc_reads: false },
+        || async {
+            let dir = tempfile::tempdir().unwrap();
+            let store = EmbeddedStore::open(dir.path(), EmbeddedOptions::default()).unwrap();
+            (dir, store as Arc<dyn Store>)
+        }
+    );
+
     #[tokio::test]
     async fn create_get_and_already_exists() {
         let dir = tempfile::tempdir().unwrap();

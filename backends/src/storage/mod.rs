@@ -1,13 +1,17 @@
 //! Storage: one trait ([`Store`]) over a revisioned key-value space laid out like
 //! kube-apiserver's etcd keys (`/<group>/<resource>/<namespace>/<name>`), with two engines
-//! (the embedded one here, etcd in a later stage) and a watch cache ([`cacher::Cacher`])
-//! above either that serves GET, LIST and WATCH from memory.
+//! ([`embedded`]: one local file; [`etcd`]: an etcd v3 cluster that several replicas share)
+//! and a watch cache ([`cacher::Cacher`]) above either that serves GET, LIST and WATCH from
+//! memory. `conformance` (tests only) holds the suite both engines pass.
 //!
 //! Every write gets a cluster-wide increasing revision, which becomes the object's
 //! `metadata.resourceVersion`. Values are the serialized objects (JSON bytes).
 
 pub mod cacher;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod embedded;
+pub mod etcd;
 
 use bytes::Bytes;
 

@@ -1,0 +1,868 @@
+//! The etcd v3 storage engine: a [`Store`] on an etcd cluster, laid out and used the way
+//! kube-apiserver's `storage/etcd3` store does, so several kubegate replicas can share one
+//! cluster.
+//!
+//! - Keys: the store's keys appended to [`EtcdOptions::prefix`] (default `/registry`, kube's
+//!   layout: `/registry/<group>/<resource>/<namespace>/<name>`). Store keys start with `/`.
+//! - Revisions: etcd's cluster-wide revision is the [`Revision`] (`resourceVersion`).
+//! - Writes are single transactions: create compares `create_revision == 0`, update and
+//!   delete compare `mod_revision == expected` (and that the key exists); a failed compare
+//!   reads the key in the same transaction to tell `NotFound` from `Conflict`.
+//! - Lists page through etcd at one revision (the first page's, or the requested one), so a
+//!   list is a consistent snapshot however many round trips it takes.
+//! - Watches run from a revision with `prev_kv` (deletes carry the last value); a compacted
+//!   start revision is [`StoreError::Compacted`], any stream failure ends the stream with an
+//!   error (the watch cache then re-watches or re-lists).
+//! - [`Store::current_revision`] is the last write under the prefix, not etcd's global
+//!   revision (see the `progress` module): writes elsewhere in the cluster must not make the watch
+//!   cache wait for events it will never get.
+//! - Requests are bounded by [`EtcdOptions::request_timeout`] and retried on another member
+//!   when one cannot be reached (writes only when they cannot have been sent).
+//! - A background compactor (the `compactor` module) compacts history every
+//!   [`EtcdOptions::compaction_interval`] to the revision seen one interval earlier,
+//!   coordinated between replicas (and kube-apiservers) through etcd's `compact_rev_key`.
+//!
+//! Use [`connect`] with [`EtcdOptions`] (from the `storage.etcd` configuration).
+
+mod compactor;
+mod progress;
+#[cfg(test)]
+mod tests;
+mod watch;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
+    KvClient, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
+};
+use kubegate_config::EtcdConfig;
+use tokio::sync::watch as signal;
+
+use super::{KeyValue, ListResult, Revision, Store, StoreError, WatchReceiver};
+
+/// Keys read per range request while listing (the list stays one consistent snapshot).
+const LIST_PAGE: i64 = 1000;
+/// Largest gRPC message accepted from etcd (kube-apiserver uses `math.MaxInt32` too): a page
+/// of large objects must not fail on the client's default 4 MiB limit.
+const MAX_RECV_MESSAGE: usize = i32::MAX as usize;
+/// gRPC keepalive towards etcd (kube-apiserver's `keepaliveTime` and `keepaliveTimeout`), so
+/// a dead member is noticed and watches on it end.
+const KEEPALIVE_TIME: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// First and longest pause before retrying a request on another member.
+const RETRY_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(250);
+/// How long to wait for etcd to report the compaction revision after a compacted read.
+const COMPACTION_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How to reach etcd and lay out keys in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EtcdOptions {
+    /// Client URLs of the members (`http://host:port` or `https://host:port`); requests go
+    /// to members that answer.
+    pub endpoints: Vec<String>,
+    /// CA bundle (PEM) that verifies the members' serving certificates.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) presented to etcd, with `key_file`.
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Prefix of every key (a trailing `/` is ignored).
+    pub prefix: String,
+    /// Compaction period; zero disables the compactor.
+    pub compaction_interval: Duration,
+    /// Time allowed to open a connection to a member.
+    pub dial_timeout: Duration,
+    /// Time allowed for one request (a list page, a write, opening a watch), including
+    /// waiting for a reachable member; past it the caller gets [`StoreError::Unavailable`].
+    pub request_timeout: Duration,
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        EtcdOptions {
+            endpoints: Vec::new(),
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
+            prefix: kubegate_config::DEFAULT_ETCD_PREFIX.into(),
+            compaction_interval: Duration::from_secs(300),
+            dial_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+impl EtcdOptions {
+    /// Options for these endpoints with every other setting at its default.
+    pub fn new(endpoints: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        EtcdOptions {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            ..EtcdOptions::default()
+        }
+    }
+}
+
+impl From<&EtcdConfig> for EtcdOptions {
+    fn from(config: &EtcdConfig) -> Self {
+        EtcdOptions {
+            endpoints: config.endpoints.clone(),
+            ca_file: config.ca_file.clone(),
+            cert_file: config.cert_file.clone(),
+            key_file: config.key_file.clone(),
+            prefix: config.prefix.clone(),
+            compaction_interval: config.compaction_interval,
+            ..EtcdOptions::default()
+        }
+    }
+}
+
+/// The etcd [`Store`].
+pub struct EtcdStore {
+    kv: KvClient,
+    watch: WatchClient,
+    /// The key prefix without a trailing `/`; every stored key is `root + store key`.
+    root: String,
+    endpoints: String,
+    request_timeout: Duration,
+    closed: AtomicBool,
+    /// The last write under the prefix (see the `progress` module).
+    progress: Arc<progress::Progress>,
+    /// Set to `true` by [`Store::close`]; the compactor and watch forwarders stop on it (or
+    /// when the store is dropped and the sender goes away).
+    shutdown: signal::Sender<bool>,
+    compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.endpoints)
+            .field("prefix", &self.root)
+            .finish()
+    }
+}
+
+fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, StoreError> {
+    std::fs::read(path).map_err(|e| {
+        StoreError::Unavailable(format!("reading etcd {what} {}: {e}", path.display()))
+    })
+}
+
+/// The TLS settings for https endpoints: the CA and, when given, the client certificate.
+fn tls_options(options: &EtcdOptions) -> Result<Option<TlsOptions>, StoreError> {
+    let https = options.endpoints.iter().any(|e| e.starts_with("https://"));
+    if !https {
+        if options.ca_file.is_some() || options.cert_file.is_some() {
+            return Err(StoreError::Unavailable(
+                "etcd TLS files are set but no endpoint is https://".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    let ca = options.ca_file.as_deref().ok_or_else(|| {
+        StoreError::Unavailable(
+            "https etcd endpoints need a CA file (--etcd-cafile / storage.etcd.caFile)".into(),
+        )
+    })?;
+    let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(read_pem(ca, "CA")?));
+    match (&options.cert_file, &options.key_file) {
+        (Some(cert), Some(key)) => {
+            tls = tls.identity(Identity::from_pem(
+                read_pem(cert, "client certificate")?,
+                read_pem(key, "client key")?,
+            ));
+        }
+        (None, None) => {}
+        _ => {
+            return Err(StoreError::Unavailable(
+                "the etcd client certificate and key must be given together".into(),
+            ))
+        }
+    }
+    Ok(Some(tls))
+}
+
+/// Connects to etcd, checks that it answers, and starts the compactor (when enabled).
+///
+/// Fails with [`StoreError::Unavailable`] (saying which endpoints and why) when the TLS files
+/// cannot be read or no member answers within [`EtcdOptions::request_timeout`].
+pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError> {
+    if options.endpoints.is_empty() {
+        return Err(StoreError::Unavailable(
+            "no etcd endpoints configured (--etcd-servers)".into(),
+        ));
+    }
+    let endpoints = options.endpoints.join(",");
+    let mut connect = ConnectOptions::new()
+        .with_connect_timeout(options.dial_timeout)
+        .with_keep_alive(KEEPALIVE_TIME, KEEPALIVE_TIMEOUT)
+        // Like kube-apiserver: a member cut off from the leader fails requests and watches
+        // instead of serving stale data forever.
+        .with_require_leader(true);
+    if let Some(tls) = tls_options(options)? {
+        connect = connect.with_tls(tls);
+    }
+    let client = Client::connect(&options.endpoints, Some(connect))
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("etcd client for {endpoints}: {e}")))?;
+    let (shutdown, shutdown_rx) = signal::channel(false);
+    let store = EtcdStore {
+        kv: client
+            .kv_client()
+            .max_decoding_message_size(MAX_RECV_MESSAGE),
+        watch: client
+            .watch_client()
+            .max_decoding_message_size(MAX_RECV_MESSAGE),
+        root: options.prefix.trim_end_matches('/').to_string(),
+        endpoints,
+        request_timeout: options.request_timeout,
+        closed: AtomicBool::new(false),
+        progress: progress::Progress::new(0),
+        shutdown,
+        compactor: Mutex::new(None),
+    };
+    // Fail fast on a wrong address, CA or certificate rather than at the first request.
+    let revision = store.global_revision().await?;
+    store.progress.saw(Some(revision), revision);
+    if let Some((key, end)) = store.etcd_range("") {
+        tokio::spawn(progress::run(
+            store.watch.clone(),
+            key,
+            end,
+            Arc::clone(&store.progress),
+            shutdown_rx.clone(),
+        ));
+    }
+    if !options.compaction_interval.is_zero() {
+        let handle = tokio::spawn(compactor::run(
+            store.kv.clone(),
+            options.compaction_interval,
+            shutdown_rx,
+        ));
+        *lock(&store.compactor) = Some(handle);
+    }
+    Ok(Arc::new(store))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The key just after every key starting with `prefix` (etcd's `range_end` for a prefix).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff (or empty): everything from the key on.
+    vec![0]
+}
+
+/// The smallest key after `key`.
+fn key_after(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
+}
+
+/// Whether `e` says a member could not be reached. With `write`, only failures that happen
+/// before the request is sent count (retrying anything else could apply a write twice).
+fn is_unreachable(e: &etcd_client::Error, write: bool) -> bool {
+    match e {
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(s) => {
+            let m = s.message();
+            let not_sent = m.contains("tcp connect error")
+                || m.contains("error trying to connect")
+                || m.contains("Connection refused")
+                || m.contains("connection refused");
+            not_sent || (!write && is_connection_failure(i32::from(s.code()), m))
+        }
+        _ => false,
+    }
+}
+
+/// Whether a status is the transport failing (a member went away) rather than etcd answering.
+fn is_connection_failure(code: i32, message: &str) -> bool {
+    code == grpc_code::UNAVAILABLE
+        || ((code == grpc_code::UNKNOWN || code == grpc_code::INTERNAL)
+            && [
+                "h2 protocol error",
+                "transport",
+                "connection",
+                "broken pipe",
+                "tcp connect",
+            ]
+            .iter()
+            .any(|m| message.contains(m)))
+}
+
+fn is_compacted(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if s.message().contains("required revision has been compacted"))
+}
+
+fn is_future_revision(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if s.message().contains("required revision is a future revision"))
+}
+
+/// The store key of an etcd key under `root`.
+fn strip_root(root: &str, key: &[u8]) -> Result<String, StoreError> {
+    let rest = key.strip_prefix(root.as_bytes()).ok_or_else(|| {
+        StoreError::Internal(format!(
+            "etcd returned key {:?} outside the prefix {root}",
+            String::from_utf8_lossy(key),
+        ))
+    })?;
+    String::from_utf8(rest.to_vec()).map_err(|_| {
+        StoreError::Internal(format!(
+            "etcd key {:?} is not UTF-8",
+            String::from_utf8_lossy(key)
+        ))
+    })
+}
+
+/// Maps a client error to the store's kinds, naming the operation and the endpoints.
+fn map_error(endpoints: &str, op: &str, e: etcd_client::Error) -> StoreError {
+    use etcd_client::Error as E;
+    match e {
+        E::GRpcStatus(status) => {
+            let message = status.message();
+            match i32::from(status.code()) {
+                grpc_code::UNAVAILABLE | grpc_code::DEADLINE_EXCEEDED
+                | grpc_code::CANCELLED | grpc_code::ABORTED => StoreError::Unavailable(
+                    format!("etcd {op} failed ({}): {message}", endpoints),
+                ),
+                code if is_connection_failure(code, message) => StoreError::Unavailable(format!(
+                    "etcd {op} failed: lost the connection to {endpoints}: {message}"
+                )),
+                grpc_code::RESOURCE_EXHAUSTED if message.contains("database space exceeded") => {
+                    StoreError::Unavailable(format!(
+                        "etcd {op} failed: {message}; etcd is out of space: compact and defragment it, then disarm the NOSPACE alarm"
+                    ))
+                }
+                grpc_code::UNAUTHENTICATED | grpc_code::PERMISSION_DENIED => {
+                    StoreError::Unavailable(format!(
+                        "etcd {op} rejected kubegate's credentials ({}): {message}",
+                        endpoints
+                    ))
+                }
+                _ if message.contains("request is too large") => StoreError::Internal(format!(
+                    "etcd {op} failed: {message}: the object exceeds etcd's --max-request-bytes"
+                )),
+                _ if message.contains("no leader") || message.contains("leader changed") => {
+                    StoreError::Unavailable(format!("etcd {op} failed: {message}"))
+                }
+                _ => StoreError::Internal(format!("etcd {op} failed: {message}")),
+            }
+        }
+        E::TransportError(e) => {
+            StoreError::Unavailable(format!("etcd {op} failed: cannot reach {}: {e}", endpoints))
+        }
+        E::IoError(e) => {
+            StoreError::Unavailable(format!("etcd {op} failed: cannot reach {}: {e}", endpoints))
+        }
+        other => StoreError::Internal(format!("etcd {op} failed: {other}")),
+    }
+}
+
+fn to_rev(r: Revision) -> i64 {
+    i64::try_from(r).unwrap_or(i64::MAX)
+}
+
+fn from_rev(r: i64) -> Revision {
+    Revision::try_from(r).unwrap_or(0)
+}
+
+impl EtcdStore {
+    /// The etcd key of a store key.
+    fn etcd_key(&self, key: &str) -> Result<Vec<u8>, StoreError> {
+        if !key.starts_with('/') {
+            return Err(StoreError::Internal(format!(
+                "storage key {key:?} must start with /"
+            )));
+        }
+        Ok(self.raw_key(key))
+    }
+
+    /// `root + key`, unchecked.
+    fn raw_key(&self, key: &str) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.root.len() + key.len());
+        k.extend_from_slice(self.root.as_bytes());
+        k.extend_from_slice(key.as_bytes());
+        k
+    }
+
+    /// The etcd range `[start, end)` holding the store keys that start with `prefix`, or
+    /// `None` when no store key can (store keys start with `/`).
+    fn etcd_range(&self, prefix: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+        let start = if prefix.is_empty() {
+            format!("{}/", self.root).into_bytes()
+        } else if prefix.starts_with('/') {
+            format!("{}{prefix}", self.root).into_bytes()
+        } else {
+            return None;
+        };
+        let end = prefix_end(&start);
+        Some((start, end))
+    }
+
+    /// The store key of an etcd key under the root.
+    fn store_key(&self, key: &[u8]) -> Result<String, StoreError> {
+        strip_root(&self.root, key)
+    }
+
+    fn key_value(&self, kv: etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
+        let create_revision = from_rev(kv.create_revision());
+        let mod_revision = from_rev(kv.mod_revision());
+        let (key, value) = kv.into_key_value();
+        Ok(KeyValue {
+            key: self.store_key(&key)?,
+            value: Bytes::from(value),
+            create_revision,
+            mod_revision,
+        })
+    }
+
+    /// Maps a client error to the store's kinds, naming the operation and the endpoints.
+    fn error(&self, op: &str, e: etcd_client::Error) -> StoreError {
+        map_error(&self.endpoints, op, e)
+    }
+
+    /// Runs one request with the request timeout (which also bounds waiting for a reachable
+    /// member: the client's balancer would otherwise wait for one indefinitely), retrying on
+    /// another member while the time lasts when a member cannot be reached. Writes are only
+    /// retried when the request cannot have been sent; reads on any unavailability.
+    async fn call<T, F, Fut>(
+        &self,
+        op: &str,
+        mut attempt: F,
+    ) -> Result<Result<T, etcd_client::Error>, StoreError>
+    where
+        F: FnMut(KvClient) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let write = matches!(op, "create" | "update" | "delete" | "compact");
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let mut backoff = RETRY_BACKOFF;
+        loop {
+            let result = tokio::time::timeout_at(deadline, attempt(self.kv.clone()))
+                .await
+                .map_err(|_| self.timeout_error(op))?;
+            match result {
+                Err(e)
+                    if is_unreachable(&e, write)
+                        && tokio::time::Instant::now() + backoff < deadline =>
+                {
+                    tracing::debug!(op, error = %e, "etcd member unreachable; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_RETRY_BACKOFF);
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// Runs one step of a stream (no retry) with the request timeout.
+    async fn timed<T>(
+        &self,
+        op: &str,
+        fut: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<Result<T, etcd_client::Error>, StoreError> {
+        tokio::time::timeout(self.request_timeout, fut)
+            .await
+            .map_err(|_| self.timeout_error(op))
+    }
+
+    fn timeout_error(&self, op: &str) -> StoreError {
+        let outcome = if matches!(op, "create" | "update" | "delete") {
+            " (the write may or may not have been applied)"
+        } else {
+            ""
+        };
+        StoreError::Unavailable(format!(
+            "etcd {op} timed out after {:?}{outcome}: no answer from {}",
+            self.request_timeout, self.endpoints
+        ))
+    }
+
+    fn check_open(&self) -> Result<(), StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(StoreError::Unavailable("store is closed".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The revision etcd's history was compacted to, learnt from a watch that starts before
+    /// it (etcd answers such a watch with its compaction revision). Only meaningful after a
+    /// read failed as compacted; `None` if etcd does not say in time.
+    async fn compacted_revision(&self) -> Option<Revision> {
+        let probe = async {
+            // The root key itself is never written (store keys add `/...`), so the watch
+            // sees no events, only the compaction notice.
+            let mut stream = self
+                .call("watch", |_| {
+                    let mut client = self.watch.clone();
+                    let key = self.root.as_bytes().to_vec();
+                    async move {
+                        client
+                            .watch(key, Some(WatchOptions::new().with_start_revision(1)))
+                            .await
+                    }
+                })
+                .await
+                .ok()?
+                .ok()?;
+            loop {
+                let resp = stream.message().await.ok()??;
+                if resp.compact_revision() > 0 {
+                    return Some(from_rev(resp.compact_revision()));
+                }
+                if resp.canceled() {
+                    return None;
+                }
+            }
+        };
+        tokio::time::timeout(COMPACTION_PROBE_TIMEOUT, probe)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The error for a read at `requested` that etcd refused as compacted.
+    async fn compacted(&self, requested: Revision) -> StoreError {
+        let oldest = self
+            .compacted_revision()
+            .await
+            .unwrap_or(requested.saturating_add(1));
+        StoreError::Compacted { requested, oldest }
+    }
+
+    /// Compacts etcd's history up to `revision` (older revisions can no longer be read or
+    /// watched from). The background compactor does this periodically; this is for tools
+    /// and tests.
+    pub async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        match self
+            .call("compact", |mut kv| async move {
+                kv.compact(to_rev(revision), None).await
+            })
+            .await?
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_compacted(&e) => Ok(()),
+            Err(e) if is_future_revision(&e) => Err(StoreError::FutureRevision {
+                requested: revision,
+                current: self.current_revision().await?,
+            }),
+            Err(e) => Err(self.error("compact", e)),
+        }
+    }
+
+    /// The key prefix in etcd (without a trailing `/`).
+    pub fn prefix(&self) -> &str {
+        &self.root
+    }
+
+    /// Reads one page of `[from, end)` at `revision` (the current one when `None`).
+    async fn range_page(
+        &self,
+        from: Vec<u8>,
+        end: &[u8],
+        limit: i64,
+        revision: Option<Revision>,
+    ) -> Result<etcd_client::GetResponse, StoreError> {
+        let mut options = GetOptions::new().with_range(end.to_vec()).with_limit(limit);
+        if let Some(r) = revision {
+            options = options.with_revision(to_rev(r));
+        }
+        let op = "list";
+        match self
+            .call(op, |mut kv| {
+                let (from, options) = (from.clone(), options.clone());
+                async move { kv.get(from, Some(options)).await }
+            })
+            .await?
+        {
+            Ok(resp) => Ok(resp),
+            Err(e) if is_compacted(&e) => Err(self.compacted(revision.unwrap_or(0)).await),
+            Err(e) if is_future_revision(&e) => Err(StoreError::FutureRevision {
+                requested: revision.unwrap_or(0),
+                current: self.current_revision().await?,
+            }),
+            Err(e) => Err(self.error("list", e)),
+        }
+    }
+}
+
+/// gRPC status codes (numeric, as on the wire) that the error mapping tells apart.
+mod grpc_code {
+    pub const CANCELLED: i32 = 1;
+    pub const UNKNOWN: i32 = 2;
+    pub const INTERNAL: i32 = 13;
+    pub const DEADLINE_EXCEEDED: i32 = 4;
+    pub const PERMISSION_DENIED: i32 = 7;
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const ABORTED: i32 = 10;
+    pub const UNAVAILABLE: i32 = 14;
+    pub const UNAUTHENTICATED: i32 = 16;
+}
+
+#[async_trait::async_trait]
+impl Store for EtcdStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        let k = self.etcd_key(key)?;
+        let mut resp = self
+            .call("get", |mut kv| {
+                let k = k.clone();
+                async move { kv.get(k, None).await }
+            })
+            .await?
+            .map_err(|e| self.error("get", e))?;
+        match resp.take_kvs().into_iter().next() {
+            Some(found) => Ok(Some(self.key_value(found)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+        at_revision: Option<Revision>,
+    ) -> Result<ListResult, StoreError> {
+        let range = self.etcd_range(prefix).and_then(|(start, end)| {
+            // Resume strictly after `start_after` (as the embedded engine does, a
+            // `start_after` before the prefix starts at the prefix).
+            let from = match start_after.map(|after| self.raw_key(after)) {
+                Some(after) if after >= start => key_after(&after),
+                _ => start,
+            };
+            (from < end).then_some((from, end))
+        });
+        let Some((mut from, end)) = range else {
+            // Nothing can match, but the revision is still checked (compacted, future) by
+            // reading the root key, which is never written.
+            let root = self.root.as_bytes();
+            let resp = self
+                .range_page(root.to_vec(), &key_after(root), 1, at_revision)
+                .await?;
+            let revision = at_revision.unwrap_or_else(|| {
+                from_rev(resp.header().map(|h| h.revision()).unwrap_or_default())
+            });
+            return Ok(ListResult {
+                items: Vec::new(),
+                revision,
+                more: false,
+            });
+        };
+        let mut revision = at_revision;
+        let mut items: Vec<KeyValue> = Vec::new();
+        loop {
+            let page = if limit == 0 {
+                LIST_PAGE
+            } else {
+                LIST_PAGE.min(i64::try_from(limit - items.len()).unwrap_or(LIST_PAGE))
+            };
+            let mut resp = self.range_page(from, &end, page, revision).await?;
+            // Every later page reads at the first page's revision: one snapshot.
+            let read_at = *revision.get_or_insert_with(|| {
+                from_rev(resp.header().map(|h| h.revision()).unwrap_or_default())
+            });
+            let more = resp.more();
+            let kvs = resp.take_kvs();
+            let last = kvs.last().map(|kv| key_after(kv.key()));
+            for kv in kvs {
+                items.push(self.key_value(kv)?);
+            }
+            let full = limit > 0 && items.len() >= limit;
+            match last {
+                Some(next) if more && !full => from = next,
+                _ => {
+                    return Ok(ListResult {
+                        items,
+                        revision: read_at,
+                        more,
+                    })
+                }
+            }
+        }
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision, StoreError> {
+        self.check_open()?;
+        let k = self.etcd_key(key)?;
+        let txn = Txn::new()
+            .when([Compare::create_revision(k.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(k, value.to_vec(), None)]);
+        let resp = self
+            .call("create", |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await?
+            .map_err(|e| self.error("create", e))?;
+        if !resp.succeeded() {
+            return Err(StoreError::AlreadyExists(key.to_string()));
+        }
+        Ok(from_rev(
+            resp.header().map(|h| h.revision()).unwrap_or_default(),
+        ))
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected_revision: Revision,
+    ) -> Result<Revision, StoreError> {
+        self.check_open()?;
+        let k = self.etcd_key(key)?;
+        let txn = Txn::new()
+            .when([
+                Compare::version(k.clone(), CompareOp::Greater, 0),
+                Compare::mod_revision(k.clone(), CompareOp::Equal, to_rev(expected_revision)),
+            ])
+            .and_then([TxnOp::put(k.clone(), value.to_vec(), None)])
+            .or_else([TxnOp::get(k, None)]);
+        let resp = self
+            .call("update", |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await?
+            .map_err(|e| self.error("update", e))?;
+        if resp.succeeded() {
+            return Ok(from_rev(
+                resp.header().map(|h| h.revision()).unwrap_or_default(),
+            ));
+        }
+        Err(self.failed_compare(key, expected_revision, &resp))
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected_revision: Option<Revision>,
+    ) -> Result<(Revision, KeyValue), StoreError> {
+        self.check_open()?;
+        let k = self.etcd_key(key)?;
+        let mut compares = vec![Compare::version(k.clone(), CompareOp::Greater, 0)];
+        if let Some(expected) = expected_revision {
+            compares.push(Compare::mod_revision(
+                k.clone(),
+                CompareOp::Equal,
+                to_rev(expected),
+            ));
+        }
+        let txn = Txn::new()
+            .when(compares)
+            .and_then([TxnOp::delete(
+                k.clone(),
+                Some(DeleteOptions::new().with_prev_key()),
+            )])
+            .or_else([TxnOp::get(k, None)]);
+        let resp = self
+            .call("delete", |mut kv| {
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await?
+            .map_err(|e| self.error("delete", e))?;
+        if !resp.succeeded() {
+            return Err(self.failed_compare(key, expected_revision.unwrap_or(0), &resp));
+        }
+        let revision = from_rev(resp.header().map(|h| h.revision()).unwrap_or_default());
+        let prev = resp.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Delete(mut d) => d.take_prev_kvs().into_iter().next(),
+            _ => None,
+        });
+        match prev {
+            Some(prev) => Ok((revision, self.key_value(prev)?)),
+            None => Err(StoreError::Internal(format!(
+                "etcd deleted {key} without returning its previous value"
+            ))),
+        }
+    }
+
+    async fn watch(
+        &self,
+        prefix: &str,
+        after_revision: Revision,
+    ) -> Result<WatchReceiver, StoreError> {
+        self.check_open()?;
+        watch::start(self, prefix, after_revision).await
+    }
+
+    async fn current_revision(&self) -> Result<Revision, StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(self.progress.last_write());
+        }
+        let global = self.global_revision().await?;
+        self.progress.current(global, self.request_timeout).await
+    }
+
+    async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _ = self.shutdown.send(true);
+        let handle = lock(&self.compactor).take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+    }
+}
+
+impl EtcdStore {
+    /// etcd's cluster-wide revision (writes outside the prefix count too).
+    async fn global_revision(&self) -> Result<Revision, StoreError> {
+        let resp = self
+            .call("read of the current revision", |mut kv| {
+                let root = self.root.as_bytes().to_vec();
+                async move {
+                    kv.get(root, Some(GetOptions::new().with_count_only()))
+                        .await
+                }
+            })
+            .await?
+            .map_err(|e| self.error("read of the current revision", e))?;
+        Ok(from_rev(
+            resp.header().map(|h| h.revision()).unwrap_or_default(),
+        ))
+    }
+
+    /// The error for a write whose compare failed: the transaction's else branch read the key.
+    fn failed_compare(
+        &self,
+        key: &str,
+        expected: Revision,
+        resp: &etcd_client::TxnResponse,
+    ) -> StoreError {
+        let current = resp.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Get(g) => g.kvs().first().map(|kv| from_rev(kv.mod_revision())),
+            _ => None,
+        });
+        match current {
+            None => StoreError::NotFound(key.to_string()),
+            Some(actual) => StoreError::Conflict {
+                key: key.to_string(),
+                expected,
+                actual,
+            },
+        }
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}

@@ -1,0 +1,574 @@
+//! Tests of the etcd engine against a real `etcd` (Debian's `etcd-server`): a [`TestEtcd`]
+//! started per test on free loopback ports with a temp data dir and killed by pid when
+//! dropped, the shared conformance suite, and what only etcd has (MVCC reads, compaction,
+//! failover, TLS, prefixes).
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::{connect, EtcdOptions, EtcdStore};
+use crate::storage::cacher::Cacher;
+use crate::storage::{EventKind, Store, StoreError, WatchReceiver};
+
+/// One `etcd` process on loopback ports with its own data dir.
+pub(crate) struct TestEtcd {
+    child: Child,
+    /// The client URL.
+    pub endpoint: String,
+    dir: tempfile::TempDir,
+}
+
+/// TLS files for a [`TestEtcd`] that requires client certificates.
+pub(crate) struct TestPki {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn etcd_binary() -> PathBuf {
+    let bin = std::env::var_os("ETCD_BIN").map_or_else(|| PathBuf::from("etcd"), PathBuf::from);
+    match Command::new(&bin).arg("--version").output() {
+        Ok(out) if out.status.success() => bin,
+        _ => panic!(
+            "the etcd storage tests need the `etcd` binary ({}), which is not runnable here: \
+             install Debian's etcd-server (`apt-get install -y etcd-server`; .ci/run does) or \
+             set ETCD_BIN",
+            bin.display()
+        ),
+    }
+}
+
+impl TestEtcd {
+    /// Starts a plain-HTTP etcd and waits until it answers.
+    pub(crate) async fn start() -> TestEtcd {
+        Self::launch(None).await
+    }
+
+    /// Starts an etcd that serves TLS and requires client certificates signed by the CA.
+    pub(crate) async fn start_tls(pki: &TestPki) -> TestEtcd {
+        Self::launch(Some(pki)).await
+    }
+
+    async fn launch(pki: Option<&TestPki>) -> TestEtcd {
+        let bin = etcd_binary();
+        let mut last_log = String::new();
+        // A port picked free can be taken before etcd binds it: try a few times.
+        for _ in 0..3 {
+            let dir = tempfile::tempdir().unwrap();
+            let (client, peer) = (free_port(), free_port());
+            let scheme = if pki.is_some() { "https" } else { "http" };
+            let endpoint = format!("{scheme}://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let log = std::fs::File::create(dir.path().join("etcd.log")).unwrap();
+            let mut cmd = Command::new(&bin);
+            cmd.arg("--name=default")
+                .arg(format!("--data-dir={}", dir.path().join("data").display()))
+                .arg(format!("--listen-client-urls={endpoint}"))
+                .arg(format!("--advertise-client-urls={endpoint}"))
+                .arg(format!("--listen-peer-urls={peer_url}"))
+                .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+                .arg(format!("--initial-cluster=default={peer_url}"))
+                .arg("--logger=zap")
+                .arg("--log-outputs=stderr")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log);
+            if let Some(pki) = pki {
+                cmd.arg(format!("--cert-file={}", pki.server_cert.display()))
+                    .arg(format!("--key-file={}", pki.server_key.display()))
+                    .arg(format!("--trusted-ca-file={}", pki.ca.display()))
+                    .arg("--client-cert-auth");
+            }
+            let child = cmd.spawn().unwrap();
+            let mut etcd = TestEtcd {
+                child,
+                endpoint,
+                dir,
+            };
+            if etcd.wait_ready(pki).await {
+                return etcd;
+            }
+            last_log = etcd.log();
+            etcd.stop();
+        }
+        panic!("etcd did not start; its log:\n{last_log}");
+    }
+
+    /// Waits until a client can read from it (false if the process exits or 20 s pass).
+    async fn wait_ready(&mut self, pki: Option<&TestPki>) -> bool {
+        let mut options = self.options();
+        options.request_timeout = Duration::from_millis(500);
+        if let Some(pki) = pki {
+            options.ca_file = Some(pki.ca.clone());
+            options.cert_file = Some(pki.client_cert.clone());
+            options.key_file = Some(pki.client_key.clone());
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if self.child.try_wait().unwrap().is_some() {
+                return false;
+            }
+            if let Ok(store) = connect(&options).await {
+                store.close().await;
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    /// Options for this etcd, with the compactor off (tests compact explicitly).
+    pub(crate) fn options(&self) -> EtcdOptions {
+        EtcdOptions {
+            compaction_interval: Duration::ZERO,
+            request_timeout: Duration::from_secs(5),
+            ..EtcdOptions::new([self.endpoint.clone()])
+        }
+    }
+
+    pub(crate) async fn store(&self) -> Arc<EtcdStore> {
+        connect(&self.options()).await.unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
+    }
+
+    /// Kills the process (by its pid) and reaps it.
+    pub(crate) fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for TestEtcd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+crate::storage::conformance::suite!(
+    crate::storage::conformance::Engine { mvcc_reads: true },
+    || async {
+        let etcd = TestEtcd::start().await;
+        let store = etcd.store().await;
+        (etcd, store as Arc<dyn Store>)
+    }
+);
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+async fn recv(rx: &mut WatchReceiver) -> crate::storage::StoreEvent {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("watch event timed out")
+        .expect("watch closed")
+        .expect("watch error")
+}
+
+/// A raw client, to look at etcd without the store's key mapping.
+async fn raw(etcd: &TestEtcd) -> etcd_client::Client {
+    etcd_client::Client::connect([etcd.endpoint.as_str()], None)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn keys_live_under_the_prefix_in_kube_layout() {
+    let etcd = TestEtcd::start().await;
+    let s = etcd.store().await;
+    assert_eq!(s.prefix(), "/registry");
+    let r = s
+        .create("/configmaps/default/x", b("{\"kind\":\"ConfigMap\"}"))
+        .await
+        .unwrap();
+    let mut kv = raw(&etcd).await.kv_client();
+    let got = kv
+        .get("/registry/configmaps/default/x", None)
+        .await
+        .unwrap();
+    let found = &got.kvs()[0];
+    assert_eq!(found.value(), b"{\"kind\":\"ConfigMap\"}");
+    assert_eq!(found.mod_revision(), i64::try_from(r).unwrap());
+    // Something written by another program under the prefix is visible, with its key.
+    kv.put("/registry/configmaps/default/y", "v", None)
+        .await
+        .unwrap();
+    let list = s.list("/configmaps/", None, 0, None).await.unwrap();
+    let keys: Vec<_> = list.items.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(keys, ["/configmaps/default/x", "/configmaps/default/y"]);
+    // Store keys start with `/`.
+    assert!(matches!(
+        s.create("configmaps/x", b("v")).await,
+        Err(StoreError::Internal(_))
+    ));
+}
+
+#[tokio::test]
+async fn prefixes_isolate_stores_on_one_etcd() {
+    let etcd = TestEtcd::start().await;
+    let open = |prefix: &str| {
+        let options = EtcdOptions {
+            prefix: prefix.into(),
+            ..etcd.options()
+        };
+        async move { connect(&options).await.unwrap() }
+    };
+    let a = open("/registry").await;
+    // A prefix that extends the other as a string, and one given with a trailing slash.
+    let b2 = open("/registry2/").await;
+    assert_eq!(b2.prefix(), "/registry2");
+    let mut watch_a = a
+        .watch("", a.current_revision().await.unwrap())
+        .await
+        .unwrap();
+
+    let rb = b2.create("/pods/ns/p", b("in b")).await.unwrap();
+    assert!(a.get("/pods/ns/p").await.unwrap().is_none());
+    let ra = a.create("/pods/ns/p", b("in a")).await.unwrap();
+    assert!(ra > rb);
+    assert_eq!(
+        b2.get("/pods/ns/p").await.unwrap().unwrap().value,
+        b("in b")
+    );
+    assert_eq!(a.list("", None, 0, None).await.unwrap().items.len(), 1);
+    assert_eq!(b2.list("", None, 0, None).await.unwrap().items.len(), 1);
+    // The watch on `a` sees only `a`'s write.
+    let e = recv(&mut watch_a).await;
+    assert_eq!((e.revision, e.value), (ra, b("in a")));
+    // Writes through one prefix do not conflict with the same key in the other.
+    b2.delete("/pods/ns/p", Some(rb)).await.unwrap();
+    assert_eq!(a.get("/pods/ns/p").await.unwrap().unwrap().mod_revision, ra);
+    // Each store's current revision is its own last write, and never waits for the other's.
+    let rb2 = b2.create("/pods/ns/q", b("in b")).await.unwrap();
+    assert_eq!(a.current_revision().await.unwrap(), ra);
+    assert_eq!(b2.current_revision().await.unwrap(), rb2);
+}
+
+#[tokio::test]
+async fn compaction_makes_old_revisions_compacted() {
+    let etcd = TestEtcd::start().await;
+    let s = etcd.store().await;
+    let r1 = s.create("/k/a", b("1")).await.unwrap();
+    let r2 = s.update("/k/a", b("2"), r1).await.unwrap();
+    let r3 = s.create("/k/b", b("b")).await.unwrap();
+    let (r4, _) = s.delete("/k/b", None).await.unwrap();
+    // Before compaction, history is readable and watchable.
+    let old = s.list("/k/", None, 0, Some(r1)).await.unwrap();
+    assert_eq!(old.items[0].value, b("1"));
+    let mut rx = s.watch("/k/", r1 - 1).await.unwrap();
+    assert_eq!(recv(&mut rx).await.revision, r1);
+
+    s.compact(r3).await.unwrap();
+    assert_eq!(
+        s.list("/k/", None, 0, Some(r2)).await,
+        Err(StoreError::Compacted {
+            requested: r2,
+            oldest: r3
+        })
+    );
+    assert_eq!(
+        s.watch("/k/", r1).await.err(),
+        Some(StoreError::Compacted {
+            requested: r1,
+            oldest: r3
+        })
+    );
+    // The compaction revision itself is still readable, and a watch from just before it
+    // starts there.
+    let at = s.list("/k/", None, 0, Some(r3)).await.unwrap();
+    assert_eq!(at.items.len(), 2);
+    let mut rx = s.watch("/k/", r3 - 1).await.unwrap();
+    let e = recv(&mut rx).await;
+    assert_eq!((e.kind, e.revision), (EventKind::Created, r3));
+    let e = recv(&mut rx).await;
+    assert_eq!((e.kind, e.revision), (EventKind::Deleted, r4));
+    assert_eq!(e.prev_value, Some(b("b")));
+    // Compacting again to an older revision is not an error; to a future one is.
+    s.compact(r2).await.unwrap();
+    assert!(matches!(
+        s.compact(r4 + 10).await,
+        Err(StoreError::FutureRevision { .. })
+    ));
+}
+
+#[tokio::test]
+async fn periodic_compaction_keeps_one_interval_of_history() {
+    let etcd = TestEtcd::start().await;
+    let options = EtcdOptions {
+        compaction_interval: Duration::from_millis(300),
+        ..etcd.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let first = s.create("/k/a", b("1")).await.unwrap();
+    let mut last = first;
+    // Keep writing until the compactor has passed the first write.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "history was never compacted");
+        last = s.update("/k/a", b("x"), last).await.unwrap();
+        if let Err(StoreError::Compacted { requested, oldest }) =
+            s.list("/k/", None, 0, Some(first)).await
+        {
+            assert_eq!(requested, first);
+            assert!(
+                oldest > first && oldest <= last,
+                "{oldest} in ({first}, {last}]"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The compactor coordinates through kube-apiserver's key, outside the prefix.
+    let mut kv = raw(&etcd).await.kv_client();
+    let key = kv
+        .get(super::compactor::COMPACT_REV_KEY, None)
+        .await
+        .unwrap();
+    assert!(key.kvs()[0].version() >= 2);
+    assert!(s.list("", None, 0, None).await.unwrap().items.len() == 1);
+    // The latest revision is always kept.
+    assert!(s.list("/k/", None, 0, Some(last)).await.is_ok());
+    // close() stops it: the key's version stays put afterwards.
+    s.close().await;
+    let before = kv
+        .get(super::compactor::COMPACT_REV_KEY, None)
+        .await
+        .unwrap()
+        .kvs()[0]
+        .version();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let after = kv
+        .get(super::compactor::COMPACT_REV_KEY, None)
+        .await
+        .unwrap()
+        .kvs()[0]
+        .version();
+    assert_eq!(before, after);
+}
+
+#[tokio::test]
+async fn fails_over_to_the_endpoint_that_answers() {
+    let etcd = TestEtcd::start().await;
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let options = EtcdOptions {
+        endpoints: vec![dead, etcd.endpoint.clone()],
+        ..etcd.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let mut rx = s
+        .watch("/f/", s.current_revision().await.unwrap())
+        .await
+        .unwrap();
+    let mut last = 0;
+    for i in 0..30 {
+        let key = format!("/f/{i}");
+        last = s.create(&key, b("x")).await.unwrap();
+        assert_eq!(s.get(&key).await.unwrap().unwrap().mod_revision, last);
+        let e = recv(&mut rx).await;
+        assert_eq!(e.revision, last);
+    }
+    assert_eq!(s.list("/f/", None, 0, None).await.unwrap().items.len(), 30);
+    assert_eq!(s.current_revision().await.unwrap(), last);
+}
+
+#[tokio::test]
+async fn unreachable_etcd_is_unavailable_not_a_hang() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let options = EtcdOptions {
+        request_timeout: Duration::from_secs(1),
+        ..EtcdOptions::new([dead.clone()])
+    };
+    let started = Instant::now();
+    match connect(&options).await {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains(&dead), "{message}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn etcd_going_away_ends_watches_and_fails_requests() {
+    let mut etcd = TestEtcd::start().await;
+    let options = EtcdOptions {
+        request_timeout: Duration::from_secs(2),
+        ..etcd.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let r = s.create("/k", b("x")).await.unwrap();
+    let mut rx = s.watch("/", r).await.unwrap();
+    etcd.stop();
+    // The watch ends with an error (the watch cache then re-watches or re-lists).
+    let end = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+        .await
+        .expect("watch did not end");
+    assert!(
+        matches!(end, Some(Err(StoreError::Unavailable(_)))),
+        "{end:?}"
+    );
+    // Requests fail with Unavailable within the request timeout.
+    for result in [
+        s.get("/k").await.map(|_| ()),
+        s.create("/k2", b("x")).await.map(|_| ()),
+        s.list("/", None, 0, None).await.map(|_| ()),
+        s.watch("/", r).await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(_))),
+            "{result:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn watch_cache_follows_etcd() {
+    let etcd = TestEtcd::start().await;
+    let s = etcd.store().await;
+    s.create("/pods/ns/a", b("{\"metadata\":{\"name\":\"a\"}}"))
+        .await
+        .unwrap();
+    let cacher = Cacher::start(s.clone() as Arc<dyn Store>, 100)
+        .await
+        .unwrap();
+    assert!(cacher.get("/pods/ns/a").is_some());
+    let r = s
+        .create("/pods/ns/b", b("{\"metadata\":{\"name\":\"b\"}}"))
+        .await
+        .unwrap();
+    cacher
+        .wait_for_revision(r, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(cacher.get("/pods/ns/b").is_some());
+    // A write outside the prefix raises etcd's revision without an event under it: the
+    // store's current revision (what consistent reads wait for) stays at the last own write.
+    raw(&etcd)
+        .await
+        .kv_client()
+        .put("/elsewhere/x", "v", None)
+        .await
+        .unwrap();
+    let current = s.current_revision().await.unwrap();
+    assert_eq!(current, r);
+    cacher
+        .wait_for_revision(current, Duration::from_secs(5))
+        .await
+        .unwrap();
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, written to `dir`.
+fn pki(dir: &Path) -> TestPki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose, SanType,
+    };
+    let write = |name: &str, pem: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path
+    };
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "etcd-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+
+    let mut server = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    server.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let server_key = KeyPair::generate().unwrap();
+    let server_pem = server.signed_by(&server_key, &issuer).unwrap().pem();
+
+    let mut client = CertificateParams::default();
+    client
+        .distinguished_name
+        .push(DnType::CommonName, "kubegate");
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let client_key = KeyPair::generate().unwrap();
+    let client_pem = client.signed_by(&client_key, &issuer).unwrap().pem();
+
+    TestPki {
+        ca: write("ca.crt", ca_pem),
+        server_cert: write("server.crt", server_pem),
+        server_key: write("server.key", server_key.serialize_pem()),
+        client_cert: write("client.crt", client_pem),
+        client_key: write("client.key", client_key.serialize_pem()),
+    }
+}
+
+#[tokio::test]
+async fn tls_with_client_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let etcd = TestEtcd::start_tls(&pki).await;
+    assert!(etcd.endpoint.starts_with("https://"));
+    let options = EtcdOptions {
+        ca_file: Some(pki.ca.clone()),
+        cert_file: Some(pki.client_cert.clone()),
+        key_file: Some(pki.client_key.clone()),
+        request_timeout: Duration::from_secs(3),
+        ..etcd.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let r = s.create("/secure", b("x")).await.unwrap();
+    let mut rx = s.watch("/", r).await.unwrap();
+    let r2 = s.update("/secure", b("y"), r).await.unwrap();
+    assert_eq!(recv(&mut rx).await.revision, r2);
+
+    // Without the client certificate etcd refuses the connection.
+    let no_cert = EtcdOptions {
+        cert_file: None,
+        key_file: None,
+        ..options.clone()
+    };
+    assert!(matches!(
+        connect(&no_cert).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    // A missing file is named.
+    let missing = EtcdOptions {
+        ca_file: Some(dir.path().join("nope.crt")),
+        ..options.clone()
+    };
+    match connect(&missing).await {
+        Err(StoreError::Unavailable(message)) => assert!(message.contains("nope.crt"), "{message}"),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    // https endpoints without a CA are refused before connecting.
+    let no_ca = EtcdOptions {
+        ca_file: None,
+        ..options
+    };
+    assert!(matches!(
+        connect(&no_ca).await,
+        Err(StoreError::Unavailable(m)) if m.contains("CA file")
+    ));
+}
