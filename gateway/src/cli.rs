@@ -23,6 +23,74 @@ pub enum Command {
     Serve(Box<ServeFlags>),
     /// Print the version.
     Version,
+    /// Copy every object of an embedded data dir into etcd (`--to` names a kubegate
+    /// configuration file, or the `--etcd-*` flags, with `storage.etcd`).
+    Migrate(MigrateFlags),
+}
+
+/// Flags of `migrate`.
+#[derive(Args, Debug, Default)]
+pub struct MigrateFlags {
+    /// The data dir whose embedded store (`kubegate.redb`) is copied; kubegate must not be
+    /// running on it.
+    #[arg(long)]
+    pub from: PathBuf,
+    /// A kubegate configuration file whose `storage.etcd` is the target.
+    #[arg(long)]
+    pub to: Option<PathBuf>,
+    /// etcd endpoints, comma-separated (instead of, or over, `--to`).
+    #[arg(long)]
+    pub etcd_servers: Option<String>,
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
+    #[arg(long)]
+    pub etcd_prefix: Option<String>,
+    /// Write into a prefix that already holds data (existing keys are overwritten).
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl MigrateFlags {
+    /// The target etcd settings: the file's `storage.etcd` with the flags applied on top.
+    pub fn etcd(&self) -> Result<kubegate_config::EtcdConfig, String> {
+        let mut config = match &self.to {
+            Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+            None => Config::default(),
+        };
+        let mut etcd = config.storage.etcd.take().unwrap_or_default();
+        if let Some(servers) = &self.etcd_servers {
+            etcd.endpoints = servers
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        if let Some(v) = &self.etcd_cafile {
+            etcd.ca_file = Some(v.clone());
+        }
+        if let Some(v) = &self.etcd_certfile {
+            etcd.cert_file = Some(v.clone());
+        }
+        if let Some(v) = &self.etcd_keyfile {
+            etcd.key_file = Some(v.clone());
+        }
+        if let Some(v) = &self.etcd_prefix {
+            etcd.prefix = v.clone();
+        }
+        if etcd.endpoints.is_empty() {
+            return Err(
+                "no etcd to migrate to: give --to <config file with storage.etcd> or --etcd-servers"
+                    .into(),
+            );
+        }
+        config.storage.etcd = Some(etcd.clone());
+        config.validate().map_err(|e| e.to_string())?;
+        Ok(etcd)
+    }
 }
 
 /// Flags of `serve`; each overrides the same setting of the `--config` file.

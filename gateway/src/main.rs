@@ -15,6 +15,7 @@ mod crds;
 mod flowcontrol;
 mod health;
 mod metrics;
+mod migrate;
 mod pipeline;
 mod rbac;
 mod respond;
@@ -37,6 +38,20 @@ fn main() {
             );
             0
         }
+        cli::Command::Migrate(flags) => match migrate::run(&flags) {
+            Ok(report) => {
+                println!(
+                    "copied {} objects ({} overwritten)",
+                    report.copied + report.overwritten,
+                    report.overwritten
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("kubegate migrate: {e}");
+                1
+            }
+        },
         cli::Command::Serve(flags) => match flags.into_config() {
             Err(e) => {
                 eprintln!("kubegate: {e}");

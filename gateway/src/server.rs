@@ -147,6 +147,9 @@ fn socket_address(ip: &str, port: u16) -> String {
     }
 }
 
+/// How often the start-up bootstrap is tried before kubegate gives up.
+const BOOTSTRAP_ATTEMPTS: u64 = 5;
+
 /// Asks the store for its revision every second and records whether it answered.
 async fn probe_storage(store: Arc<dyn Store>, ok: Arc<AtomicBool>) {
     loop {
@@ -315,16 +318,29 @@ pub fn run(config: Config) -> Result<(), StartError> {
         .enable_all()
         .build()
         .map_err(|e| StartError::Other(format!("starting runtime: {e}")))?;
-    let store_path = config.data_dir.join("kubegate.redb");
-    let store = EmbeddedStore::open(
-        &store_path,
-        EmbeddedOptions {
-            event_history: config.storage.event_history,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| StartError::Storage(format!("{}: {e}", store_path.display())))?;
-    let store: Arc<dyn Store> = store;
+    // With etcd the data dir holds only certificates and keys, so replicas can share them.
+    let (store, storage_check): (Arc<dyn Store>, &str) = match &config.storage.etcd {
+        Some(etcd) => {
+            let options = kubegate_backends::storage::etcd::EtcdOptions::from(etcd);
+            let store = background
+                .block_on(kubegate_backends::storage::etcd::connect(&options))
+                .map_err(|e| StartError::Storage(format!("etcd: {e}")))?;
+            tracing::info!(endpoints = ?etcd.endpoints, prefix = %etcd.prefix, "storage: etcd");
+            (store, "etcd")
+        }
+        None => {
+            let store_path = config.data_dir.join("kubegate.redb");
+            let store = EmbeddedStore::open(
+                &store_path,
+                EmbeddedOptions {
+                    event_history: config.storage.event_history,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| StartError::Storage(format!("{}: {e}", store_path.display())))?;
+            (store, "storage")
+        }
+    };
     let all_resources = served_resources(&authentication, lookup.clone(), &authorizer, &rbac_index);
     let disabled = disabled_group_versions(&config, &all_resources)?;
     let registry = background.block_on(async {
@@ -336,41 +352,59 @@ pub fn run(config: Config) -> Result<(), StartError> {
             cacher,
             RegistryOptions::default(),
         ));
-        registry
-            .ensure_default_namespaces()
-            .await
-            .map_err(|e| StartError::Storage(e.message))?;
-        crate::rbac::reconcile_bootstrap_policy(&registry)
-            .await
-            .map_err(|e| StartError::Storage(format!("RBAC bootstrap policy: {e}")))?;
-        kubegate_backends::core::flowcontrol_bootstrap::ensure_bootstrap_configuration(&registry)
-            .await
-            .map_err(|e| StartError::Storage(format!("APF bootstrap configuration: {e}")))?;
-        crate::rbac::aggregate_cluster_roles(&registry)
-            .await
-            .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;
-        // CRDs established before this start are served from the first request on.
+        // Every bootstrap step is idempotent; replicas starting together on one etcd can
+        // race on them (AlreadyExists, Conflict), and whoever loses just runs them again.
         let mut crds_served = String::new();
-        crate::crds::sync(&registry, &mut crds_served).await;
-        controller::register_local_apiservices(&registry, &disabled)
-            .await
-            .map_err(|e| StartError::Storage(format!("local APIServices: {e}")))?;
-        // The delegate's group-versions are registered once before serving (so the first
-        // requests already route), then kept in sync by `delegate::run`.
-        match &aggregator.delegate {
-            Some(delegate) => match delegate.discover().await {
-                Ok(served) => crate::aggregator::delegate::register(&registry, Some(&served))
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let pass = async {
+                registry
+                    .ensure_default_namespaces()
                     .await
-                    .map_err(|e| StartError::Storage(format!("delegate APIServices: {e}")))?,
-                Err(e) => tracing::warn!(error = %e, "the delegate cluster could not be discovered at start; retrying in the background"),
-            },
-            None => crate::aggregator::delegate::register(&registry, None)
-                .await
-                .map_err(|e| StartError::Storage(format!("delegate APIServices: {e}")))?,
+                    .map_err(|e| StartError::Storage(e.message))?;
+                crate::rbac::reconcile_bootstrap_policy(&registry)
+                    .await
+                    .map_err(|e| StartError::Storage(format!("RBAC bootstrap policy: {e}")))?;
+                kubegate_backends::core::flowcontrol_bootstrap::ensure_bootstrap_configuration(&registry)
+                    .await
+                    .map_err(|e| StartError::Storage(format!("APF bootstrap configuration: {e}")))?;
+                crate::rbac::aggregate_cluster_roles(&registry)
+                    .await
+                    .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;
+                // CRDs established before this start are served from the first request on.
+                        crate::crds::sync(&registry, &mut crds_served).await;
+                controller::register_local_apiservices(&registry, &disabled)
+                    .await
+                    .map_err(|e| StartError::Storage(format!("local APIServices: {e}")))?;
+                // The delegate's group-versions are registered once before serving (so the first
+                // requests already route), then kept in sync by `delegate::run`.
+                match &aggregator.delegate {
+                    Some(delegate) => match delegate.discover().await {
+                        Ok(served) => crate::aggregator::delegate::register(&registry, Some(&served))
+                            .await
+                            .map_err(|e| StartError::Storage(format!("delegate APIServices: {e}")))?,
+                        Err(e) => tracing::warn!(error = %e, "the delegate cluster could not be discovered at start; retrying in the background"),
+                    },
+                    None => crate::aggregator::delegate::register(&registry, None)
+                        .await
+                        .map_err(|e| StartError::Storage(format!("delegate APIServices: {e}")))?,
+                }
+                controller::publish_authentication_configmap(&registry, &authentication_info)
+                    .await
+                    .map_err(StartError::Storage)?;
+                Ok::<_, StartError>(())
+            }
+            .await;
+            match pass {
+                Ok(()) => break,
+                Err(e) if attempt < BOOTSTRAP_ATTEMPTS => {
+                    tracing::warn!(error = %e, attempt, "bootstrap step failed; running the bootstrap again");
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                }
+                Err(e) => return Err(e),
+            }
         }
-        controller::publish_authentication_configmap(&registry, &authentication_info)
-            .await
-            .map_err(StartError::Storage)?;
         let table = controller::build_table(&registry, &aggregator).await;
         aggregator.table.store(Arc::new(table));
         Ok::<_, StartError>((registry, crds_served))
@@ -415,8 +449,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
     // Health checks are synchronous; a background probe keeps the storage verdict current.
     let storage_ok = Arc::new(AtomicBool::new(true));
     background.spawn(probe_storage(store.clone(), storage_ok.clone()));
+    // kube names this check `etcd`.
     health.add_live(
-        "storage",
+        storage_check,
         Arc::new(move || {
             if storage_ok.load(Ordering::Relaxed) {
                 Ok(())

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod etcd;
 pub mod fixtures;
 pub mod wardle;
 
@@ -63,6 +64,29 @@ impl Kubegate {
         let mut gate = Kubegate {
             port: free_port(),
             data_dir: temp.path().join("data"),
+            child: None,
+            _temp: Some(temp),
+            extra_args: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        gate.spawn();
+        gate
+    }
+
+    /// Another replica: a fresh data dir seeded with `first`'s certificates and keys (its
+    /// `pki/`), so both serve with the same CA and sign and accept the same tokens, as
+    /// replicas started from the same files do.
+    pub fn start_sharing(first: &Kubegate, extra: &[&str]) -> Kubegate {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        let pki = data_dir.join("pki");
+        std::fs::create_dir_all(&pki).expect("pki dir");
+        for entry in std::fs::read_dir(first.data_dir.join("pki")).expect("first pki") {
+            let entry = entry.expect("pki entry");
+            std::fs::copy(entry.path(), pki.join(entry.file_name())).expect("copy pki file");
+        }
+        let mut gate = Kubegate {
+            port: free_port(),
+            data_dir,
             child: None,
             _temp: Some(temp),
             extra_args: extra.iter().map(|s| s.to_string()).collect(),

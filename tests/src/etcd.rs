@@ -1,0 +1,112 @@
+//! A real etcd (Debian's `etcd-server`) for the storage tests: started on free loopback
+//! ports with a temporary data dir, stopped by pid, and restartable on the same ports and
+//! data so a test can take it away and bring it back.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::free_port;
+
+/// A running (or stopped) single-member etcd.
+pub struct Etcd {
+    pub client_port: u16,
+    peer_port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Etcd {
+    /// Starts etcd and waits until it answers `/health`.
+    pub fn start() -> Etcd {
+        let mut etcd = Etcd {
+            client_port: free_port(),
+            peer_port: free_port(),
+            dir: tempfile::tempdir().expect("etcd dir"),
+            child: None,
+        };
+        etcd.spawn();
+        etcd
+    }
+
+    /// `http://127.0.0.1:<port>`, for `--etcd-servers`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn spawn(&mut self) {
+        let binary = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("etcd.log"))
+            .expect("etcd log");
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let child = Command::new(&binary)
+            .arg("--name=default")
+            .arg(format!("--data-dir={}", self.data_dir().display()))
+            .arg(format!("--listen-client-urls={}", self.url()))
+            .arg(format!("--advertise-client-urls={}", self.url()))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=default={peer}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("starting {binary} ({e}): install Debian's etcd-server (apt-get install etcd-server), as .ci/run does")
+            });
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = Command::new("curl")
+                .args(["-s", "--max-time", "1"])
+                .arg(format!("{}/health", self.url()))
+                .output()
+                .expect("curl");
+            if String::from_utf8_lossy(&out.stdout).contains("\"health\":\"true\"") {
+                return;
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("etcd exited ({status}): {}", self.log());
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "etcd did not become healthy: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// etcd's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
+    }
+
+    /// Kills etcd (by pid) and waits for it to be gone; its data stays.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same ports and data.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

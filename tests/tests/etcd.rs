@@ -1,0 +1,321 @@
+//! End-to-end storage on etcd with the real etcd and kubectl: two kubegate replicas share
+//! one etcd (a change through one is seen through the other: objects, watches, RBAC, CRDs);
+//! etcd going away makes requests fail fast and readiness fail, and kubegate recovers on its
+//! own when etcd returns; `kubegate migrate` copies an embedded data dir into etcd.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kubegate_tests::etcd::Etcd;
+use kubegate_tests::{eventually, Kubegate};
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.shared.example.com
+spec:
+  group: shared.example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+/// kubectl with a ServiceAccount token against `gate` (no client certificate).
+fn as_token(gate: &Kubegate, token: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "--kubeconfig=/dev/null".to_string(),
+        format!("--server={}", gate.url()),
+        format!(
+            "--certificate-authority={}",
+            gate.data_dir.join("pki/ca.crt").display()
+        ),
+        format!("--token={token}"),
+    ];
+    all.extend(args.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    gate.kubectl(&refs)
+}
+
+#[test]
+fn two_replicas_share_one_etcd() {
+    let etcd = Etcd::start();
+    let url = etcd.url();
+    let a = Kubegate::start_with(&["--etcd-servers", &url]);
+    let b = Kubegate::start_sharing(&a, &["--etcd-servers", &url]);
+    // With etcd the data dir holds certificates and keys only.
+    assert!(!a.data_dir.join("kubegate.redb").exists());
+    assert!(!b.data_dir.join("kubegate.redb").exists());
+
+    // Objects written through one replica are read through the other.
+    a.ok(&["create", "namespace", "shared"]);
+    a.ok(&[
+        "-n",
+        "shared",
+        "create",
+        "configmap",
+        "one",
+        "--from-literal=k=v1",
+    ]);
+    let seen = eventually(Duration::from_secs(5), || {
+        b.kubectl(&[
+            "-n",
+            "shared",
+            "get",
+            "configmap",
+            "one",
+            "-o",
+            "jsonpath={.data.k}",
+        ])
+        .stdout
+            == b"v1"
+    });
+    assert!(seen, "replica b never saw a's ConfigMap");
+    let uid_a = a.ok(&[
+        "-n",
+        "shared",
+        "get",
+        "cm",
+        "one",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let uid_b = b.ok(&[
+        "-n",
+        "shared",
+        "get",
+        "cm",
+        "one",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    assert_eq!(uid_a, uid_b);
+
+    // A watch on one replica sees writes through the other, in order.
+    let watch = b.stream(&["-n", "shared", "get", "configmaps", "-w", "-o", "name"]);
+    a.ok(&["-n", "shared", "create", "configmap", "two"]);
+    assert!(
+        watch
+            .wait_for(Duration::from_secs(10), |l| l.contains("configmap/two"))
+            .is_some(),
+        "b's watch missed a's create"
+    );
+
+    // Watch-driven controllers: a ServiceAccount and a RoleBinding made through a authorize
+    // requests through b, with a token issued by a.
+    a.ok(&["-n", "shared", "create", "serviceaccount", "reader"]);
+    let token = a.ok(&["-n", "shared", "create", "token", "reader"]);
+    let token = token.trim();
+    let denied = as_token(&b, token, &["-n", "shared", "get", "configmaps"]);
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains("forbidden"),
+        "{}",
+        String::from_utf8_lossy(&denied.stderr)
+    );
+    a.ok(&[
+        "-n",
+        "shared",
+        "create",
+        "rolebinding",
+        "reader-view",
+        "--clusterrole=view",
+        "--serviceaccount=shared:reader",
+    ]);
+    let allowed = eventually(Duration::from_secs(5), || {
+        as_token(&b, token, &["-n", "shared", "get", "configmaps"])
+            .status
+            .success()
+    });
+    assert!(allowed, "b never applied the RoleBinding made through a");
+
+    // A CRD created through a is served by b.
+    a.ok_stdin(&["apply", "-f", "-"], CRD);
+    let served = eventually(Duration::from_secs(10), || {
+        b.kubectl(&["get", "--raw", "/apis/shared.example.com/v1/gizmos"])
+            .status
+            .success()
+    });
+    assert!(
+        served,
+        "b never served a's CRD:\n{}",
+        kubegate_tests::tail(&b.log(), 20)
+    );
+}
+
+#[test]
+fn kubegate_fails_fast_without_etcd_and_recovers_when_it_returns() {
+    let mut etcd = Etcd::start();
+    let url = etcd.url();
+    let gate = Kubegate::start_with(&["--etcd-servers", &url]);
+    gate.ok(&["create", "configmap", "before", "--from-literal=k=v"]);
+
+    etcd.stop();
+    // Readiness says why.
+    let not_ready = eventually(Duration::from_secs(10), || {
+        let out = gate.kubectl(&["get", "--raw", "/readyz/etcd"]);
+        !out.status.success()
+    });
+    assert!(not_ready, "readyz/etcd kept passing with etcd gone");
+    // A request that needs storage fails with a Status instead of hanging.
+    let started = Instant::now();
+    let write = gate.kubectl(&["create", "configmap", "during", "--request-timeout=40s"]);
+    let took = started.elapsed();
+    assert!(!write.status.success(), "a write succeeded without etcd");
+    let stderr = String::from_utf8_lossy(&write.stderr);
+    assert!(
+        stderr.contains("etcd"),
+        "the error should say storage is the problem: {stderr}"
+    );
+    // ... as a Status with a 5xx code kube uses for storage outages.
+    let (code, body) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &["Content-Type: application/json"],
+        Some(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"raw"}}"#),
+    );
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status body");
+    assert!(code == 503 || code == 504, "{code} {status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["code"], code);
+    assert!(
+        took < Duration::from_secs(35),
+        "the write hung for {took:?} (it must fail, not wait for the client's timeout)"
+    );
+
+    etcd.restart();
+    let recovered = eventually(Duration::from_secs(30), || {
+        gate.kubectl(&["create", "configmap", "after"])
+            .status
+            .success()
+    });
+    assert!(
+        recovered,
+        "kubegate did not recover:\n{}",
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+    let names = gate.ok(&["get", "configmaps", "-o", "name"]);
+    assert!(
+        names.contains("configmap/before") && names.contains("configmap/after"),
+        "{names}"
+    );
+    assert!(gate
+        .kubectl(&["get", "--raw", "/readyz/etcd"])
+        .status
+        .success());
+}
+
+#[test]
+fn migrate_copies_an_embedded_data_dir_into_etcd() {
+    let mut source = Kubegate::start();
+    source.ok(&["create", "namespace", "moved"]);
+    source.ok(&[
+        "-n",
+        "moved",
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=a=1",
+    ]);
+    let uid = source.ok(&[
+        "-n",
+        "moved",
+        "get",
+        "cm",
+        "cfg",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    assert_eq!(source.terminate(Duration::from_secs(10)), Some(0));
+
+    let etcd = Etcd::start();
+    let migrate = |extra: &[&str]| {
+        Command::new(kubegate_tests::binary())
+            .arg("migrate")
+            .arg("--from")
+            .arg(&source.data_dir)
+            .args(["--etcd-servers", &etcd.url()])
+            .args(extra)
+            .output()
+            .expect("run kubegate migrate")
+    };
+    let out = migrate(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("copied "));
+    // A prefix that holds data is refused unless forced.
+    let again = migrate(&[]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    assert!(migrate(&["--force"]).status.success());
+
+    let gate = Kubegate::start_sharing(&source, &["--etcd-servers", &etcd.url()]);
+    assert_eq!(
+        gate.ok(&[
+            "-n",
+            "moved",
+            "get",
+            "cm",
+            "cfg",
+            "-o",
+            "jsonpath={.metadata.uid}"
+        ]),
+        uid
+    );
+    assert_eq!(
+        gate.ok(&[
+            "-n",
+            "moved",
+            "get",
+            "cm",
+            "cfg",
+            "-o",
+            "jsonpath={.data.a}"
+        ]),
+        "1"
+    );
+}
+
+#[test]
+fn replicas_starting_together_bootstrap_once() {
+    // Both replicas start from the same certificates and keys, at the same moment, on an
+    // empty etcd: their bootstrap writes race, and both must come up.
+    let seed = Kubegate::start();
+    let etcd = Etcd::start();
+    let url = etcd.url();
+    let (a, b) = std::thread::scope(|scope| {
+        let one = scope.spawn(|| Kubegate::start_sharing(&seed, &["--etcd-servers", &url]));
+        let two = scope.spawn(|| Kubegate::start_sharing(&seed, &["--etcd-servers", &url]));
+        (
+            one.join().expect("replica one"),
+            two.join().expect("replica two"),
+        )
+    });
+    for gate in [&a, &b] {
+        let namespaces = gate.ok(&["get", "namespaces", "-o", "name"]);
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            assert!(
+                namespaces.contains(&format!("namespace/{ns}")),
+                "{namespaces}"
+            );
+        }
+        assert!(gate
+            .ok(&["get", "clusterrole", "cluster-admin", "-o", "name"])
+            .contains("cluster-admin"));
+    }
+    // One set of bootstrap objects, not two.
+    let bindings = a.ok(&["get", "clusterrolebindings", "-o", "name"]);
+    assert_eq!(
+        bindings
+            .lines()
+            .filter(|l| *l == "clusterrolebinding.rbac.authorization.k8s.io/cluster-admin")
+            .count(),
+        1
+    );
+}
