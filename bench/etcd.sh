@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# bench/etcd.sh - kubegate on etcd (issue 8): CREATE and GET of ~1 KiB ConfigMaps through
+# kubegate storing in etcd, against etcd's own PUT and GET of 1 KiB values through the same
+# client library (backends/examples/etcd_load.rs, etcd-client), with the same concurrency, in
+# one run. etcd and kubegate share the server CPU (SERVER_CPUS); the load generators are
+# pinned apart (lib.sh). Server CPU per request counts etcd's CPU in the etcd rows and
+# kubegate's plus etcd's in the kubegate rows.
+#
+#   etcd-put        etcd_load --op put   (unique keys, 1 KiB values)
+#   kubegate-create POST /api/v1/namespaces/default/configmaps (unique names, ~1 KiB)
+#   etcd-get        etcd_load --op get   (one key, a linearizable range read each)
+#   kubegate-get    GET of one ~1 KiB ConfigMap (served from kubegate's watch cache)
+#
+# Targets (issue 8, reported, not asserted): kubegate creates >= 0.7x etcd puts; kubegate GETs
+# >= 3x etcd range reads.
+#
+# Usage: bench/etcd.sh          CONNS=32 ROUNDS=3 DURATION=8 bench/etcd.sh
+# Output: $RESULTS/etcd/summary.txt, runs.csv, meta.txt.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+CONNS=${CONNS:-32}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-8}
+WARMUP=${WARMUP:-2}
+KG_PORT_WANT=${KG_PORT_WANT:-17459}
+
+need_tools etcd
+prepare_common
+OUT=$RESULTS/etcd
+RUN=$WORK/run/etcd
+rm -rf "$RUN"; mkdir -p "$OUT" "$RUN"
+CSV=$OUT/runs.csv
+echo "round,target,conns,$CSV_HEADER" >"$CSV"
+machine_info >"$OUT/meta.txt"
+echo "CONNS=$CONNS ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP etcd=$(etcd --version | head -1)" >>"$OUT/meta.txt"
+
+log "building backends/examples/etcd_load (release)"
+(cd "$REPO_DIR" && cargo build --release --quiet -p kubegate-backends --example etcd_load >&2) || die "etcd_load build failed"
+ETCD_LOAD=$REPO_DIR/target/release/examples/etcd_load
+
+ETCD_PORT=$(free_port 17460); PEER_PORT=$(free_port $((ETCD_PORT + 1)))
+"${SRV_PIN[@]}" etcd --name bench --data-dir "$RUN/etcd-data" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" \
+  --initial-cluster "bench=http://127.0.0.1:$PEER_PORT" >"$RUN/etcd.log" 2>&1 &
+ETCD_PID=$!
+STARTED+=("$ETCD_PID")
+for ((i = 0; i < 100; i++)); do
+  curl -s --max-time 1 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"' && break
+  sleep 0.1
+done
+log "etcd pid $ETCD_PID on http://127.0.0.1:$ETCD_PORT (data on $(df --output=source "$RUN" | tail -1))"
+
+start_kubegate "$RUN/kubegate-data" "$(free_port "$KG_PORT_WANT")" --etcd-servers "http://127.0.0.1:$ETCD_PORT"
+PKI=$KG_DIR/pki
+LG_TLS=(--ca "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key")
+BASE=https://127.0.0.1:$KG_PORT
+configmap_json bench-get 1024 >"$RUN/get.json"
+kg_curl /api/v1/namespaces/default/configmaps -X POST -H 'Content-Type: application/json' \
+  --data-binary "@$RUN/get.json" -o /dev/null
+body_for() {
+  local f=$RUN/body.$1.json
+  configmap_json "bench-$1-{run}-{n}" 1024 >"$f"
+  echo "$f"
+}
+KG_LOAD=$LOADGEN_BIN
+etcd_run() {  # prefix out op
+  LOADGEN_BIN=$ETCD_LOAD measured_run "$1" "$2" "$CONNS" "$ETCD_PID" \
+    --endpoint "http://127.0.0.1:$ETCD_PORT" --op "$3" -d "$DURATION" --bytes 1024
+}
+if (( WARMUP > 0 )); then
+  log "warm-up"
+  LOADGEN_BIN=$ETCD_LOAD run_loadgen "$RUN/w1.out" "$CONNS" --endpoint "http://127.0.0.1:$ETCD_PORT" --op put -d "$WARMUP"
+  run_loadgen "$RUN/w2.out" "$CONNS" --url "$BASE/api/v1/namespaces/default/configmaps" -d "$WARMUP" \
+    --method POST --body-file "$(body_for w)" "${LG_TLS[@]}"
+fi
+for ((r = 1; r <= ROUNDS; r++)); do
+  etcd_run "$r,etcd-put,$CONNS" "$OUT/etcd-put.r$r.txt" put
+  LOADGEN_BIN=$KG_LOAD measured_run "$r,kubegate-create,$CONNS" "$OUT/kubegate-create.r$r.txt" "$CONNS" "$KG_PID $ETCD_PID" \
+    --url "$BASE/api/v1/namespaces/default/configmaps" -d "$DURATION" --method POST --body-file "$(body_for "r$r")" "${LG_TLS[@]}"
+  etcd_run "$r,etcd-get,$CONNS" "$OUT/etcd-get.r$r.txt" get
+  LOADGEN_BIN=$KG_LOAD measured_run "$r,kubegate-get,$CONNS" "$OUT/kubegate-get.r$r.txt" "$CONNS" "$KG_PID $ETCD_PID" \
+    --url "$BASE/api/v1/namespaces/default/configmaps/bench-get" -d "$DURATION" "${LG_TLS[@]}"
+done
+
+python3 - "$CSV" "$FOREIGN_MAX" <<'PY' | tee "$OUT/summary.txt"
+import csv, statistics as st, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+FOREIGN_MAX = float(sys.argv[2])
+print()
+hdr = f"{'round':>5} {'target':<16}{'req/s':>9}{'p50 us':>9}{'p99 us':>9}{'srv us/req':>11}{'errors':>7}"
+print(hdr); print("-" * len(hdr))
+for r in rows:
+    flag = "  NOISY" if r["quiet"] == "0" or float(r["cpu_foreign_pct"]) > FOREIGN_MAX else ""
+    print(f"{r['round']:>5} {r['target']:<16}{float(r['rps']):>9.0f}{r['p50_us']:>9}{r['p99_us']:>9}{float(r['server_us_per_req']):>11.1f}{int(r['errors']) + int(r['non2xx']):>7}{flag}")
+print("-" * len(hdr))
+by = {(r["round"], r["target"]): r for r in rows}
+rounds = sorted({r["round"] for r in rows})
+for what, a, b, target in (("creates vs etcd puts", "kubegate-create", "etcd-put", 0.7), ("GETs vs etcd range reads", "kubegate-get", "etcd-get", 3.0)):
+    vals = [float(by[(k, a)]["rps"]) / float(by[(k, b)]["rps"]) for k in rounds if (k, a) in by and (k, b) in by]
+    ratio = st.median(vals)
+    print(f"kubegate {what}: {ratio:.2f}x  (target >= {target}x -> {'met' if ratio >= target else 'NOT met'})")
+PY
+log "done; raw runs in $CSV"
