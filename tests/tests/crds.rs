@@ -398,7 +398,7 @@ fn name_conflicts_and_defaults_on_read() {
     established(&gate);
     gate.ok_stdin(&["apply", "--validate=false", "-f", "-"], MY_CRONTAB);
 
-    // A second CRD in the same group claiming the same plural: NamesAccepted=False, not
+    // A second CRD in the same group claiming the same kind (and list kind): NamesAccepted=False, not
     // Established, and the first keeps serving.
     let rival = CRD
         .replace(
@@ -407,8 +407,7 @@ fn name_conflicts_and_defaults_on_read() {
         )
         .replace("plural: crontabs", "plural: crontabs2")
         .replace("singular: crontab", "singular: crontab2")
-        .replace("shortNames: [ct]", "shortNames: [ct2]")
-        .replace("kind: CronTab", "kind: CronTab");
+        .replace("shortNames: [ct]", "shortNames: [ct2]");
     gate.ok_stdin(&["apply", "-f", "-"], &rival);
     let conflicted = eventually(Duration::from_secs(10), || {
         let crd = gate.json(&["get", "crd", "crontabs2.stable.example.com", "-o", "json"]);
