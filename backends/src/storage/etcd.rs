@@ -342,7 +342,13 @@ fn map_error(endpoints: &str, op: &str, e: etcd_client::Error) -> StoreError {
                     format!("etcd {op} failed ({}): {message}", endpoints),
                 ),
                 code if is_connection_failure(code, message) => StoreError::Unavailable(format!(
-                    "etcd {op} failed: lost the connection to {endpoints}: {message}"
+                    "etcd {op} failed: lost the connection to {endpoints}: {message}{}",
+                    // A write cut off in flight may have reached etcd, as with a timeout.
+                    if matches!(op, "create" | "update" | "delete") {
+                        " (the write may or may not have been applied)"
+                    } else {
+                        ""
+                    }
                 )),
                 grpc_code::RESOURCE_EXHAUSTED if message.contains("database space exceeded") => {
                     StoreError::Unavailable(format!(
