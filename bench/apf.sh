@@ -38,6 +38,7 @@
 #   DURATION=15 OH_ROUNDS=3 OH_DURATION=8 OH_CONNS=32 EQUAL_USERS=4 bench/apf.sh
 #   PHASES=overhead OH_ROUNDS=6 bench/apf.sh        (c) alone;  PHASES=fairness: (a) and (b)
 #   REQUEST=list PHASES=fairness bench/apf.sh        LISTs instead of creates
+#   PHASES=overhead OH_PERF=1 bench/apf.sh           (c), then a perf profile of each server
 # Output: $RESULTS/apf/summary.txt (figures, verdicts, the command), runs.csv (overhead
 # rounds), raw loadgen output per run, meta.txt.
 set -euo pipefail
@@ -77,14 +78,23 @@ LG_THREADS=1   # one load generator per user, each single-threaded on LOADGEN_CP
 # ----------------------------------------------------------------------------- users
 # pick_users PREFIX COUNT SCHEMA TAKEN... : COUNT names PREFIX-<i> whose flows (SCHEMA, ByUser)
 # are dealt queues of 64 (hand size 1) distinct from each other and from the TAKEN flows
-# (SCHEMA/user). kube's hashFlowID: first 8 bytes little-endian of SHA-256(schema NUL user);
-# the card is that hash mod 64.
+# (SCHEMA/user). kubegate's flow hash (policy/src/flowcontrol/classify.rs `hash_flow_id`; kube
+# uses SHA-256 instead): FNV-1a 64 of schema NUL user, then MurmurHash3's fmix64; the card is
+# that hash mod 64.
 pick_users() {
   python3 - "$@" <<'PY'
-import hashlib, sys
+import sys
 prefix, count, schema, taken = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+M = (1 << 64) - 1
+def flow_hash(s, u):
+    h = 0xcbf29ce484222325
+    for b in s.encode() + b"\0" + u.encode():
+        h = ((h ^ b) * 0x100000001b3) & M
+    h ^= h >> 33; h = (h * 0xff51afd7ed558ccd) & M
+    h ^= h >> 33; h = (h * 0xc4ceb9fe1a85ec53) & M
+    return h ^ (h >> 33)
 def queue(s, u):
-    return int.from_bytes(hashlib.sha256(s.encode() + b"\0" + u.encode()).digest()[:8], "little") % 64
+    return flow_hash(s, u) % 64
 used = {queue(*t.split("/", 1)) for t in taken}
 names, i = [], 0
 while len(names) < count:
@@ -345,6 +355,33 @@ for ((r = 1; r <= OH_ROUNDS; r++)); do
   done
 done
 echo "overhead: apf pid=${PIDS[apf]} (400+200 seats) off pid=${PIDS[off]} (maxInFlight 0/0) conns=$OH_CONNS rounds=$OH_ROUNDS duration=$OH_DURATION" >>"$OUT/meta.txt"
+# OH_PERF=1: after the rounds, measure each server under the same load with `perf stat`
+# (task-clock and context switches; instructions and cycles where the VM exposes them) and then
+# sample it (perf cpu-clock, flat; OH_PERF_CG=dwarf,16384 adds call graphs and a callers
+# report) so the two can be compared per symbol: $OUT/perf-<target>.txt, perf-<target>.dso.txt,
+# perfstat-<target>.txt
+if [[ ${OH_PERF:-0} == 1 ]]; then
+  need_tools perf
+  for t in apf off; do
+    mapfile -t a < <(oh_args "$t")
+    "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$OH_CONNS" -t "$(loadgen_threads "$OH_CONNS")" "${a[@]}" \
+      -d "$(( 2 * OH_DURATION + 3 ))" >"$OUT/perf-$t.load.txt" 2>&1 &
+    lgp=$!; STARTED+=("$lgp")
+    sleep 1
+    "${LG_PIN[@]}" perf stat -x, -e task-clock,instructions,cycles,context-switches -p "${PIDS[$t]}" \
+      -o "$OUT/perfstat-$t.txt" -- sleep "$OH_DURATION" >/dev/null 2>&1 || true
+    cg=(); [[ -n ${OH_PERF_CG:-} ]] && cg=(--call-graph "$OH_PERF_CG")   # e.g. OH_PERF_CG=dwarf,16384
+    "${LG_PIN[@]}" perf record -q -o "$RUN/perf-$t.data" -F 999 "${cg[@]}" -p "${PIDS[$t]}" -- sleep "$OH_DURATION" >/dev/null 2>&1 || true
+    [[ -n ${OH_PERF_CG:-} ]] && perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort symbol -G \
+      --percent-limit 0.5 2>/dev/null | head -3000 >"$OUT/perf-$t.callers.txt"
+    wait "$lgp" || true; forget_pid "$lgp"
+    perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort dso,symbol 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//' | head -150 >"$OUT/perf-$t.txt" || true
+    perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort dso 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//' >"$OUT/perf-$t.dso.txt" || true
+    log "perf profile of $t: $OUT/perf-$t.txt ($(result_field "$OUT/perf-$t.load.txt" rps) requests/s over the stat and the sampling)"
+  done
+fi
 fi
 
 # ----------------------------------------------------------------------------- summary

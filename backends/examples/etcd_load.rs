@@ -33,8 +33,7 @@ fn parse() -> Result<Args, String> {
             "--op" => args.op = value,
             "-c" => args.conns = value.parse().map_err(|e| format!("-c: {e}"))?,
             "-d" => {
-                args.duration =
-                    Duration::from_secs(value.parse().map_err(|e| format!("-d: {e}"))?)
+                args.duration = Duration::from_secs(value.parse().map_err(|e| format!("-d: {e}"))?)
             }
             "--bytes" => args.bytes = value.parse().map_err(|e| format!("--bytes: {e}"))?,
             // The load generator's thread count (bench/lib.sh passes it): one runtime thread

@@ -9,19 +9,22 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use kubegate_backends::registry::Registry;
 use kubegate_backends::status::ApiError;
 use kubegate_config::FlowControlConfig;
 use kubegate_policy::flowcontrol::{
-    Admission, FlowControl, FlowControlOptions, ObjectCounts, RequestDigest, WatchRegistration,
-    WatchTracker, WorkEstimator, WorkEstimatorConfig, BORROWING_ADJUSTMENT_PERIOD,
+    Admission, FlowControl, FlowControlOptions, Matched, Name, ObjectCounts, RequestDigest,
+    WatchRegistration, WatchTracker, WorkEstimator, WorkEstimatorConfig,
+    BORROWING_ADJUSTMENT_PERIOD,
 };
 use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
 use kubegate_policy::{RequestInfo, UserInfo};
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+};
 use serde_json::Value;
 
 /// Where both flowcontrol kinds are stored: one watch covers them.
@@ -32,20 +35,28 @@ const SETTLE: Duration = Duration::from_millis(20);
 /// kube's answer to a refused request.
 const TOO_MANY: &str = "Too many requests, please try again later.";
 
-/// `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID` values.
+/// `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID` values: the
+/// request's match, shared with the engine (a clone is a reference count, not two strings).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PfHeaders {
-    pub flow_schema_uid: String,
-    pub priority_level_uid: String,
+    matched: Arc<Matched>,
 }
 
 impl PfHeaders {
+    pub fn flow_schema_uid(&self) -> &str {
+        &self.matched.flow_schema_uid
+    }
+
+    pub fn priority_level_uid(&self) -> &str {
+        &self.matched.priority_level_uid
+    }
+
     pub fn pairs(&self) -> [(&'static str, &str); 2] {
         [
-            ("X-Kubernetes-PF-FlowSchema-UID", &self.flow_schema_uid),
+            ("X-Kubernetes-PF-FlowSchema-UID", self.flow_schema_uid()),
             (
                 "X-Kubernetes-PF-PriorityLevel-UID",
-                &self.priority_level_uid,
+                self.priority_level_uid(),
             ),
         ]
     }
@@ -80,7 +91,7 @@ pub struct Refused {
 
 /// The seats one admitted request holds in `current_executing_seats`.
 struct ExecutingSeats {
-    gauge: prometheus::IntGauge,
+    gauge: IntGauge,
     seats: i64,
 }
 
@@ -158,6 +169,79 @@ pub struct FlowMetrics {
     wait_duration: HistogramVec,
     nominal_limit: IntGaugeVec,
     current_limit: IntGaugeVec,
+    /// The per-pair children admitted requests use, resolved once per pair.
+    children: RwLock<HashMap<PairKey, Arc<PairMetrics>>>,
+}
+
+/// Identifies a (FlowSchema, priority level) pair of the engine's configuration by the
+/// addresses of its shared names: the engine gives every request of a pair the same [`Name`]s,
+/// so the key is two integers to hash instead of two strings. The cached entry holds the
+/// names, so an address cannot be reused for another pair while it is cached.
+type PairKey = (usize, usize);
+
+/// Most pairs cached at once; a new configuration brings new names, so the cache is emptied
+/// when it fills (and whenever the configuration is reloaded).
+const MAX_CACHED_PAIRS: usize = 1024;
+
+/// The metric children of one (FlowSchema, priority level) pair, resolved once: a
+/// `with_label_values` lookup hashes the label strings and takes the vector's lock, which cost
+/// more per request than the counting.
+struct PairMetrics {
+    in_queue: IntGauge,
+    dispatched: IntCounter,
+    /// `request_wait_duration_seconds{execute="true"}`.
+    waited: Histogram,
+    executing_seats: IntGauge,
+    /// Keeps the addresses in the key taken.
+    _names: (Name, Name),
+}
+
+impl FlowMetrics {
+    /// The children for the pair `matched` belongs to.
+    fn pair(&self, matched: &Matched) -> Arc<PairMetrics> {
+        let key = (
+            matched.flow_schema.as_ptr() as usize,
+            matched.priority_level.as_ptr() as usize,
+        );
+        if let Some(pair) = self
+            .children
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return pair.clone();
+        }
+        let labels = [
+            matched.flow_schema.as_str(),
+            matched.priority_level.as_str(),
+        ];
+        let pair = Arc::new(PairMetrics {
+            in_queue: self.in_queue.with_label_values(&labels),
+            dispatched: self.dispatched.with_label_values(&labels),
+            waited: self
+                .wait_duration
+                .with_label_values(&[labels[0], labels[1], "true"]),
+            executing_seats: self.executing_seats.with_label_values(&labels),
+            _names: (matched.flow_schema.clone(), matched.priority_level.clone()),
+        });
+        let mut children = self
+            .children
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if children.len() >= MAX_CACHED_PAIRS {
+            children.clear();
+        }
+        children.insert(key, pair.clone());
+        pair
+    }
+
+    /// Forgets the cached children (the configuration changed; the old names go).
+    fn forget_pairs(&self) {
+        self.children
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
 }
 
 impl FlowMetrics {
@@ -230,6 +314,7 @@ impl FlowMetrics {
             wait_duration,
             nominal_limit,
             current_limit,
+            children: RwLock::new(HashMap::new()),
         })
     }
 }
@@ -381,39 +466,32 @@ impl FlowGate {
                 };
                 let classification = control.classify(&digest);
                 let matched = classification.matched.clone();
-                let headers = PfHeaders {
-                    flow_schema_uid: matched.flow_schema_uid.clone(),
-                    priority_level_uid: matched.priority_level_uid.clone(),
-                };
-                let labels = [
-                    matched.flow_schema.as_str(),
-                    matched.priority_level.as_str(),
-                ];
+                let pair = self.metrics.pair(&matched);
                 let estimate = estimator.estimate_raw(info, raw_query, classification.max_seats);
-                let in_queue = self.metrics.in_queue.with_label_values(&labels);
-                in_queue.inc();
+                pair.in_queue.inc();
                 let outcome = control.admit_classified(classification, estimate).await;
-                in_queue.dec();
+                pair.in_queue.dec();
                 match outcome {
                     Ok(admission) => {
-                        self.metrics.dispatched.with_label_values(&labels).inc();
-                        self.metrics
-                            .wait_duration
-                            .with_label_values(&[labels[0], labels[1], "true"])
-                            .observe(admission.waited().as_secs_f64());
+                        pair.dispatched.inc();
+                        pair.waited.observe(admission.waited().as_secs_f64());
                         let seats =
                             i64::try_from(admission.work_estimate().initial_seats).unwrap_or(1);
-                        let gauge = self.metrics.executing_seats.with_label_values(&labels);
+                        let gauge = pair.executing_seats.clone();
                         gauge.add(seats);
                         Ok(Ticket {
                             admission: Some(admission),
                             executing: Some(ExecutingSeats { gauge, seats }),
                             _watch: is_watch.then(|| watches.register(info)),
                             _slot: None,
-                            headers: Some(headers),
+                            headers: Some(PfHeaders { matched }),
                         })
                     }
                     Err(rejection) => {
+                        let labels = [
+                            matched.flow_schema.as_str(),
+                            matched.priority_level.as_str(),
+                        ];
                         self.metrics
                             .rejected
                             .with_label_values(&[labels[0], labels[1], rejection.reason.as_str()])
@@ -426,7 +504,7 @@ impl FlowGate {
                             u32::try_from(rejection.retry_after_seconds.max(1)).unwrap_or(1);
                         Err(Refused {
                             error: ApiError::too_many_requests(TOO_MANY, retry_after),
-                            headers: Some(headers),
+                            headers: Some(PfHeaders { matched }),
                         })
                     }
                 }
@@ -518,6 +596,7 @@ async fn configure(
         return watcher;
     };
     let report = control.update_config(&flow_schemas, &priority_levels);
+    gate.metrics.forget_pairs();
     for skipped in &report.skipped {
         tracing::warn!(kind = %skipped.kind, name = %skipped.name, reason = %skipped.reason, "flowcontrol object not used");
     }

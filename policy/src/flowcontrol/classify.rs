@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 use super::config::{
     Distinguisher, FlowSchema, NonResourceRule, PolicyRules, ResourceRule, Subject,
 };
@@ -90,12 +88,14 @@ fn matches_resource_rule(info: &RequestInfo, rule: &ResourceRule) -> bool {
     if !contains(&rule.verbs, &info.verb, "*") {
         return false;
     }
-    let resource = if info.subresource.is_empty() {
-        info.resource.clone()
-    } else {
-        format!("{}/{}", info.resource, info.subresource)
-    };
-    if !contains(&rule.resources, &resource, "*") {
+    // The resource is `resource` or `resource/subresource`; compared in place, without
+    // building the joined string for every rule tried.
+    let resource_matches = (rule.resources.len() == 1 && rule.resources[0] == "*")
+        || rule
+            .resources
+            .iter()
+            .any(|r| is_resource(r, &info.resource, &info.subresource));
+    if !resource_matches {
         return false;
     }
     if !contains(&rule.api_groups, &info.api_group, "*") {
@@ -105,6 +105,17 @@ fn matches_resource_rule(info: &RequestInfo, rule: &ResourceRule) -> bool {
         return rule.cluster_scope;
     }
     contains(&rule.namespaces, &info.namespace, "*")
+}
+
+/// Whether `rule` is exactly `resource` (no subresource) or `resource/subresource`.
+fn is_resource(rule: &str, resource: &str, subresource: &str) -> bool {
+    if subresource.is_empty() {
+        return rule == resource;
+    }
+    rule.len() == resource.len() + 1 + subresource.len()
+        && rule.starts_with(resource)
+        && rule.as_bytes().get(resource.len()) == Some(&b'/')
+        && rule.ends_with(subresource)
 }
 
 fn matches_non_resource_rule(info: &RequestInfo, rule: &NonResourceRule) -> bool {
@@ -132,22 +143,81 @@ fn matches_non_resource_url(rule: &str, path: &str) -> bool {
 
 /// The flow distinguisher for `method` (kube's `computeFlowDistinguisher`).
 pub fn flow_distinguisher(digest: &RequestDigest<'_>, method: Option<Distinguisher>) -> String {
+    distinguisher_of(digest, method).to_string()
+}
+
+/// [`flow_distinguisher`], borrowed from the request.
+pub(crate) fn distinguisher_of<'a>(
+    digest: &RequestDigest<'a>,
+    method: Option<Distinguisher>,
+) -> &'a str {
     match method {
-        None => String::new(),
-        Some(Distinguisher::ByUser) => digest.user.name.clone(),
-        Some(Distinguisher::ByNamespace) => digest.request_info.namespace.clone(),
+        None => "",
+        Some(Distinguisher::ByUser) => &digest.user.name,
+        Some(Distinguisher::ByNamespace) => &digest.request_info.namespace,
     }
 }
 
-/// The flow's hash (kube's `hashFlowID`): the first 8 bytes, little-endian, of
-/// SHA-256(schema name, NUL, distinguisher).
+/// The flow's hash (kube's `hashFlowID`, which takes the first 8 bytes of SHA-256(schema
+/// name, NUL, distinguisher)): here FNV-1a 64 over the same bytes, finished with MurmurHash3's
+/// 64-bit mixer so that every bit (the dealer reads the low ones first) depends on every byte.
+///
+/// kube uses the hash only to deal the flow's hand of queues, so any well-spread hash that is
+/// the same for the same flow every time gives the same behaviour; this one is a few dozen
+/// nanoseconds instead of a SHA-256 per request, needs no allocation, and is fixed (no random
+/// seed), so a flow keeps its queues for the life of the process and across restarts. A flow
+/// is dealt different queues than in kube-apiserver (replicas agree on hands only when they
+/// hash alike), which matters for nothing but predicting queues from outside; `bench/apf.sh`
+/// computes the same function in Python to pick users with queues of their own.
 pub fn hash_flow_id(flow_schema: &str, distinguisher: &str) -> u64 {
-    let mut hasher = Sha256::new();
-    hasher.update(flow_schema.as_bytes());
-    hasher.update([0u8]);
-    hasher.update(distinguisher.as_bytes());
-    let sum = hasher.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&sum[..8]);
-    u64::from_le_bytes(first)
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    let bytes = flow_schema
+        .as_bytes()
+        .iter()
+        .chain(&[0u8])
+        .chain(distinguisher.as_bytes());
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(PRIME);
+    }
+    // MurmurHash3 fmix64.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_hash_is_fixed() {
+        // The values bench/apf.sh's Python computes: the hash must not change with the build,
+        // the process or the platform.
+        assert_eq!(
+            hash_flow_id("global-default", "bench-overhead"),
+            0x788d_3847_3490_1b59
+        );
+        assert_eq!(hash_flow_id("", ""), 0xb903_4ad3_7056_f5fb);
+        assert_eq!(
+            hash_flow_id("bench-apf", "bench-heavy-0"),
+            0xeb2d_3150_da8f_15b5
+        );
+    }
+
+    #[test]
+    fn resources_match_with_and_without_subresource() {
+        assert!(is_resource("pods", "pods", ""));
+        assert!(!is_resource("pods/log", "pods", ""));
+        assert!(is_resource("pods/log", "pods", "log"));
+        assert!(!is_resource("pods", "pods", "log"));
+        assert!(!is_resource("pods/logs", "pods", "log"));
+        assert!(!is_resource("podsxlog", "pods", "log"));
+        assert!(!is_resource("pod/slog", "pods", "log"));
+    }
 }

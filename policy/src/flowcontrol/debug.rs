@@ -15,6 +15,8 @@
 //! included: kube's wait limit is a context deadline), and `TimedoutRequests` those removed
 //! because their wait limit passed (a column kube prints but never increments).
 
+use std::cell::RefCell;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -79,30 +81,24 @@ const MIN_WIDTH: usize = 8;
 const PADDING: usize = 1;
 
 /// What `dump_requests?includeRequestDetails=1` shows about a request: the user and the
-/// request info, kept in one allocation while the request waits or executes.
+/// request info, kept in one shared allocation while the request waits or executes (a clone
+/// is a reference count; kube keeps pointers to the request's own records instead, which the
+/// engine cannot, since it outlives the borrowed request).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestDetails {
-    text: String,
+    text: Arc<str>,
     /// End offsets in `text` of the fields, in [`REQUEST_DETAIL_HEADERS`] order.
-    ends: [usize; 8],
+    ends: [u32; 8],
+}
+
+thread_local! {
+    /// Where [`RequestDetails::new`] assembles the text before its one allocation.
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 impl RequestDetails {
     pub fn new(digest: &RequestDigest<'_>) -> Self {
         let info = digest.request_info;
-        let mut text = String::with_capacity(
-            digest.user.name.len()
-                + info.verb.len()
-                + info.path.len()
-                + info.namespace.len()
-                + info.name.len()
-                + info.api_group.len()
-                + 1
-                + info.api_version.len()
-                + info.resource.len()
-                + info.subresource.len(),
-        );
-        let mut ends = [0usize; 8];
         let fields = [
             digest.user.name.as_str(),
             info.verb.as_str(),
@@ -110,31 +106,45 @@ impl RequestDetails {
             info.namespace.as_str(),
             info.name.as_str(),
         ];
-        for (i, field) in fields.into_iter().enumerate() {
-            text.push_str(field);
-            ends[i] = text.len();
-        }
-        // kube's `schema.GroupVersion.String()`.
-        if !info.api_group.is_empty() {
-            text.push_str(&info.api_group);
-            text.push('/');
-        }
-        text.push_str(&info.api_version);
-        ends[5] = text.len();
-        text.push_str(&info.resource);
-        ends[6] = text.len();
-        text.push_str(&info.subresource);
-        ends[7] = text.len();
-        RequestDetails { text, ends }
+        SCRATCH.with(|scratch| {
+            let mut text = scratch.borrow_mut();
+            text.clear();
+            let mut ends = [0u32; 8];
+            let end = |text: &String| u32::try_from(text.len()).unwrap_or(u32::MAX);
+            for (i, field) in fields.into_iter().enumerate() {
+                text.push_str(field);
+                ends[i] = end(&text);
+            }
+            // kube's `schema.GroupVersion.String()`.
+            if !info.api_group.is_empty() {
+                text.push_str(&info.api_group);
+                text.push('/');
+            }
+            text.push_str(&info.api_version);
+            ends[5] = end(&text);
+            text.push_str(&info.resource);
+            ends[6] = end(&text);
+            text.push_str(&info.subresource);
+            ends[7] = end(&text);
+            let details = RequestDetails {
+                text: Arc::from(text.as_str()),
+                ends,
+            };
+            // A huge path should not stay allocated in every thread.
+            if text.capacity() > 4096 {
+                *text = String::new();
+            }
+            details
+        })
     }
 
     fn field(&self, index: usize) -> &str {
+        let offset = |i: usize| self.ends.get(i).map_or(self.text.len(), |&e| e as usize);
         let start = match index {
             0 => 0,
-            i => self.ends.get(i - 1).copied().unwrap_or(self.text.len()),
+            i => offset(i - 1),
         };
-        let end = self.ends.get(index).copied().unwrap_or(self.text.len());
-        self.text.get(start..end).unwrap_or("")
+        self.text.get(start..offset(index)).unwrap_or("")
     }
 
     pub fn user_name(&self) -> &str {
@@ -263,10 +273,10 @@ fn dump_requests_at(fc: &FlowControl, include_request_details: bool, clock: Cloc
             let matched = &request.descr.matched;
             let mut cells = vec![
                 name.clone(),
-                matched.flow_schema.clone(),
+                matched.flow_schema.to_string(),
                 queue.to_string(),
                 index.to_string(),
-                matched.flow_distinguisher.clone(),
+                matched.flow_distinguisher.to_string(),
                 go_rfc3339_nano(Some(clock.wall_time(request.descr.arrival))),
                 request.estimate.initial_seats.to_string(),
                 request.estimate.final_seats.to_string(),
@@ -563,7 +573,7 @@ mod tests {
             .with_timezone(&Utc)
     }
 
-    /// `alice` executes in `work`, `bob` waits behind her in the other queue, `root` executes
+    /// `alice` executes in `work`, `bea` waits behind her in the other queue (the names are chosen so that their flows hash to different queues), `root` executes
     /// in `exempt`; dumped 750 ms after alice arrived.
     struct Scene {
         fc: FlowControl,
@@ -576,7 +586,7 @@ mod tests {
     async fn scene() -> Scene {
         assert_ne!(
             queue_of("alice"),
-            queue_of("bob"),
+            queue_of("bea"),
             "pick users in distinct queues"
         );
         let fc = engine(10);
@@ -597,7 +607,7 @@ mod tests {
                 additional_latency: Duration::from_micros(1500),
             };
             tokio::spawn(
-                async move { admit(&fc, "bob", &["system:authenticated"], estimate).await },
+                async move { admit(&fc, "bea", &["system:authenticated"], estimate).await },
             )
         };
         tokio::task::yield_now().await;
@@ -642,7 +652,7 @@ work,              1,            false,  false,       1,               1,       
         ]
         .map(|row| {
             row.replace("{alice}", &queue_of("alice").to_string())
-                .replace("{bob}", &queue_of("bob").to_string())
+                .replace("{bob}", &queue_of("bea").to_string())
         });
         rows.sort();
         let expected = format!(
@@ -656,9 +666,9 @@ work,              1,            false,  false,       1,               1,       
     #[tokio::test(start_paused = true)]
     async fn requests_dump_as_kube() {
         let scene = scene().await;
-        let (alice, bob) = (queue_of("alice"), queue_of("bob"));
+        let (alice, bob) = (queue_of("alice"), queue_of("bea"));
         let alice_row = format!("work,              work-fs,        {alice},          -1,                  alice,           2026-11-22T09:59:59.25Z, 1,            0,          0s,                2026-11-22T09:59:59.25Z");
-        let bob_row = format!("work,              work-fs,        {bob},          0,                   bob,             2026-11-22T09:59:59.5Z,  1,            1,          1.5ms,             0001-01-01T00:00:00Z");
+        let bob_row = format!("work,              work-fs,        {bob},          0,                   bea,             2026-11-22T09:59:59.5Z,  1,            1,          1.5ms,             0001-01-01T00:00:00Z");
         let root_row = "exempt,            exempt,         -1,         -1,                  ,                2026-11-22T09:59:59.5Z,  1,            0,          0s,                2026-11-22T09:59:59.5Z";
         let (first, second) = if alice < bob {
             (alice_row, bob_row)
@@ -689,7 +699,7 @@ work,              1,            false,  false,       1,               1,       
             "{bob_line}"
         );
         assert!(
-            bob_line.ends_with("1.5ms,             0001-01-01T00:00:00Z,    bob,      list,   /api/v1/namespaces/a/configmaps, a,         ,       v1,         configmaps, "),
+            bob_line.ends_with("1.5ms,             0001-01-01T00:00:00Z,    bea,      list,   /api/v1/namespaces/a/configmaps, a,         ,       v1,         configmaps, "),
             "{bob_line}"
         );
         scene.bob.abort();

@@ -185,6 +185,16 @@ impl WorkEstimator {
         raw_query: &str,
         level_max_seats: u64,
     ) -> WorkEstimate {
+        // Only LIST and WATCH estimates read the query: skip parsing (and its allocations)
+        // for every other request.
+        let reads_query = match info.verb.as_str() {
+            "list" => true,
+            "watch" => self.config.watch_list,
+            _ => false,
+        };
+        if !reads_query {
+            return self.estimate(info, &[], level_max_seats);
+        }
         self.estimate(info, &parse_query(raw_query), level_max_seats)
     }
 

@@ -51,7 +51,7 @@ pub use estimate::{
 };
 pub use queueset::QueueSetCounters;
 
-use classify::{flow_distinguisher, hash_flow_id, matches_flow_schema};
+use classify::{distinguisher_of, hash_flow_id, matches_flow_schema};
 use config::{FlowSchema, PriorityLevel};
 use queueset::{QueueSet, Queuing, Refusal, RequestDescr, Start, Ticket};
 use retry::DroppedRequests;
@@ -102,19 +102,97 @@ impl FlowControlOptions {
     }
 }
 
+/// An immutable string shared by reference count: the names and UIDs every request of a
+/// FlowSchema carries are resolved once per configuration, and a request's copy of them costs
+/// an increment instead of an allocation.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Name(Arc<str>);
+
+impl Name {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether both are the same allocation (not merely equal text).
+    pub fn ptr_eq(a: &Name, b: &Name) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Name {
+        Name(Arc::from(s))
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Name {
+        Name(Arc::from(s))
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
 /// The FlowSchema and priority level a request was classified into.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matched {
-    pub flow_schema: String,
+    pub flow_schema: Name,
     /// For `X-Kubernetes-PF-FlowSchema-UID` (empty for the built-in mandatory objects when no
     /// stored object exists).
-    pub flow_schema_uid: String,
-    pub priority_level: String,
+    pub flow_schema_uid: Name,
+    pub priority_level: Name,
     /// For `X-Kubernetes-PF-PriorityLevel-UID`.
-    pub priority_level_uid: String,
+    pub priority_level_uid: Name,
     /// The user or namespace that, with the schema, identifies the flow (empty when the level
     /// does not queue or the schema has no distinguisher).
-    pub flow_distinguisher: String,
+    pub flow_distinguisher: Name,
 }
 
 /// Why a request was rejected; [`RejectReason::as_str`] is kube's metric label.
@@ -164,7 +242,7 @@ pub struct Classification {
     hash: u64,
     level: Arc<Level>,
     /// Who asked for what, for `dump_requests`.
-    details: Arc<debug::RequestDetails>,
+    details: debug::RequestDetails,
 }
 
 /// A request allowed to execute. It holds its seats until it is dropped or
@@ -328,9 +406,50 @@ impl Level {
 /// The configuration in force.
 struct Config {
     /// Non-dangling schemas plus the mandatory ones, in matching order.
-    flow_schemas: Vec<Arc<FlowSchema>>,
+    flow_schemas: Vec<SchemaEntry>,
+    /// Index in `flow_schemas` of `catch-all`, which every request falls back to.
+    catch_all: Option<usize>,
     levels: BTreeMap<String, Arc<Level>>,
     nominal_cl_sum: usize,
+}
+
+/// A FlowSchema in force with everything classification reads from it and its level,
+/// resolved when the configuration is digested (the level's spec and seat bound change only
+/// then), so that classifying a request takes no lock and copies no string.
+struct SchemaEntry {
+    schema: Arc<FlowSchema>,
+    level: Arc<Level>,
+    /// The match of its requests, with an empty flow distinguisher.
+    matched: Arc<Matched>,
+    /// Whether the level queues over more than one queue: only then is the flow distinguished
+    /// and hashed (kube: a single queue needs no shuffle sharding).
+    distinguishes: bool,
+    exempt: bool,
+    max_seats: u64,
+}
+
+impl SchemaEntry {
+    fn new(schema: Arc<FlowSchema>, level: Arc<Level>) -> SchemaEntry {
+        let (uid, behavior, max_seats) = {
+            let state = lock(&level.state);
+            (state.spec.uid.clone(), state.spec.behavior, state.max_seats)
+        };
+        let matched = Arc::new(Matched {
+            flow_schema: Name::from(schema.name.as_str()),
+            flow_schema_uid: Name::from(schema.uid.as_str()),
+            priority_level: Name::from(level.name.as_str()),
+            priority_level_uid: Name::from(uid),
+            flow_distinguisher: Name::default(),
+        });
+        SchemaEntry {
+            distinguishes: matches!(behavior, LevelBehavior::Queue(q) if q.queues > 1),
+            exempt: behavior == LevelBehavior::Exempt,
+            max_seats,
+            schema,
+            level,
+            matched,
+        }
+    }
 }
 
 struct Inner {
@@ -363,6 +482,7 @@ impl FlowControl {
         let now = Instant::now();
         let empty = Config {
             flow_schemas: Vec::new(),
+            catch_all: None,
             levels: BTreeMap::new(),
             nominal_cl_sum: 0,
         };
@@ -560,8 +680,20 @@ impl FlowControl {
         let all: Vec<Arc<Level>> = levels.values().cloned().collect();
         borrowing::update_borrowing(&all, nominal_sum, now);
 
+        let entries: Vec<SchemaEntry> = sequence
+            .into_iter()
+            .filter_map(|schema| {
+                let level = levels
+                    .get(&schema.priority_level)
+                    .or_else(|| levels.get(CATCH_ALL))?
+                    .clone();
+                Some(SchemaEntry::new(schema, level))
+            })
+            .collect();
+        let catch_all = entries.iter().position(|e| e.schema.name == CATCH_ALL);
         let new = Arc::new(Config {
-            flow_schemas: sequence,
+            flow_schemas: entries,
+            catch_all,
             levels,
             nominal_cl_sum: nominal_sum,
         });
@@ -594,49 +726,47 @@ impl FlowControl {
     /// Finds the request's FlowSchema, priority level and flow.
     pub fn classify(&self, digest: &RequestDigest<'_>) -> Classification {
         let config = self.config();
-        let schema = config
+        let entry = config
             .flow_schemas
             .iter()
-            .find(|schema| matches_flow_schema(digest, schema))
-            .or_else(|| config.flow_schemas.iter().find(|s| s.name == CATCH_ALL))
-            .cloned()
-            .unwrap_or_else(|| Arc::new(config::mandatory_catch_all_flow_schema()));
-        let level = config
-            .levels
-            .get(&schema.priority_level)
-            .or_else(|| config.levels.get(CATCH_ALL))
-            .cloned()
-            .unwrap_or_else(|| {
-                // Unreachable: the catch-all level is always configured.
+            .find(|entry| matches_flow_schema(digest, &entry.schema))
+            .or_else(|| config.catch_all.and_then(|i| config.flow_schemas.get(i)));
+        let fallback;
+        let entry = match entry {
+            Some(entry) => entry,
+            None => {
+                // Unreachable: the catch-all schema and level are always configured.
                 let spec = config::mandatory_catch_all_priority_level();
-                Arc::new(Level::new(spec, Instant::now()))
-            });
-        let (uid, behavior, max_seats) = {
-            let state = lock(&level.state);
-            (state.spec.uid.clone(), state.spec.behavior, state.max_seats)
-        };
-        let (distinguisher, hash) = match behavior {
-            LevelBehavior::Queue(q) if q.queues > 1 => {
-                let distinguisher = flow_distinguisher(digest, schema.distinguisher);
-                let hash = hash_flow_id(&schema.name, &distinguisher);
-                (distinguisher, hash)
+                fallback = SchemaEntry::new(
+                    Arc::new(config::mandatory_catch_all_flow_schema()),
+                    Arc::new(Level::new(spec, Instant::now())),
+                );
+                &fallback
             }
-            _ => (String::new(), 0),
+        };
+        let (matched, hash) = if entry.distinguishes {
+            let distinguisher = distinguisher_of(digest, entry.schema.distinguisher);
+            let hash = hash_flow_id(&entry.schema.name, distinguisher);
+            let matched = if distinguisher.is_empty() {
+                entry.matched.clone()
+            } else {
+                Arc::new(Matched {
+                    flow_distinguisher: Name::from(distinguisher),
+                    ..(*entry.matched).clone()
+                })
+            };
+            (matched, hash)
+        } else {
+            (entry.matched.clone(), 0)
         };
         Classification {
-            matched: Arc::new(Matched {
-                flow_schema: schema.name.clone(),
-                flow_schema_uid: schema.uid.clone(),
-                priority_level: level.name.clone(),
-                priority_level_uid: uid,
-                flow_distinguisher: distinguisher,
-            }),
-            exempt: behavior == LevelBehavior::Exempt,
-            max_seats,
+            matched,
+            exempt: entry.exempt,
+            max_seats: entry.max_seats,
             wait_limit: self.inner.options.wait_limit(digest.timeout),
             hash,
-            level,
-            details: Arc::new(debug::RequestDetails::new(digest)),
+            level: entry.level.clone(),
+            details: debug::RequestDetails::new(digest),
         }
     }
 
@@ -676,7 +806,15 @@ impl FlowControl {
                 return Err(self.reject(classification.matched, reason, Duration::ZERO));
             }
             Start::Executing(ticket) => {
-                return Ok(Self::admission(classification, ticket, Duration::ZERO))
+                // A request of a queuing level dispatched at once reports the time its
+                // admission took, as kube's wait metric (time from before `StartRequest` to
+                // dispatch) and the queued path do; one without a queue waited for nothing.
+                let waited = if ticket.queued() {
+                    Instant::now().saturating_duration_since(arrival)
+                } else {
+                    Duration::ZERO
+                };
+                return Ok(Self::admission(classification, ticket, waited));
             }
             Start::Queued {
                 id,
@@ -780,7 +918,7 @@ impl FlowControl {
         self.config()
             .flow_schemas
             .iter()
-            .map(|s| s.name.clone())
+            .map(|e| e.schema.name.clone())
             .collect()
     }
 }

@@ -55,26 +55,53 @@ impl Dealer {
 
     /// The hand for `hash`: `hand_size` distinct cards in `0..deck_size`, in deal order. The
     /// same hash always deals the same hand.
-    pub fn deal(&self, mut hash: u64) -> Vec<usize> {
+    pub fn deal(&self, hash: u64) -> Vec<usize> {
+        self.hand(hash).as_slice().to_vec()
+    }
+
+    /// [`Dealer::deal`] without allocating (kube's `DealIntoHand`): the queue set deals a hand
+    /// for every request that queues.
+    pub fn hand(&self, mut hash: u64) -> Hand {
+        let mut hand = Hand {
+            cards: [0; MAX_HAND_SIZE],
+            len: self.hand_size.min(MAX_HAND_SIZE),
+        };
         // Mixed-radix digits of the hash: the i-th pick is among the deck_size - i cards left.
-        let mut remainders = Vec::with_capacity(self.hand_size);
-        for i in 0..self.hand_size {
+        for i in 0..hand.len {
             let radix = (self.deck_size - i) as u64;
-            remainders.push((hash % radix) as usize);
+            hand.cards[i] = (hash % radix) as usize;
             hash /= radix;
         }
         // Turn each pick among the remaining cards into a card of the full deck by skipping
-        // the cards dealt before it.
-        let mut hand = Vec::with_capacity(self.hand_size);
-        for i in 0..self.hand_size {
-            let mut card = remainders[i];
+        // the cards dealt before it (in place, from the last pick back: each pick only looks
+        // at the picks before it, which are still unadjusted).
+        for i in (0..hand.len).rev() {
+            let mut card = hand.cards[i];
             for j in (1..=i).rev() {
-                if card >= remainders[j - 1] {
+                if card >= hand.cards[j - 1] {
                     card += 1;
                 }
             }
-            hand.push(card);
+            hand.cards[i] = card;
         }
         hand
+    }
+}
+
+/// The most cards a hand can hold: [`Dealer::new`] refuses hands that need more than
+/// [`MAX_HASH_BITS`] bits, and a hand of h cards from a deck of at least h (> 1) cards needs
+/// at least h bits, so 60 is never reached (kube's largest valid hand is 15 cards).
+pub const MAX_HAND_SIZE: usize = MAX_HASH_BITS as usize;
+
+/// A dealt hand, on the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hand {
+    cards: [usize; MAX_HAND_SIZE],
+    len: usize,
+}
+
+impl Hand {
+    pub fn as_slice(&self) -> &[usize] {
+        self.cards.get(..self.len).unwrap_or(&[])
     }
 }
