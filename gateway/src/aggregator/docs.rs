@@ -78,7 +78,7 @@ impl FetchMemo {
 /// changes (CRDs come and go).
 struct Local {
     resources: Vec<ResourceDef>,
-    openapi: LocalOpenApi,
+    openapi: Arc<LocalOpenApi>,
 }
 
 /// The registry local documents follow, and the built-in group-versions not served here.
@@ -100,7 +100,7 @@ impl DocSync {
     /// Builds the local documents once; remote ones are merged in by [`DocSync::run`].
     pub fn new(local_resources: Vec<ResourceDef>, server_address: String) -> DocSync {
         let local = Arc::new(Local {
-            openapi: LocalOpenApi::build(&local_resources),
+            openapi: Arc::new(LocalOpenApi::build(&local_resources)),
             resources: local_resources,
         });
         let docs = Docs {
@@ -135,19 +135,49 @@ impl DocSync {
     }
 
     /// Rebuilds the local documents from the registry's current resources.
-    fn reload_local(&self) {
+    /// Takes the registry's current resources for discovery at once, keeping the previous
+    /// OpenAPI documents (rebuilding them is the slow part, see [`DocSync::rebuild_openapi`]).
+    /// Returns whether anything changed.
+    fn reload_local_resources(&self) -> bool {
         let Some((registry, disabled)) = &self.source else {
-            return;
+            return false;
         };
         let resources = served_here(registry, disabled);
-        let local = Arc::new(Local {
-            openapi: LocalOpenApi::build(&resources),
-            resources,
-        });
-        *self
+        let mut local = self
             .local
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = local;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *local = Arc::new(Local {
+            openapi: local.openapi.clone(),
+            resources,
+        });
+        true
+    }
+
+    /// Builds the local OpenAPI documents for the current resources (hundreds of milliseconds
+    /// with hundreds of CRDs), on the blocking pool.
+    async fn rebuild_openapi(&self) {
+        let resources = self.local().resources.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let openapi = LocalOpenApi::build(&resources);
+            (resources, openapi)
+        })
+        .await;
+        let Ok((resources, openapi)) = built else {
+            tracing::warn!("building the local OpenAPI documents failed");
+            return;
+        };
+        let mut local = self
+            .local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Resources that changed meanwhile get their own rebuild on the next pass.
+        *local = Arc::new(Local {
+            resources: local.resources.clone(),
+            openapi: Arc::new(openapi),
+        });
+        drop(local);
+        drop(resources);
     }
 
     /// Refreshes remote documents on every routing-table change and every
@@ -205,8 +235,14 @@ impl DocSync {
             tokio::select! {
                 _ = notified => {}
                 _ = local_changed => {
-                    self.reload_local();
-                    local_version += 1;
+                    // Discovery first: clients wait on it (kubectl after `apply` of a CRD);
+                    // the OpenAPI documents follow once rebuilt.
+                    if self.reload_local_resources() {
+                        local_version += 1;
+                        self.publish(&aggregator, &fetched);
+                        self.rebuild_openapi().await;
+                        local_version += 1;
+                    }
                 }
                 _ = tokio::time::sleep(aggregator.discovery_refresh_interval) => {}
                 _ = stop.changed() => return,
