@@ -192,6 +192,26 @@ impl DocSync {
         let mut published: Option<(usize, Vec<(String, Fetched)>)> = None;
         let mut registry_changed = self.source.as_ref().map(|(r, _)| r.subscribe());
         let mut local_version = 0usize;
+        // The local OpenAPI documents are rebuilt by their own task, so a slow rebuild (seconds
+        // with hundreds of CRDs) never holds up discovery of the next change.
+        let openapi_dirty = Arc::new(tokio::sync::Notify::new());
+        let openapi_ready = Arc::new(tokio::sync::Notify::new());
+        {
+            let sync = self.clone();
+            let dirty = openapi_dirty.clone();
+            let ready = openapi_ready.clone();
+            let mut stop = stop.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = dirty.notified() => {}
+                        _ = stop.changed() => return,
+                    }
+                    sync.rebuild_openapi().await;
+                    ready.notify_one();
+                }
+            });
+        }
         loop {
             let notified = aggregator.table_changed.notified();
             let table = aggregator.table.load_full();
@@ -235,14 +255,15 @@ impl DocSync {
             tokio::select! {
                 _ = notified => {}
                 _ = local_changed => {
-                    // Discovery first: clients wait on it (kubectl after `apply` of a CRD);
-                    // the OpenAPI documents follow once rebuilt.
+                    // Discovery at once: clients wait on it (kubectl after `apply` of a
+                    // CRD); the OpenAPI documents follow when their task has rebuilt them.
                     if self.reload_local_resources() {
                         local_version += 1;
-                        self.publish(&aggregator, &fetched);
-                        self.rebuild_openapi().await;
-                        local_version += 1;
+                        openapi_dirty.notify_one();
                     }
+                }
+                _ = openapi_ready.notified() => {
+                    local_version += 1;
                 }
                 _ = tokio::time::sleep(aggregator.discovery_refresh_interval) => {}
                 _ = stop.changed() => return,
