@@ -162,26 +162,28 @@ impl Registry {
 
     /// Serves one resource request.
     pub async fn handle(&self, request: ApiRequest) -> ApiResponse {
-        let response = match self.dispatch(&request).await {
+        let info = &request.info;
+        let Some(def) = self.lookup(&info.api_group, &info.api_version, &info.resource) else {
+            return ApiResponse::error(&ApiError::path_not_found());
+        };
+        let response = match self.dispatch(&def, &request).await {
             Ok(response) => response,
             Err(error) => ApiResponse::error(&error),
         };
-        let info = &request.info;
-        match self
-            .lookup(&info.api_group, &info.api_version, &info.resource)
-            .and_then(|def| def.strategy.deprecation_warning().map(str::to_string))
-        {
-            Some(warning) => response.with_header("Warning", write::warning_header(&warning)),
+        // Every answer for a deprecated version carries kube's warning, errors included.
+        match def.strategy.deprecation_warning() {
+            Some(warning) => response.with_header("Warning", write::warning_header(warning)),
             None => response,
         }
     }
 
-    async fn dispatch(&self, request: &ApiRequest) -> ApiResult<ApiResponse> {
+    async fn dispatch(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+    ) -> ApiResult<ApiResponse> {
         let info = &request.info;
-        let def = self
-            .lookup(&info.api_group, &info.api_version, &info.resource)
-            .ok_or_else(ApiError::path_not_found)?
-            .clone();
+        let def = def.clone();
         if !info.subresource.is_empty() && !def.has_subresource(&info.subresource) {
             return Err(ApiError::path_not_found());
         }
