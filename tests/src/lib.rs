@@ -170,6 +170,16 @@ impl Kubegate {
         self.kubectl_stdin(args, None)
     }
 
+    /// Runs kubectl with a discovery cache of its own, so it sees the server's current
+    /// discovery (groups added or removed since an earlier kubectl run).
+    pub fn kubectl_fresh(&self, args: &[&str]) -> Output {
+        let cache = tempfile::tempdir().expect("cache dir");
+        let flag = format!("--cache-dir={}", cache.path().display());
+        let mut all = vec![flag.as_str()];
+        all.extend_from_slice(args);
+        self.kubectl(&all)
+    }
+
     /// Runs kubectl with `stdin` piped in.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = Command::new("kubectl");

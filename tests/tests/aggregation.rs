@@ -52,7 +52,7 @@ fn register(gate: &Kubegate, wardle: &Wardle) {
     );
     // Discovery is merged in the background once the backend is available.
     let discovered = eventually(Duration::from_secs(10), || {
-        String::from_utf8_lossy(&fresh(gate, &["api-resources"]).stdout).contains("flunders")
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).contains("flunders")
     });
     assert!(discovered, "flunders never appeared in api-resources");
 }
@@ -66,15 +66,6 @@ fn available(gate: &Kubegate) -> String {
         "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
     ]);
     String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// kubectl with its own discovery cache, so a check sees the server's current discovery.
-fn fresh(gate: &Kubegate, args: &[&str]) -> std::process::Output {
-    let cache = tempfile::tempdir().expect("cache dir");
-    let cache_flag = format!("--cache-dir={}", cache.path().display());
-    let mut all = vec![cache_flag.as_str()];
-    all.extend_from_slice(args);
-    gate.kubectl(&all)
 }
 
 fn flunder(name: &str) -> String {
@@ -115,7 +106,8 @@ fn wardle_is_discovered_and_served_with_the_callers_identity() {
     );
 
     // Merged discovery: kubectl api-resources lists the backend's resources.
-    let resources = String::from_utf8_lossy(&fresh(&gate, &["api-resources"]).stdout).to_string();
+    let resources =
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).to_string();
     assert!(resources.contains("namespaces"), "{resources}");
     let row = resources
         .lines()
@@ -224,7 +216,7 @@ fn wardle_is_discovered_and_served_with_the_callers_identity() {
 
     // Merged OpenAPI: kubectl explain reads the backend's schema through kubegate.
     let explained = eventually(Duration::from_secs(10), || {
-        String::from_utf8_lossy(&fresh(&gate, &["explain", "flunders.spec"]).stdout)
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["explain", "flunders.spec"]).stdout)
             .contains("reference")
     });
     assert!(explained, "kubectl explain flunders.spec never worked");
@@ -353,7 +345,7 @@ fn a_dead_backend_is_unavailable_and_stale_without_slowing_the_rest() {
         "{status}"
     );
     assert!(gate.ok(&["get", "ns"]).contains("kube-system"));
-    let out = fresh(&gate, &["api-resources"]);
+    let out = gate.kubectl_fresh(&["api-resources"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("namespaces") && stdout.contains("configmaps"),

@@ -65,15 +65,6 @@ fn scaler(name: &str, spec: &str) -> String {
     )
 }
 
-/// kubectl with its own discovery cache, so each check sees current discovery.
-fn fresh(gate: &Kubegate, args: &[&str]) -> std::process::Output {
-    let cache = tempfile::tempdir().expect("cache dir");
-    let flag = format!("--cache-dir={}", cache.path().display());
-    let mut all = vec![flag.as_str()];
-    all.extend_from_slice(args);
-    gate.kubectl(&all)
-}
-
 fn established(gate: &Kubegate) {
     gate.ok_stdin(&["apply", "-f", "-"], CRD);
     gate.ok(&[
@@ -84,7 +75,7 @@ fn established(gate: &Kubegate) {
         "crd/scalers.cel.example.com",
     ]);
     let served = eventually(Duration::from_secs(10), || {
-        fresh(gate, &["get", "scalers"]).status.success()
+        gate.kubectl_fresh(&["get", "scalers"]).status.success()
     });
     assert!(
         served,

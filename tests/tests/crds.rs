@@ -80,17 +80,8 @@ spec:
   unknownField: dropped
 "#;
 
-/// kubectl with its own discovery cache, so each check sees current discovery.
-fn fresh(gate: &Kubegate, args: &[&str]) -> std::process::Output {
-    let cache = tempfile::tempdir().expect("cache dir");
-    let flag = format!("--cache-dir={}", cache.path().display());
-    let mut all = vec![flag.as_str()];
-    all.extend_from_slice(args);
-    gate.kubectl(&all)
-}
-
 fn fresh_ok(gate: &Kubegate, args: &[&str]) -> String {
-    let out = fresh(gate, args);
+    let out = gate.kubectl_fresh(args);
     assert!(
         out.status.success(),
         "kubectl {args:?}: {}\n{}",
@@ -110,7 +101,7 @@ fn established(gate: &Kubegate) {
         "crd/crontabs.stable.example.com",
     ]);
     let served = eventually(Duration::from_secs(10), || {
-        fresh(gate, &["get", "crontabs"]).status.success()
+        gate.kubectl_fresh(&["get", "crontabs"]).status.success()
     });
     assert!(
         served,
@@ -329,13 +320,13 @@ fn custom_resources_are_served_like_kube() {
 
     // explain reads the CRD's schema.
     let explained = eventually(Duration::from_secs(10), || {
-        String::from_utf8_lossy(&fresh(&gate, &["explain", "crontab.spec"]).stdout)
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["explain", "crontab.spec"]).stdout)
             .contains("cronSpec")
     });
     assert!(
         explained,
         "{}",
-        String::from_utf8_lossy(&fresh(&gate, &["explain", "crontab.spec"]).stderr)
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["explain", "crontab.spec"]).stderr)
     );
     let spec = fresh_ok(&gate, &["explain", "crontab.spec.cronSpec"]);
     assert!(spec.contains("When to run, in cron format."), "{spec}");
@@ -365,7 +356,10 @@ fn custom_resources_are_served_like_kube() {
         .status
         .success());
     let gone = eventually(Duration::from_secs(10), || {
-        !fresh(&gate, &["get", "crontabs", "-A"]).status.success()
+        !gate
+            .kubectl_fresh(&["get", "crontabs", "-A"])
+            .status
+            .success()
     });
     assert!(gone, "crontabs still served after the CRD was deleted");
     assert!(!gate
@@ -439,8 +433,8 @@ fn name_conflicts_and_defaults_on_read() {
         names_accepted["message"], "\"CronTabList\" is already in use",
         "{names_accepted}"
     );
-    assert!(!fresh(&gate, &["get", "crontabs2"]).status.success());
-    assert!(fresh(&gate, &["get", "crontabs"]).status.success());
+    assert!(!gate.kubectl_fresh(&["get", "crontabs2"]).status.success());
+    assert!(gate.kubectl_fresh(&["get", "crontabs"]).status.success());
 
     // A default added to the schema later shows on read of objects stored before it.
     let with_default = CRD.replace(

@@ -74,15 +74,6 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// kubectl with its own discovery cache.
-fn fresh(gate: &Kubegate, args: &[&str]) -> Output {
-    let cache = tempfile::tempdir().expect("cache dir");
-    let flag = format!("--cache-dir={}", cache.path().display());
-    let mut all = vec![flag.as_str()];
-    all.extend_from_slice(args);
-    gate.kubectl(&all)
-}
-
 /// The `Available` status of an APIService on `gate`.
 fn available(gate: &Kubegate, name: &str) -> String {
     stdout(&gate.kubectl(&[
@@ -160,7 +151,7 @@ fn fronting_a_cluster_with_impersonation() {
     assert_eq!(row("v1.")[1..3], ["Delegate", "True"]);
     assert_eq!(row("v1.apiregistration.k8s.io")[1..3], ["Local", "True"]);
     let resources = |gate: &Kubegate| -> Vec<String> {
-        let out = fresh(gate, &["api-resources", "-o", "name"]);
+        let out = gate.kubectl_fresh(&["api-resources", "-o", "name"]);
         assert!(out.status.success(), "api-resources: {}", stderr(&out));
         let mut names: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
         names.sort();
@@ -327,17 +318,14 @@ fn fronting_a_cluster_with_front_proxy_headers() {
     assert_eq!(review["status"]["userInfo"]["uid"], "alice-uid");
 
     // Impersonation is decided by the front, and the cluster sees the impersonated user.
-    let out = fresh(
-        &front,
-        &[
-            "auth",
-            "whoami",
-            "-o",
-            "json",
-            "--as=bob",
-            "--as-group=testers",
-        ],
-    );
+    let out = front.kubectl_fresh(&[
+        "auth",
+        "whoami",
+        "-o",
+        "json",
+        "--as=bob",
+        "--as-group=testers",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let review: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(review["status"]["userInfo"]["username"], "bob");
@@ -430,7 +418,7 @@ fn runtime_config_names_only_served_group_versions() {
 #[test]
 fn a_switched_off_group_version_is_not_served_without_a_delegate() {
     let gate = Kubegate::start_with(&["--runtime-config", "coordination.k8s.io/v1=false"]);
-    let resources = stdout(&fresh(&gate, &["api-resources", "-o", "name"]));
+    let resources = stdout(&gate.kubectl_fresh(&["api-resources", "-o", "name"]));
     assert!(!resources.contains("leases"), "{resources}");
     assert!(resources.contains("configmaps"), "{resources}");
     let (code, body) = gate.curl("GET", "/apis/coordination.k8s.io/v1/leases", &[], None);
