@@ -357,11 +357,17 @@ impl ResourceDef {
 
     /// The storage key of one object.
     pub fn key(&self, namespace: &str, name: &str) -> String {
+        // Built by hand: this runs for every single-object request and `format!` costs more.
+        let mut key =
+            String::with_capacity(self.storage_prefix.len() + namespace.len() + name.len() + 2);
+        key.push_str(&self.storage_prefix);
+        key.push('/');
         if self.namespaced {
-            format!("{}/{}/{}", self.storage_prefix, namespace, name)
-        } else {
-            format!("{}/{}", self.storage_prefix, name)
+            key.push_str(namespace);
+            key.push('/');
         }
+        key.push_str(name);
+        key
     }
 
     /// The storage prefix of a collection (all namespaces when `namespace` is empty), always

@@ -165,8 +165,20 @@ impl Metrics {
     /// Records one finished request.
     pub fn observe(&self, labels: &RequestLabels<'_>, code: u16, seconds: f64) {
         let dry_run = if labels.dry_run { "All" } else { "" };
-        let code = code.to_string();
-        let base = [
+        // Every request passes here: the common codes need no formatting.
+        let formatted;
+        let code = match code {
+            200 => "200",
+            201 => "201",
+            304 => "304",
+            404 => "404",
+            409 => "409",
+            other => {
+                formatted = other.to_string();
+                formatted.as_str()
+            }
+        };
+        let labels_with_code = [
             labels.verb,
             dry_run,
             labels.group,
@@ -175,14 +187,13 @@ impl Metrics {
             labels.subresource,
             labels.scope,
             "apiserver",
+            code,
         ];
-        let mut with_code = base.to_vec();
-        with_code.push(&code);
-        self.requests.with_label_values(&with_code).inc();
+        self.requests.with_label_values(&labels_with_code).inc();
         // kube excludes long-running requests (WATCH, CONNECT) from the latency histogram.
         if labels.verb != "WATCH" && labels.verb != "CONNECT" {
             self.request_duration
-                .with_label_values(&base)
+                .with_label_values(&labels_with_code[..8])
                 .observe(seconds);
         }
     }
@@ -217,16 +228,16 @@ impl Metrics {
 }
 
 /// kube's metric verb: upper case, with LIST/WATCH/APPLY distinguished.
-pub fn metric_verb(verb: &str, method: &str) -> String {
+pub fn metric_verb<'a>(verb: &str, method: &'a str) -> &'a str {
     match verb {
-        "list" => "LIST".into(),
-        "watch" => "WATCH".into(),
-        "proxy" => "CONNECT".into(),
+        "list" => "LIST",
+        "watch" => "WATCH",
+        "proxy" => "CONNECT",
         "get" | "create" | "update" | "patch" | "delete" | "deletecollection" => match method {
-            "GET" | "HEAD" => "GET".into(),
-            other => other.to_string(),
+            "GET" | "HEAD" => "GET",
+            other => other,
         },
-        _ => method.to_string(),
+        _ => method,
     }
 }
 

@@ -79,8 +79,8 @@ impl Drop for InFlight {
 pub struct RequestCtx {
     started: Instant,
     audit_id: String,
-    info: Option<RequestInfo>,
-    method: String,
+    info: Option<Arc<RequestInfo>>,
+    method: http::Method,
     status: u16,
     dry_run: bool,
     /// Set when the request goes on to a remote backend.
@@ -139,16 +139,15 @@ impl Gateway {
     async fn handle(&self, session: &mut Session, ctx: &mut RequestCtx) -> Handled {
         // 1. request info (path normalized before anything looks at it).
         let header = session.req_header();
+        ctx.method = header.method.clone();
         let method = header.method.as_str().to_string();
-        ctx.method = method.clone();
-        let path = header.uri.path().to_string();
         let raw_query = header.uri.query().unwrap_or("").to_string();
-        let info = match request_info::resolve(&method, &path, &raw_query) {
-            Ok(info) => info,
+        let query = request_info::parse_query(&raw_query);
+        let info = match request_info::resolve_parsed(&method, header.uri.path(), &query) {
+            Ok(info) => Arc::new(info),
             Err(RequestInfoError::BadRequest(m)) => return ApiError::bad_request(m).into(),
             Err(RequestInfoError::NotFound(_)) => return ApiError::path_not_found().into(),
         };
-        let query = request_info::parse_query(&raw_query);
         ctx.dry_run = query.iter().any(|(k, v)| k == "dryRun" && v == "All");
         ctx.info = Some(info.clone());
 
@@ -164,16 +163,17 @@ impl Gateway {
         }
 
         // 3. authentication.
-        let peer = session
-            .digest()
-            .and_then(|d| d.ssl_digest.as_ref())
-            .and_then(|ssl| ssl.extension.get::<PeerCertificate>())
-            .cloned();
         let started = Instant::now();
         let outcome = {
+            // Borrowed from the connection: the certificate (and the digests computed at the
+            // handshake) serve every request on it without a copy.
+            let peer = session
+                .digest()
+                .and_then(|d| d.ssl_digest.as_ref())
+                .and_then(|ssl| ssl.extension.get::<PeerCertificate>());
             let request = AuthnRequest {
                 headers: &session.req_header().headers,
-                peer_certificate: peer.as_ref(),
+                peer_certificate: peer,
             };
             self.authenticator.authenticate(&request).await
         };
@@ -473,12 +473,16 @@ async fn discard_body(session: &mut Session) {
 impl ProxyHttp for Gateway {
     type CTX = RequestCtx;
 
+    /// No downstream modules: pingora's default adds its response-compression module
+    /// switched off, which still costs allocations and a dispatch on every request.
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
     fn new_ctx(&self) -> RequestCtx {
         RequestCtx {
             started: Instant::now(),
             audit_id: uuid::Uuid::new_v4().to_string(),
             info: None,
-            method: String::new(),
+            method: http::Method::GET,
             status: 0,
             dry_run: false,
             proxy: None,
@@ -497,7 +501,7 @@ impl ProxyHttp for Gateway {
         {
             ctx.audit_id = id;
         }
-        let mut response = match self.handle(session, ctx).await {
+        let response = match self.handle(session, ctx).await {
             Handled::Respond(response) => response,
             Handled::Proxy(plan) => {
                 ctx.proxy = Some(plan);
@@ -515,7 +519,7 @@ impl ProxyHttp for Gateway {
             (ApiResponse::Watch(_), Some(info)) => Some(InFlight::enter(
                 None,
                 self.routes.metrics.long_running.with_label_values(&[
-                    &metric_verb(&info.verb, &ctx.method),
+                    metric_verb(&info.verb, ctx.method.as_str()),
                     &info.api_group,
                     &info.api_version,
                     &info.resource,
@@ -526,15 +530,6 @@ impl ProxyHttp for Gateway {
             )),
             _ => None,
         };
-        if let Some(pf) = &ctx.pf_headers {
-            let headers = match &mut response {
-                ApiResponse::Body(body) => &mut body.headers,
-                ApiResponse::Watch(watch) => &mut watch.headers,
-            };
-            for (name, value) in pf.pairs() {
-                headers.push((name.to_string(), value.to_string()));
-            }
-        }
         // A watch holds its seats while its initial events go out, then gives them back.
         let flow = &mut ctx.flow;
         let mut initialized = || {
@@ -546,6 +541,7 @@ impl ProxyHttp for Gateway {
             session,
             response,
             &ctx.audit_id,
+            ctx.pf_headers.as_ref(),
             &self.lifecycle.shutting_down,
             &mut initialized,
         )
@@ -706,6 +702,7 @@ impl ProxyHttp for Gateway {
                 session,
                 error.into(),
                 &ctx.audit_id,
+                ctx.pf_headers.as_ref(),
                 &self.lifecycle.shutting_down,
                 &mut || {},
             )
@@ -730,7 +727,7 @@ impl ProxyHttp for Gateway {
         let Some(info) = &ctx.info else {
             return;
         };
-        let verb = metric_verb(&info.verb, &ctx.method);
+        let verb = metric_verb(&info.verb, ctx.method.as_str());
         let scope = scope(info);
         let status = if ctx.status == 0 { 500 } else { ctx.status };
         if let Some(plan) = &ctx.proxy {
@@ -742,7 +739,7 @@ impl ProxyHttp for Gateway {
         }
         self.routes.metrics.observe(
             &RequestLabels {
-                verb: &verb,
+                verb,
                 dry_run: ctx.dry_run,
                 group: &info.api_group,
                 version: &info.api_version,

@@ -5,10 +5,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use http::HeaderValue;
 use kubegate_backends::api::{ApiResponse, Body, WatchStream};
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::Session;
+
+use crate::flowcontrol::PfHeaders;
 
 /// How often a quiet watch checks whether the server is shutting down.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(500);
@@ -18,21 +21,55 @@ fn base_header(
     content_type: &str,
     audit_id: &str,
     extra: &[(String, String)],
+    pf: Option<&PfHeaders>,
 ) -> Result<ResponseHeader> {
-    let mut header = ResponseHeader::build(status, Some(6))?;
-    header.insert_header("Content-Type", content_type)?;
+    // Names as `&'static str` or `http` constants and values from constants where they are
+    // fixed: pingora then copies nothing for them.
+    let mut header = ResponseHeader::build(status, Some(8 + extra.len()))?;
+    header.insert_header(
+        http::header::CONTENT_TYPE,
+        content_type_value(content_type)?,
+    )?;
     header.insert_header("Audit-Id", audit_id)?;
     if !extra
         .iter()
         .any(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
     {
-        header.insert_header("Cache-Control", "no-cache, private")?;
+        header.insert_header(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        )?;
     }
-    header.insert_header("X-Content-Type-Options", "nosniff")?;
+    header.insert_header(
+        "X-Content-Type-Options",
+        HeaderValue::from_static("nosniff"),
+    )?;
     for (name, value) in extra {
         header.append_header(name.clone(), value.as_str())?;
     }
+    if let Some(pf) = pf {
+        for (name, value) in pf.pairs() {
+            header.append_header(name, value)?;
+        }
+    }
     Ok(header)
+}
+
+/// The `Content-Type` value, without a copy for the types kubegate answers with most.
+fn content_type_value(content_type: &str) -> Result<HeaderValue> {
+    const COMMON: [&str; 4] = [
+        "application/json",
+        "application/yaml",
+        "application/vnd.kubernetes.protobuf",
+        "text/plain; charset=utf-8",
+    ];
+    match COMMON.iter().find(|common| **common == content_type) {
+        Some(common) => Ok(HeaderValue::from_static(common)),
+        None => HeaderValue::from_str(content_type).or_err(
+            pingora::ErrorType::InvalidHTTPHeader,
+            "invalid Content-Type of a local response",
+        ),
+    }
 }
 
 /// Writes the response, complete or streamed. `initialized` is called once a watch's
@@ -41,38 +78,74 @@ pub async fn write(
     session: &mut Session,
     response: ApiResponse,
     audit_id: &str,
+    pf: Option<&PfHeaders>,
     shutting_down: &AtomicBool,
     initialized: &mut (dyn FnMut() + Send),
 ) -> Result<()> {
     match response {
-        ApiResponse::Body(body) => write_body(session, body, audit_id).await,
+        ApiResponse::Body(body) => write_body(session, body, audit_id, pf).await,
         ApiResponse::Watch(watch) => {
-            write_watch(session, watch, audit_id, shutting_down, initialized).await
+            write_watch(session, watch, audit_id, pf, shutting_down, initialized).await
         }
     }
 }
 
-async fn write_body(session: &mut Session, body: Body, audit_id: &str) -> Result<()> {
-    let mut header = base_header(body.status, &body.content_type, audit_id, &body.headers)?;
-    header.insert_header("Content-Length", body.body.len().to_string())?;
+async fn write_body(
+    session: &mut Session,
+    body: Body,
+    audit_id: &str,
+    pf: Option<&PfHeaders>,
+) -> Result<()> {
+    let length = body.len();
+    let mut header = base_header(body.status, &body.content_type, audit_id, &body.headers, pf)?;
+    header.insert_header(http::header::CONTENT_LENGTH, HeaderValue::from(length))?;
     let head_only = session.req_header().method == http::Method::HEAD;
     session
-        .write_response_header(Box::new(header), head_only || body.body.is_empty())
+        .write_response_header(Box::new(header), head_only || length == 0)
         .await?;
-    if !head_only && !body.body.is_empty() {
-        session.write_response_body(Some(body.body), true).await?;
+    if head_only || length == 0 {
+        return Ok(());
     }
-    Ok(())
+    if body.more.is_empty() {
+        return session.write_response_body(Some(body.body), true).await;
+    }
+    // A body in parts (a LIST: each item's cached bytes and a separator) goes out in chunks of
+    // about CHUNK bytes: one write per part would cost a write call (and, on HTTP/2, a frame)
+    // for every comma, while copying the whole body first is the memory this avoids.
+    let mut chunk = bytes::BytesMut::new();
+    for part in std::iter::once(body.body).chain(body.more) {
+        if chunk.len() + part.len() > CHUNK && !chunk.is_empty() {
+            session
+                .write_response_body(Some(chunk.split().freeze()), false)
+                .await?;
+        }
+        if part.len() >= CHUNK {
+            // Big enough to go out as it is.
+            session.write_response_body(Some(part), false).await?;
+            continue;
+        }
+        if chunk.capacity() == 0 {
+            chunk.reserve(CHUNK);
+        }
+        chunk.extend_from_slice(&part);
+    }
+    session
+        .write_response_body(Some(chunk.freeze()), true)
+        .await
 }
+
+/// How much of a body in parts is copied together into one write.
+const CHUNK: usize = 64 * 1024;
 
 async fn write_watch(
     session: &mut Session,
     mut watch: WatchStream,
     audit_id: &str,
+    pf: Option<&PfHeaders>,
     shutting_down: &AtomicBool,
     initialized: &mut (dyn FnMut() + Send),
 ) -> Result<()> {
-    let mut header = base_header(200, &watch.content_type, audit_id, &watch.headers)?;
+    let mut header = base_header(200, &watch.content_type, audit_id, &watch.headers, pf)?;
     if !session.is_http2() {
         header.insert_header("Transfer-Encoding", "chunked")?;
     }

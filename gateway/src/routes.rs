@@ -42,7 +42,8 @@ impl Routes {
                 .serves_group_version(&info.api_group, &info.api_version)
                 || self
                     .disabled_group_versions
-                    .contains(&(info.api_group.clone(), info.api_version.clone()))
+                    .iter()
+                    .any(|(g, v)| *g == info.api_group && *v == info.api_version)
             {
                 return ApiError::path_not_found().into();
             }

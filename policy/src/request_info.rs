@@ -33,8 +33,6 @@ pub struct RequestInfo {
     pub resource: String,
     pub subresource: String,
     pub name: String,
-    /// The path segments after the prefix, group and version (kube's `Parts`).
-    pub parts: Vec<String>,
     /// Watches, proxy, exec/attach/portforward and log follow: not subject to the request
     /// timeout.
     pub long_running: bool,
@@ -91,56 +89,87 @@ impl RequestInfo {
 /// `path` is the path exactly as it appeared on the request line (still percent-encoded, no
 /// query); `query` is the raw query string without the `?`.
 pub fn resolve(method: &str, path: &str, query: &str) -> Result<RequestInfo, RequestInfoError> {
-    let (normalized, segments) = normalize_path(path)?;
-    let query = parse_query(query);
-    let first = |key: &str| -> Option<&str> {
-        query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    };
+    resolve_parsed(method, path, &parse_query(query))
+}
 
-    // Start as a non-resource request until proven otherwise.
-    let mut info = RequestInfo {
-        path: normalized,
+/// [`resolve`] with the query already decoded by [`parse_query`] (the pipeline needs the
+/// pairs anyway, so it parses them once).
+pub fn resolve_parsed(
+    method: &str,
+    path: &str,
+    query: &[(String, String)],
+) -> Result<RequestInfo, RequestInfoError> {
+    let normalized = normalize_path(path)?;
+    let mut info = {
+        // Decoded segments never contain '/' (an encoded slash is refused), so splitting the
+        // normalized path gives them back exactly.
+        let segments: Vec<&str> = match normalized.trim_start_matches('/') {
+            "" => Vec::new(),
+            rest => rest.strip_suffix('/').unwrap_or(rest).split('/').collect(),
+        };
+        resolve_segments(method, &normalized, &segments, query)?
+    };
+    info.path = normalized;
+    info.long_running = is_long_running(&info, query_param(query, "follow"));
+    Ok(info)
+}
+
+/// The first value of a query parameter.
+fn query_param<'q>(query: &'q [(String, String)], key: &str) -> Option<&'q str> {
+    query
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Everything but `path` and `long_running`, which [`resolve_parsed`] fills in once the
+/// segments no longer borrow the normalized path.
+fn resolve_segments(
+    method: &str,
+    normalized: &str,
+    segments: &[&str],
+    query: &[(String, String)],
+) -> Result<RequestInfo, RequestInfoError> {
+    let first = |key: &str| query_param(query, key);
+    // A non-resource request's verb is the lowercased method.
+    let non_resource = || RequestInfo {
         verb: method.to_lowercase(),
         ..RequestInfo::default()
     };
+    let mut info = RequestInfo::default();
 
-    let mut parts: &[String] = &segments;
-    let Some(prefix) = parts.first().filter(|_| parts.len() >= 3) else {
-        info.long_running = is_long_running(&info, first("follow"));
-        return Ok(info);
+    let mut parts: &[&str] = segments;
+    let Some(&prefix) = parts.first().filter(|_| parts.len() >= 3) else {
+        return Ok(non_resource());
     };
     if prefix != "api" && prefix != "apis" {
-        info.long_running = is_long_running(&info, first("follow"));
-        return Ok(info);
+        return Ok(non_resource());
     }
-    let api_prefix = prefix.clone();
     parts = &parts[1..];
-    if api_prefix == "apis" {
+    if prefix == "apis" {
         // The prefix is consumed, so this asks for four parts in all: group, version, resource.
         if parts.len() < 3 {
-            return Ok(info);
+            return Ok(non_resource());
         }
-        info.api_group = parts[0].clone();
+        info.api_group = parts[0].to_string();
         parts = &parts[1..];
     }
-    info.api_prefix = api_prefix;
+    info.api_prefix = prefix.to_string();
     info.is_resource_request = true;
-    info.api_version = parts[0].clone();
+    info.api_version = parts[0].to_string();
     parts = &parts[1..];
 
     // The deprecated `/{watch,proxy}/...` forms put the verb in the path.
     let mut verb_via_path_prefix = false;
     if parts[0] == "watch" || parts[0] == "proxy" {
         if parts.len() < 2 {
+            info.path = normalized.to_string();
             return Err(RequestInfoError::BadRequest(format!(
                 "unable to determine kind and namespace from url, {}",
-                display_url(&info, &query)
+                display_url(&info, query)
             )));
         }
-        info.verb = parts[0].clone();
+        info.verb = parts[0].to_string();
         parts = &parts[1..];
         verb_via_path_prefix = true;
     } else {
@@ -160,21 +189,20 @@ pub fn resolve(method: &str, path: &str, query: &str) -> Result<RequestInfo, Req
     // for the namespace's own subresources (`/namespaces/foo/status`), which keep
     // `namespaces/foo` as resource and name.
     if parts[0] == "namespaces" && parts.len() > 1 {
-        info.namespace = parts[1].clone();
+        info.namespace = parts[1].to_string();
         if parts.len() > 2 && parts[2] != "status" && parts[2] != "finalize" {
             parts = &parts[2..];
         }
     }
-    info.parts = parts.to_vec();
 
     // parts: resource/name/subresource/anything/else; proxy takes no subresource.
     if parts.len() >= 3 && info.verb != "proxy" {
-        info.subresource = parts[2].clone();
+        info.subresource = parts[2].to_string();
     }
     if parts.len() >= 2 {
-        info.name = parts[1].clone();
+        info.name = parts[1].to_string();
     }
-    info.resource = parts[0].clone();
+    info.resource = parts[0].to_string();
 
     // No name and a get: really a list or a watch, decided by the ListOptions in the query.
     if info.name.is_empty() && info.verb == "get" {
@@ -225,8 +253,6 @@ pub fn resolve(method: &str, path: &str, query: &str) -> Result<RequestInfo, Req
         info.field_selector = first("fieldSelector").unwrap_or_default().to_string();
         info.label_selector = first("labelSelector").unwrap_or_default().to_string();
     }
-
-    info.long_running = is_long_running(&info, first("follow"));
     Ok(info)
 }
 
@@ -431,7 +457,7 @@ fn hex_pair(bytes: &[u8], at: usize) -> Option<u8> {
 }
 
 /// Decodes and checks the request path. Returns the normalized path and its segments.
-fn normalize_path(raw: &str) -> Result<(String, Vec<String>), RequestInfoError> {
+fn normalize_path(raw: &str) -> Result<String, RequestInfoError> {
     let bad = |m: String| Err(RequestInfoError::BadRequest(m));
     let not_found = |why: &str| {
         Err(RequestInfoError::NotFound(format!(
@@ -452,12 +478,21 @@ fn normalize_path(raw: &str) -> Result<(String, Vec<String>), RequestInfoError> 
     }
     let rest = &raw[1..];
     if rest.is_empty() {
-        return Ok(("/".to_string(), Vec::new()));
+        return Ok("/".to_string());
     }
     let (rest, trailing_slash) = match rest.strip_suffix('/') {
         Some(r) => (r, true),
         None => (rest, false),
     };
+    // Nearly every path is already normal: no escapes, no control characters, no empty or
+    // dot segments. It is its own normal form, and one copy is all it costs.
+    let plain = !rest.bytes().any(|b| b == b'%' || b < 0x20 || b == 0x7f)
+        && rest
+            .split('/')
+            .all(|segment| !segment.is_empty() && segment != "." && segment != "..");
+    if plain {
+        return Ok(raw.to_string());
+    }
     let mut segments = Vec::new();
     for raw_segment in rest.split('/') {
         if raw_segment.is_empty() {
@@ -501,7 +536,7 @@ fn normalize_path(raw: &str) -> Result<(String, Vec<String>), RequestInfoError> 
     if trailing_slash {
         path.push('/');
     }
-    Ok((path, segments))
+    Ok(path)
 }
 
 #[cfg(test)]
@@ -627,7 +662,7 @@ mod tests {
                 resource,
                 sub,
                 name,
-                parts,
+                _kube_parts, // kube's RequestInfo.Parts, not kept: nothing reads it
                 long,
             ) = *row;
             let got = resolve(method, path, query)
@@ -643,7 +678,6 @@ mod tests {
                 resource: resource.to_string(),
                 subresource: sub.to_string(),
                 name: name.to_string(),
-                parts: parts.split_whitespace().map(str::to_string).collect(),
                 long_running: long,
                 field_selector: String::new(),
                 label_selector: String::new(),
@@ -913,7 +947,10 @@ mod tests {
         assert_eq!(info("GET", "/api/v1/namespaces/a+b", "").name, "a+b");
         // the trailing slash is kept in the path but not in the parts
         let i = info("GET", "/api/v1/namespaces/", "");
-        assert_eq!((i.path.as_str(), i.parts.len()), ("/api/v1/namespaces/", 1));
+        assert_eq!(
+            (i.path.as_str(), i.resource.as_str(), i.name.as_str()),
+            ("/api/v1/namespaces/", "namespaces", "")
+        );
         assert_eq!(info("GET", "/", "").escaped_path(), "/");
     }
 

@@ -353,7 +353,7 @@ mod tests {
     fn request(user: UserInfo) -> ApiRequest {
         ApiRequest {
             method: "POST".into(),
-            info: kubegate_policy::RequestInfo::default(),
+            info: Default::default(),
             query: Vec::new(),
             content_type: Some("application/json".into()),
             accept: None,

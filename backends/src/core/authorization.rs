@@ -1138,10 +1138,10 @@ mod tests {
     fn request(user: UserInfo, namespace: &str) -> ApiRequest {
         ApiRequest {
             method: "POST".into(),
-            info: RequestInfo {
+            info: std::sync::Arc::new(RequestInfo {
                 namespace: namespace.into(),
                 ..RequestInfo::default()
-            },
+            }),
             query: Vec::new(),
             content_type: Some("application/json".into()),
             accept: None,

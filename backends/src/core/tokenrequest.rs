@@ -474,7 +474,7 @@ mod tests {
     fn api_request(namespace: &str, name: &str) -> ApiRequest {
         ApiRequest {
             method: "POST".into(),
-            info: RequestInfo {
+            info: std::sync::Arc::new(RequestInfo {
                 is_resource_request: true,
                 verb: "create".into(),
                 api_prefix: "api".into(),
@@ -484,7 +484,7 @@ mod tests {
                 subresource: "token".into(),
                 name: name.into(),
                 ..Default::default()
-            },
+            }),
             query: Vec::new(),
             content_type: Some("application/json".into()),
             accept: None,

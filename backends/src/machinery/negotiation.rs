@@ -208,6 +208,13 @@ fn accept_options(
 /// protobuf gives [`MediaType::Protobuf`] (the caller decides whether it can produce it);
 /// nothing acceptable is 406.
 pub fn negotiate_output(accept: Option<&str>, allow_table: bool) -> ApiResult<Negotiated> {
+    // What most clients send (client-go's default and plain tools): JSON, nothing to parse.
+    if matches!(
+        accept.map(str::trim),
+        None | Some("" | "application/json" | "*/*" | "application/json, */*")
+    ) {
+        return Ok(Negotiated::default());
+    }
     let chosen = negotiate_among(accept, allow_table, &SUPPORTED)?;
     // kubegate answers protobuf only to clients that accept nothing else: JSON is what every
     // client decodes, and a JSON answer is served from the cache without re-encoding.

@@ -75,12 +75,16 @@ pub(crate) fn partial_list(items: &[Bytes], meta: &ListMeta) -> ApiResult<Value>
     }))
 }
 
-/// Answers a list body (JSON bytes) in the negotiated media type.
-pub(crate) fn object_response_list(body: Bytes, output: &Negotiated) -> ApiResult<ApiResponse> {
+/// Answers a list body (JSON, in parts) in the negotiated media type.
+pub(crate) fn object_response_list(
+    parts: Vec<Bytes>,
+    output: &Negotiated,
+) -> ApiResult<ApiResponse> {
     match output.media {
-        MediaType::Json => Ok(ApiResponse::json(200, body)),
+        MediaType::Json => Ok(ApiResponse::json_parts(200, parts)),
         _ => {
-            let value: Value = serde_json::from_slice(&body).map_err(ApiError::internal)?;
+            let whole: Vec<u8> = parts.concat();
+            let value: Value = serde_json::from_slice(&whole).map_err(ApiError::internal)?;
             json_value_response(200, &value, output)
         }
     }
@@ -129,8 +133,10 @@ pub(crate) struct ListMeta {
     pub remaining: Option<i64>,
 }
 
-/// Builds a `<Kind>List` from pre-serialized items without re-encoding them.
-pub(crate) fn list_body(def: &ResourceDef, items: &[Bytes], meta: &ListMeta) -> Bytes {
+/// Builds a `<Kind>List` from pre-serialized items without re-encoding or copying them: the
+/// parts are the list's head, then each item and the separator after it (see
+/// [`crate::api::Body::more`]).
+pub(crate) fn list_body(def: &ResourceDef, items: &[Bytes], meta: &ListMeta) -> Vec<Bytes> {
     let mut list_meta = json!({"resourceVersion": meta.resource_version.to_string()});
     if let Some(token) = &meta.continue_token {
         list_meta["continue"] = Value::String(token.clone());
@@ -140,20 +146,20 @@ pub(crate) fn list_body(def: &ResourceDef, items: &[Bytes], meta: &ListMeta) -> 
     }
     let head =
         json!({"kind": def.list_kind, "apiVersion": def.api_version(), "metadata": list_meta});
-    let head = head.to_string();
-    let total: usize = items.iter().map(|b| b.len() + 1).sum();
-    let mut out = BytesMut::with_capacity(head.len() + total + 16);
+    let mut head = head.to_string();
     // `head` ends with `}`: reopen it to append `"items":[...]`.
-    out.put_slice(&head.as_bytes()[..head.len() - 1]);
-    out.put_slice(b",\"items\":[");
+    head.pop();
+    head.push_str(",\"items\":[");
+    let mut parts = Vec::with_capacity(items.len() * 2 + 2);
+    parts.push(Bytes::from(head));
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
-            out.put_u8(b',');
+            parts.push(Bytes::from_static(b","));
         }
-        out.put_slice(item);
+        parts.push(item.clone());
     }
-    out.put_slice(b"]}");
-    out.freeze()
+    parts.push(Bytes::from_static(b"]}"));
+    parts
 }
 
 /// What a `continue` token encodes: the revision the first page was read at and the last key

@@ -57,20 +57,25 @@ impl Default for RegistryOptions {
 /// (CustomResourceDefinitions' versions).
 struct Served {
     list: Arc<[Arc<ResourceDef>]>,
-    by_path: HashMap<(String, String, String), Arc<ResourceDef>>,
+    /// group → version → plural: nested so a request's `&str`s look a resource up without
+    /// building an owned key.
+    by_path: ByPath,
 }
+
+/// group → version → plural → resource.
+type ByPath = HashMap<String, HashMap<String, HashMap<String, Arc<ResourceDef>>>>;
 
 impl Served {
     fn new(list: Vec<Arc<ResourceDef>>) -> Served {
-        let by_path = list
-            .iter()
-            .map(|r| {
-                (
-                    (r.group.clone(), r.version.clone(), r.plural.clone()),
-                    r.clone(),
-                )
-            })
-            .collect();
+        let mut by_path = ByPath::new();
+        for r in &list {
+            by_path
+                .entry(r.group.clone())
+                .or_default()
+                .entry(r.version.clone())
+                .or_default()
+                .insert(r.plural.clone(), r.clone());
+        }
         Served {
             list: list.into(),
             by_path,
@@ -147,7 +152,9 @@ impl Registry {
         self.served
             .load()
             .by_path
-            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .get(group)?
+            .get(version)?
+            .get(plural)
             .cloned()
     }
 
@@ -155,9 +162,9 @@ impl Registry {
     pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
         self.served
             .load()
-            .list
-            .iter()
-            .any(|r| r.group == group && r.version == version)
+            .by_path
+            .get(group)
+            .is_some_and(|versions| versions.contains_key(version))
     }
 
     /// Serves one resource request.

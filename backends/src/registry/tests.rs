@@ -45,7 +45,7 @@ fn request(
     let info: RequestInfo = kubegate_policy::request_info::resolve(method, path, query).unwrap();
     ApiRequest {
         method: method.into(),
-        info,
+        info: info.into(),
         query: kubegate_policy::request_info::parse_query(query),
         content_type: Some(content_type.into()),
         accept: Some("application/json".into()),
@@ -69,7 +69,7 @@ async fn call_typed(
     match f.registry.handle(request(method, path, body, ct)).await {
         ApiResponse::Body(b) => (
             b.status,
-            serde_json::from_slice(&b.body).unwrap_or(Value::Null),
+            serde_json::from_slice(&b.bytes()).unwrap_or(Value::Null),
         ),
         ApiResponse::Watch(_) => panic!("unexpected watch"),
     }
@@ -619,7 +619,7 @@ async fn events_are_one_resource_in_two_versions() {
     let ApiResponse::Body(b) = f.registry.handle(req).await else {
         panic!()
     };
-    let table: Value = serde_json::from_slice(&b.body).unwrap();
+    let table: Value = serde_json::from_slice(&b.bytes()).unwrap();
     let columns = table["columnDefinitions"].as_array().unwrap().len();
     assert_eq!(
         table["rows"][0]["cells"].as_array().unwrap().len(),
@@ -655,7 +655,7 @@ async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
         ApiResponse::Body(b) => panic!(
             "expected a watch, got {} {}",
             b.status,
-            String::from_utf8_lossy(&b.body)
+            String::from_utf8_lossy(&b.bytes())
         ),
     };
     let mut out = Vec::new();
@@ -948,7 +948,7 @@ async fn metadata_only_clients_get_partial_object_metadata() {
     let ApiResponse::Body(b) = f.registry.handle(req).await else {
         panic!()
     };
-    let list: Value = serde_json::from_slice(&b.body).unwrap();
+    let list: Value = serde_json::from_slice(&b.bytes()).unwrap();
     assert_eq!(list["kind"], "PartialObjectMetadataList");
     assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
     assert_eq!(list["items"][0]["metadata"]["labels"]["x"], "y");
@@ -958,7 +958,7 @@ async fn metadata_only_clients_get_partial_object_metadata() {
     let ApiResponse::Body(b) = f.registry.handle(req).await else {
         panic!()
     };
-    let one: Value = serde_json::from_slice(&b.body).unwrap();
+    let one: Value = serde_json::from_slice(&b.bytes()).unwrap();
     assert_eq!(one["kind"], "PartialObjectMetadata");
     assert_eq!(one["metadata"]["name"], "a");
 }
@@ -1183,7 +1183,7 @@ async fn rbac_objects_are_stored_defaulted_and_validated_as_kube() {
     let ApiResponse::Body(b) = f.registry.handle(req).await else {
         panic!()
     };
-    let table: Value = serde_json::from_slice(&b.body).unwrap();
+    let table: Value = serde_json::from_slice(&b.bytes()).unwrap();
     let cells = table["rows"][0]["cells"].as_array().unwrap();
     assert_eq!(
         cells.len(),
@@ -1197,7 +1197,7 @@ async fn rbac_objects_are_stored_defaulted_and_validated_as_kube() {
     let ApiResponse::Body(b) = f.registry.handle(req).await else {
         panic!()
     };
-    let table: Value = serde_json::from_slice(&b.body).unwrap();
+    let table: Value = serde_json::from_slice(&b.bytes()).unwrap();
     assert_eq!(table["columnDefinitions"][1]["name"], "Created At");
     assert_eq!(table["columnDefinitions"][1]["type"], "date");
     assert_eq!(
@@ -1285,7 +1285,7 @@ async fn access_reviews_through_the_registry() {
         panic!()
     };
     assert_eq!(b.status, 201);
-    let answer = crate::machinery::protobuf::decode(&b.body).unwrap();
+    let answer = crate::machinery::protobuf::decode(&b.bytes()).unwrap();
     assert_eq!(answer["kind"], "SelfSubjectAccessReview");
     assert_eq!(answer["status"], json!({"allowed": true}));
 
@@ -1302,7 +1302,7 @@ async fn access_reviews_through_the_registry() {
     let ApiResponse::Body(b) = f.registry.handle(req).await else {
         panic!()
     };
-    let answer: Value = serde_json::from_slice(&b.body).unwrap();
+    let answer: Value = serde_json::from_slice(&b.bytes()).unwrap();
     assert_eq!(b.status, 201, "{answer}");
     assert_eq!(
         answer["status"],

@@ -931,7 +931,7 @@ impl Registry {
         // Reuse LIST's selection rules (selectors, limit, resourceVersion) by listing first;
         // kube answers with the list as it was read.
         let mut list_request = request.clone();
-        list_request.info.verb = "list".into();
+        std::sync::Arc::make_mut(&mut list_request.info).verb = "list".into();
         list_request.accept = Some("application/json".into());
         list_request.query.retain(|(k, _)| {
             matches!(
@@ -944,7 +944,7 @@ impl Registry {
             )
         });
         let listed = match self.list(def, &list_request).await? {
-            ApiResponse::Body(b) => b.body,
+            ApiResponse::Body(b) => b.bytes(),
             ApiResponse::Watch(_) => return Err(ApiError::internal("unexpected watch")),
         };
         let mut list: Value = serde_json::from_slice(&listed).map_err(ApiError::internal)?;
@@ -1129,7 +1129,7 @@ mod tests {
             kubegate_policy::request_info::resolve(method, path, query).unwrap();
         let request = ApiRequest {
             method: method.into(),
-            info,
+            info: info.into(),
             query: kubegate_policy::request_info::parse_query(query),
             content_type: Some("application/json".into()),
             accept: Some("application/json".into()),
@@ -1140,7 +1140,7 @@ mod tests {
         match f.registry.handle(request).await {
             ApiResponse::Body(b) => (
                 b.status,
-                serde_json::from_slice(&b.body).unwrap_or(Value::Null),
+                serde_json::from_slice(&b.bytes()).unwrap_or(Value::Null),
             ),
             ApiResponse::Watch(_) => panic!("unexpected watch"),
         }

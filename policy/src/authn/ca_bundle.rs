@@ -177,9 +177,19 @@ impl CaBundle {
     /// that lists extended key usages must list clientAuth. The error reads like Go's, for
     /// logs.
     pub fn verify(&self, chain: &[Vec<u8>], now: SystemTime) -> Result<(), String> {
+        self.verify_digested(chain, chain_digest(chain), now)
+    }
+
+    /// [`CaBundle::verify`] with the chain's [`chain_digest`] already known (computed once
+    /// per connection rather than per request).
+    pub(crate) fn verify_digested(
+        &self,
+        chain: &[Vec<u8>],
+        digest: [u8; 32],
+        now: SystemTime,
+    ) -> Result<(), String> {
         self.maybe_reload();
         let roots = self.current();
-        let digest = chain_digest(chain);
         let secs = unix_seconds(now);
         let remembered = self
             .verified
@@ -457,7 +467,7 @@ fn unix_seconds(time: SystemTime) -> Option<i64> {
 
 /// Identifies a presented chain: every certificate with its length, so that no two different
 /// chains can run together into the same bytes.
-fn chain_digest(chain: &[Vec<u8>]) -> [u8; 32] {
+pub(crate) fn chain_digest(chain: &[Vec<u8>]) -> [u8; 32] {
     let mut hasher = Sha256::new();
     for certificate in chain {
         hasher.update((certificate.len() as u64).to_be_bytes());

@@ -34,6 +34,18 @@ pub struct PeerCertificate {
     pub organizations: Vec<String>,
     /// The presented chain in DER, leaf first, then the intermediates the client sent.
     pub chain: Vec<Vec<u8>>,
+    /// Digests of `chain`, computed once when the connection's certificate is read (see
+    /// [`PeerCertificate::from_chain`]) instead of on every request made over it.
+    pub(crate) digests: Option<CertificateDigests>,
+}
+
+/// The per-connection digests of a [`PeerCertificate`].
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct CertificateDigests {
+    /// The key of the CA bundle's cache of verified chains.
+    pub(crate) chain: [u8; 32],
+    /// `X509SHA256=<hex of the leaf's SHA-256>`, kube's credential id for the certificate.
+    pub(crate) credential_id: String,
 }
 
 /// Leaves the DER bytes out: they would flood any log line the identity ends up in.

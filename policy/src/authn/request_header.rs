@@ -97,7 +97,10 @@ impl RequestHeaderAuthenticator {
         let Some(leaf) = certificate.chain.first() else {
             return Ok(false);
         };
-        if let Err(reason) = self.bundle.verify(&certificate.chain, now) {
+        if let Err(reason) =
+            self.bundle
+                .verify_digested(&certificate.chain, certificate.chain_digest(), now)
+        {
             if self.bundle.issued(&certificate.chain) {
                 return Err(format!(
                     "verifying certificate {} failed: {reason}",

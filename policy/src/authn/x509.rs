@@ -19,7 +19,7 @@ use x509_parser::prelude::{FromDer, ParsedExtension, X509Certificate};
 use x509_parser::x509::AttributeTypeAndValue;
 
 use super::ca_bundle::CaBundle;
-use super::{Authenticator, AuthnOutcome, AuthnRequest, PeerCertificate};
+use super::{Authenticator, AuthnOutcome, AuthnRequest, CertificateDigests, PeerCertificate};
 use crate::user::UserInfo;
 
 /// The `user.Info` extra key under which kube records which credential authenticated a
@@ -50,6 +50,10 @@ impl PeerCertificate {
             }
         }
         identity.chain = vec![der.to_vec()];
+        identity.digests = Some(CertificateDigests {
+            chain: super::ca_bundle::chain_digest(&identity.chain),
+            credential_id: leaf_credential_id(der),
+        });
         Ok(identity)
     }
 
@@ -60,9 +64,26 @@ impl PeerCertificate {
             .first()
             .ok_or_else(|| "x509: empty certificate chain".to_string())?;
         let mut identity = PeerCertificate::from_der(leaf)?;
+        identity.digests = Some(CertificateDigests {
+            chain: super::ca_bundle::chain_digest(&chain),
+            credential_id: leaf_credential_id(leaf),
+        });
         identity.chain = chain;
         Ok(identity)
     }
+
+    /// The digest the CA bundle remembers verified chains by.
+    pub(crate) fn chain_digest(&self) -> [u8; 32] {
+        match &self.digests {
+            Some(digests) => digests.chain,
+            None => super::ca_bundle::chain_digest(&self.chain),
+        }
+    }
+}
+
+/// kube's credential id for a client certificate: the SHA-256 of the leaf.
+fn leaf_credential_id(leaf: &[u8]) -> String {
+    format!("X509SHA256={}", hex::encode(Sha256::digest(leaf)))
 }
 
 /// Names a certificate in logs the way kube does (`SN=<decimal>, SKID=AB:CD.., AKID=..`),
@@ -208,7 +229,10 @@ impl X509Authenticator {
             // trusted, and a presented certificate must never end up anonymous.
             return AuthnOutcome::Failed("client certificate without its chain".to_string());
         };
-        if let Err(reason) = self.bundle.verify(&certificate.chain, now) {
+        if let Err(reason) =
+            self.bundle
+                .verify_digested(&certificate.chain, certificate.chain_digest(), now)
+        {
             let front_proxy = self
                 .request_header
                 .as_ref()
@@ -233,10 +257,12 @@ impl X509Authenticator {
             certificate.common_name.clone(),
             certificate.organizations.clone(),
         );
-        user.extra.insert(
-            CREDENTIAL_ID_KEY.to_string(),
-            vec![format!("X509SHA256={}", hex::encode(Sha256::digest(leaf)))],
-        );
+        let credential_id = match &certificate.digests {
+            Some(digests) => digests.credential_id.clone(),
+            None => leaf_credential_id(leaf),
+        };
+        user.extra
+            .insert(CREDENTIAL_ID_KEY.to_string(), vec![credential_id]);
         AuthnOutcome::Authenticated(user)
     }
 }
@@ -483,6 +509,7 @@ mod tests {
             common_name: "admin".into(),
             organizations: vec!["system:masters".into()],
             chain: vec![],
+            ..PeerCertificate::default()
         };
         assert!(matches!(
             authenticate(&x509, Some(&bare)),

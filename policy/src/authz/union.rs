@@ -171,7 +171,6 @@ mod tests {
             resource: "secrets".into(),
             namespace: "default".into(),
             path: "/api/v1/namespaces/default/secrets".into(),
-            parts: vec!["secrets".into()],
             ..RequestInfo::default()
         };
         block_on(authorizer.authorize(&Attributes {
