@@ -7,6 +7,8 @@
 # kubegate's plus etcd's in the kubegate rows.
 #
 #   etcd-put        etcd_load --op put   (unique keys, 1 KiB values)
+#   etcd-create     etcd_load --op create (the same, as kubegate writes: a transaction that
+#                   puts if create_revision == 0; diagnostic, not the target's reference)
 #   kubegate-create POST /api/v1/namespaces/default/configmaps (unique names, ~1 KiB)
 #   etcd-get        etcd_load --op get   (one key, a linearizable range read each)
 #   kubegate-get    GET of one ~1 KiB ConfigMap (served from kubegate's watch cache)
@@ -14,8 +16,16 @@
 # Targets (issue 8, reported, not asserted): kubegate creates >= 0.7x etcd puts; kubegate GETs
 # >= 3x etcd range reads.
 #
-# Usage: bench/etcd.sh          CONNS=32 ROUNDS=3 DURATION=8 bench/etcd.sh
-# Output: $RESULTS/etcd/summary.txt, runs.csv, meta.txt.
+# After each kubegate run, the etcd RPCs it caused per request (from etcd's /metrics:
+# grpc_server_handled_total for Range, Txn, Put; progress requests ride the watch streams and
+# are not counted) go to rpcs.csv and the summary.
+#
+# PERF=1: after the rounds, `perf record` (PERF_SECONDS, cpu-clock) of kubegate and etcd under
+# create and then GET load, reported per process/library and as kubegate's top symbols
+# ($RESULTS/etcd/perf-<target>.txt). Throughput under perf is lower; use only the shares.
+#
+# Usage: bench/etcd.sh          CONNS=32 ROUNDS=3 DURATION=8 PERF=1 bench/etcd.sh
+# Output: $RESULTS/etcd/summary.txt, runs.csv, rpcs.csv, meta.txt, perf-*.txt.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -24,6 +34,8 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-8}
 WARMUP=${WARMUP:-2}
 KG_PORT_WANT=${KG_PORT_WANT:-17459}
+PERF=${PERF:-0}
+PERF_SECONDS=${PERF_SECONDS:-5}
 
 need_tools etcd
 prepare_common
@@ -65,6 +77,29 @@ body_for() {
   echo "$f"
 }
 KG_LOAD=$LOADGEN_BIN
+RPCS=$OUT/rpcs.csv
+echo "round,target,requests,range_per_req,txn_per_req,put_per_req" >"$RPCS"
+etcd_rpcs() {  # -> "range txn put": etcd's handled unary KV RPCs so far
+  curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/metrics" | python3 -c '
+import re, sys
+n = {"Range": 0, "Txn": 0, "Put": 0}
+for line in sys.stdin:
+    m = re.match(r"grpc_server_handled_total\{(.*)\} (\S+)", line)
+    if m and "etcdserverpb.KV" in m.group(1):
+        method = re.search(r"grpc_method=\"(\w+)\"", m.group(1)).group(1)
+        if method in n:
+            n[method] += float(m.group(2))
+print(int(n["Range"]), int(n["Txn"]), int(n["Put"]))'
+}
+kg_run() {  # round target outfile loadgen-args... : a measured kubegate run plus its etcd RPCs
+  local r=$1 t=$2 out=$3 a b; shift 3
+  read -r -a a <<<"$(etcd_rpcs)"
+  LOADGEN_BIN=$KG_LOAD measured_run "$r,$t,$CONNS" "$out" "$CONNS" "$KG_PID $ETCD_PID" "$@"
+  read -r -a b <<<"$(etcd_rpcs)"
+  # (a retried run's RPCs are counted against the kept run's requests: close enough)
+  python3 -c 'import sys; r, t, n = sys.argv[1], sys.argv[2], int(sys.argv[3]); d = [int(y) - int(x) for x, y in zip(sys.argv[4:7], sys.argv[7:10])]; print(f"{r},{t},{n}," + ",".join(f"{v / n:.3f}" for v in d))' \
+    "$r" "$t" "$(result_field "$out" requests)" "${a[@]}" "${b[@]}" >>"$RPCS"
+}
 etcd_run() {  # prefix out op
   LOADGEN_BIN=$ETCD_LOAD measured_run "$1" "$2" "$CONNS" "$ETCD_PID" \
     --endpoint "http://127.0.0.1:$ETCD_PORT" --op "$3" -d "$DURATION" --bytes 1024
@@ -77,14 +112,40 @@ if (( WARMUP > 0 )); then
 fi
 for ((r = 1; r <= ROUNDS; r++)); do
   etcd_run "$r,etcd-put,$CONNS" "$OUT/etcd-put.r$r.txt" put
-  LOADGEN_BIN=$KG_LOAD measured_run "$r,kubegate-create,$CONNS" "$OUT/kubegate-create.r$r.txt" "$CONNS" "$KG_PID $ETCD_PID" \
+  etcd_run "$r,etcd-create,$CONNS" "$OUT/etcd-create.r$r.txt" create
+  kg_run "$r" kubegate-create "$OUT/kubegate-create.r$r.txt" \
     --url "$BASE/api/v1/namespaces/default/configmaps" -d "$DURATION" --method POST --body-file "$(body_for "r$r")" "${LG_TLS[@]}"
   etcd_run "$r,etcd-get,$CONNS" "$OUT/etcd-get.r$r.txt" get
-  LOADGEN_BIN=$KG_LOAD measured_run "$r,kubegate-get,$CONNS" "$OUT/kubegate-get.r$r.txt" "$CONNS" "$KG_PID $ETCD_PID" \
+  kg_run "$r" kubegate-get "$OUT/kubegate-get.r$r.txt" \
     --url "$BASE/api/v1/namespaces/default/configmaps/bench-get" -d "$DURATION" "${LG_TLS[@]}"
 done
 
-python3 - "$CSV" "$FOREIGN_MAX" <<'PY' | tee "$OUT/summary.txt"
+if [[ $PERF == 1 ]]; then
+  need_tools perf
+  for t in create get; do
+    if [[ $t == create ]]; then
+      args=(--url "$BASE/api/v1/namespaces/default/configmaps" --method POST --body-file "$(body_for perf)")
+    else
+      args=(--url "$BASE/api/v1/namespaces/default/configmaps/bench-get")
+    fi
+    "${LG_PIN[@]}" "$KG_LOAD" -c "$CONNS" -t "$(loadgen_threads "$CONNS")" "${args[@]}" -d "$((PERF_SECONDS + 2))" \
+      "${LG_TLS[@]}" >"$OUT/perf-$t.load.txt" 2>&1 &
+    LOADGEN_PID=$!
+    sleep 1
+    "${LG_PIN[@]}" perf record -q -o "$RUN/perf-$t.data" -F 999 -p "$KG_PID,$ETCD_PID" -- sleep "$PERF_SECONDS" >/dev/null 2>&1 || true
+    wait "$LOADGEN_PID" || true; LOADGEN_PID=
+    {
+      echo "== kubegate-$t under perf: $(grep -o 'rps=[0-9.]*' "$OUT/perf-$t.load.txt")"
+      echo "-- by process and library (self time)"
+      perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort comm,dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 || true
+      echo "-- top symbols"
+      perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort comm,dso,symbol 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40 || true
+    } >"$OUT/perf-$t.txt"
+    log "perf of kubegate-$t -> $OUT/perf-$t.txt"
+  done
+fi
+
+python3 - "$CSV" "$FOREIGN_MAX" "$RPCS" <<'PY' | tee "$OUT/summary.txt"
 import csv, statistics as st, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 FOREIGN_MAX = float(sys.argv[2])
@@ -101,5 +162,13 @@ for what, a, b, target in (("creates vs etcd puts", "kubegate-create", "etcd-put
     vals = [float(by[(k, a)]["rps"]) / float(by[(k, b)]["rps"]) for k in rounds if (k, a) in by and (k, b) in by]
     ratio = st.median(vals)
     print(f"kubegate {what}: {ratio:.2f}x  (target >= {target}x -> {'met' if ratio >= target else 'NOT met'})")
+for what, a, b in (("etcd txn creates vs etcd puts", "etcd-create", "etcd-put"), ("kubegate creates vs etcd txn creates", "kubegate-create", "etcd-create")):
+    vals = [float(by[(k, a)]["rps"]) / float(by[(k, b)]["rps"]) for k in rounds if (k, a) in by and (k, b) in by]
+    if vals:
+        print(f"  (diagnostic) {what}: {st.median(vals):.2f}x")
+print()
+print("etcd RPCs per kubegate request (Range / Txn / Put):")
+for r in csv.DictReader(open(sys.argv[3])):
+    print(f"  round {r['round']} {r['target']:<16} {r['range_per_req']} / {r['txn_per_req']} / {r['put_per_req']}")
 PY
 log "done; raw runs in $CSV"

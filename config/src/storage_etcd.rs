@@ -1,7 +1,9 @@
 //! `storage.etcd`: keep objects in an etcd v3 cluster instead of the embedded store (how
 //! several kubegate replicas share state). Mirrors kube-apiserver's `--etcd-servers`,
 //! `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`, `--etcd-prefix` and
-//! `--etcd-compaction-interval`; off unless set.
+//! `--etcd-compaction-interval`; off unless set. `dialTimeout` and `requestTimeout` bound
+//! connecting to a member and each etcd request (kube-apiserver has no flag for these: it
+//! dials for 20 s and bounds etcd calls by the API request's own deadline).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,6 +33,14 @@ pub struct EtcdConfig {
     /// (kube-apiserver's default 5m); `0s` disables compaction.
     #[serde(with = "duration::serde_duration")]
     pub compaction_interval: Duration,
+    /// Time allowed to open a connection to a member (default 5s).
+    #[serde(with = "duration::serde_duration")]
+    pub dial_timeout: Duration,
+    /// Time allowed for one etcd request (a write, a list page, opening a watch), including
+    /// failing over to another member; past it the API request fails with 503 (default 15s,
+    /// under the 60s an API request may take, so the client gets the storage error).
+    #[serde(with = "duration::serde_duration")]
+    pub request_timeout: Duration,
 }
 
 /// kube-apiserver's default `--etcd-prefix`.
@@ -45,9 +55,16 @@ impl Default for EtcdConfig {
             key_file: None,
             prefix: DEFAULT_ETCD_PREFIX.into(),
             compaction_interval: Duration::from_secs(300),
+            dial_timeout: DEFAULT_ETCD_DIAL_TIMEOUT,
+            request_timeout: DEFAULT_ETCD_REQUEST_TIMEOUT,
         }
     }
 }
+
+/// Default `storage.etcd.dialTimeout`.
+pub const DEFAULT_ETCD_DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default `storage.etcd.requestTimeout`.
+pub const DEFAULT_ETCD_REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl EtcdConfig {
     /// Whether the endpoints are `https://` (TLS to etcd).
@@ -102,6 +119,16 @@ impl EtcdConfig {
                         "{FIELD}.{name}: Forbidden: TLS files need https:// endpoints"
                     ));
                 }
+            }
+        }
+        for (name, value) in [
+            ("dialTimeout", self.dial_timeout),
+            ("requestTimeout", self.request_timeout),
+        ] {
+            if value.is_zero() {
+                errors.push(format!(
+                    "{FIELD}.{name}: Invalid value: \"0s\": must be greater than zero"
+                ));
             }
         }
         if !self.prefix.starts_with('/') || self.prefix.contains(char::is_whitespace) {
@@ -163,6 +190,8 @@ mod tests {
         let c = EtcdConfig::default();
         assert_eq!(c.prefix, "/registry");
         assert_eq!(c.compaction_interval, Duration::from_secs(300));
+        assert_eq!(c.dial_timeout, Duration::from_secs(5));
+        assert_eq!(c.request_timeout, Duration::from_secs(15));
         // Defaults alone are not enough: the endpoints are required.
         let e = errors(&c);
         assert_eq!(e.len(), 1, "{e:?}");
@@ -237,7 +266,7 @@ mod tests {
     #[test]
     fn parses_from_the_config_file() {
         let c = crate::Config::from_yaml(
-            "storage:\n  etcd:\n    endpoints: [https://10.0.0.1:2379, https://10.0.0.2:2379]\n    caFile: /pki/etcd/ca.crt\n    certFile: /pki/etcd/client.crt\n    keyFile: /pki/etcd/client.key\n    compactionInterval: 1m30s\n",
+            "storage:\n  etcd:\n    endpoints: [https://10.0.0.1:2379, https://10.0.0.2:2379]\n    caFile: /pki/etcd/ca.crt\n    certFile: /pki/etcd/client.crt\n    keyFile: /pki/etcd/client.key\n    compactionInterval: 1m30s\n    requestTimeout: 4s\n",
         )
         .unwrap();
         let etcd = c.storage.etcd.clone().unwrap();
@@ -245,6 +274,8 @@ mod tests {
         assert_eq!(etcd.ca_file, Some(PathBuf::from("/pki/etcd/ca.crt")));
         assert_eq!(etcd.prefix, "/registry", "defaulted");
         assert_eq!(etcd.compaction_interval, Duration::from_secs(90));
+        assert_eq!(etcd.request_timeout, Duration::from_secs(4));
+        assert_eq!(etcd.dial_timeout, Duration::from_secs(5), "defaulted");
         c.validate().unwrap();
         // The embedded store stays the default.
         assert_eq!(crate::Config::default().storage.etcd, None);
@@ -253,6 +284,20 @@ mod tests {
         assert!(
             err.contains("storage.etcd") && err.contains("servers"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn timeouts_must_be_positive() {
+        let c = EtcdConfig {
+            endpoints: vec!["http://127.0.0.1:2379".into()],
+            request_timeout: Duration::ZERO,
+            ..Default::default()
+        };
+        let e = errors(&c);
+        assert_eq!(
+            e,
+            ["storage.etcd.requestTimeout: Invalid value: \"0s\": must be greater than zero"]
         );
     }
 

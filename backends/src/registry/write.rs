@@ -213,12 +213,28 @@ impl Registry {
             return Ok(());
         };
         let key = ns_def.key("", namespace);
-        let Some(cached) = self.cacher.get(&key) else {
+        // None: missing; Some(terminating).
+        let state = || -> ApiResult<Option<bool>> {
+            let Some(cached) = self.cacher.get(&key) else {
+                return Ok(None);
+            };
+            let ns: Value = serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
+            Ok(Some(
+                ns.pointer("/metadata/deletionTimestamp").is_some()
+                    || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating"),
+            ))
+        };
+        // Like kube's NamespaceLifecycle admission: the cache may allow the write, but a
+        // refusal is confirmed against the store (a namespace created moments ago, through
+        // any replica, may not be cached yet), so creates skip the store round trip.
+        let mut terminating = state()?;
+        if terminating != Some(false) {
+            self.sync_cache().await?;
+            terminating = state()?;
+        }
+        let Some(terminating) = terminating else {
             return Err(ApiError::not_found(&ns_def.group_resource(), namespace));
         };
-        let ns: Value = serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
-        let terminating = ns.pointer("/metadata/deletionTimestamp").is_some()
-            || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
         if terminating {
             let mut error = ApiError::forbidden_resource(
                 &def.group_resource(),
@@ -354,7 +370,11 @@ impl Registry {
         }
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
-        self.sync_cache().await?;
+        // A create reads nothing before its write (etcd's create-if-absent decides
+        // AlreadyExists); only a dry run answers that from the cache, which must be current.
+        if dry_run {
+            self.sync_cache().await?;
+        }
         self.check_namespace_lifecycle(def, &namespace, &name)
             .await?;
         if dry_run {
@@ -893,11 +913,12 @@ impl Registry {
                     .await
                 {
                     Ok(revision) => {
+                        self.settle_namespace_delete(def, revision).await;
                         return Ok((
                             options.pending_status(),
                             with_revision(marked, revision),
                             false,
-                        ))
+                        ));
                     }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(&gr, name)),
@@ -919,6 +940,20 @@ impl Registry {
             name,
             "too many concurrent modifications; please retry",
         ))
+    }
+
+    /// Before a namespace's deletion is acknowledged, waits for this replica's cache to hold
+    /// it: creates check namespaces against the cache, so content must not get into a
+    /// namespace this replica has just answered as deleted (kube's NamespaceLifecycle forces
+    /// live lookups after a namespace delete for the same reason). Best effort: past the
+    /// wait the delete has happened all the same.
+    async fn settle_namespace_delete(&self, def: &ResourceDef, revision: u64) {
+        if def.group.is_empty() && def.plural == "namespaces" {
+            let _ = self
+                .cacher
+                .wait_for_revision(revision, self.options.cache_wait)
+                .await;
+        }
     }
 
     pub(super) async fn delete_collection(

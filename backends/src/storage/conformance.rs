@@ -41,6 +41,7 @@ macro_rules! suite {
                 watch_from_current_revision_sees_only_new_events,
                 watch_handoff_under_concurrent_writes_has_no_gaps,
                 concurrent_writers_get_distinct_revisions,
+                current_revision_includes_every_acknowledged_write,
                 close_refuses_writes_and_watches,
             );
         }
@@ -519,6 +520,54 @@ pub(crate) async fn concurrent_writers_get_distinct_revisions(s: Arc<dyn Store>,
         }
     }
     assert_eq!(won, 1);
+}
+
+/// `current_revision` is what consistent reads wait for, so it must be linearizable: a call
+/// made after a write was acknowledged answers at least that write's revision, even while
+/// other callers keep the engine busy answering the same question (engines may share work
+/// between concurrent callers, never answers from before a caller asked).
+pub(crate) async fn current_revision_includes_every_acknowledged_write(
+    s: Arc<dyn Store>,
+    _: &Engine,
+) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (s, stop) = (Arc::clone(&s), Arc::clone(&stop));
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    s.current_revision().await.expect("rev");
+                    // An engine may answer without ever suspending: let the writers run.
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                for i in 0..20 {
+                    let written = s
+                        .create(&format!("/lin/{w}/{i}"), b("x"))
+                        .await
+                        .expect("create");
+                    let seen = s.current_revision().await.expect("rev");
+                    assert!(
+                        seen >= written,
+                        "current revision {seen} < acknowledged write {written}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.expect("writer");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.await.expect("reader");
+    }
 }
 
 pub(crate) async fn close_refuses_writes_and_watches(s: Arc<dyn Store>, _: &Engine) {

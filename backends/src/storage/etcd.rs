@@ -15,7 +15,9 @@
 //!   error (the watch cache then re-watches or re-lists).
 //! - [`Store::current_revision`] is the last write under the prefix, not etcd's global
 //!   revision (see the `progress` module): writes elsewhere in the cluster must not make the watch
-//!   cache wait for events it will never get.
+//!   cache wait for events it will never get. Concurrent callers share fetches without losing
+//!   linearizability (see the `single_flight` module): each gets a revision read after it
+//!   asked, and one etcd round trip answers every caller that arrived during the previous one.
 //! - Requests are bounded by [`EtcdOptions::request_timeout`] and retried on another member
 //!   when one cannot be reached (writes only when they cannot have been sent).
 //! - A background compactor (the `compactor` module) compacts history every
@@ -26,13 +28,14 @@
 
 mod compactor;
 mod progress;
+mod single_flight;
 #[cfg(test)]
 mod tests;
 mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -116,7 +119,8 @@ impl From<&EtcdConfig> for EtcdOptions {
             key_file: config.key_file.clone(),
             prefix: config.prefix.clone(),
             compaction_interval: config.compaction_interval,
-            ..EtcdOptions::default()
+            dial_timeout: config.dial_timeout,
+            request_timeout: config.request_timeout,
         }
     }
 }
@@ -132,6 +136,8 @@ pub struct EtcdStore {
     closed: AtomicBool,
     /// The last write under the prefix (see the `progress` module).
     progress: Arc<progress::Progress>,
+    /// Shares reads of the current revision between concurrent callers.
+    revisions: single_flight::SingleFlight,
     /// Set to `true` by [`Store::close`]; the compactor and watch forwarders stop on it (or
     /// when the store is dropped and the sender goes away).
     shutdown: signal::Sender<bool>,
@@ -211,7 +217,7 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
         .await
         .map_err(|e| StoreError::Unavailable(format!("etcd client for {endpoints}: {e}")))?;
     let (shutdown, shutdown_rx) = signal::channel(false);
-    let store = EtcdStore {
+    let store = Arc::new_cyclic(|me: &Weak<EtcdStore>| EtcdStore {
         kv: client
             .kv_client()
             .max_decoding_message_size(MAX_RECV_MESSAGE),
@@ -223,9 +229,10 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
         request_timeout: options.request_timeout,
         closed: AtomicBool::new(false),
         progress: progress::Progress::new(0),
+        revisions: revision_fetch(me.clone()),
         shutdown,
         compactor: Mutex::new(None),
-    };
+    });
     // Fail fast on a wrong address, CA or certificate rather than at the first request.
     let revision = store.global_revision().await?;
     store.progress.saw(Some(revision), revision);
@@ -246,7 +253,21 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
         ));
         *lock(&store.compactor) = Some(handle);
     }
-    Ok(Arc::new(store))
+    Ok(store)
+}
+
+/// The batched fetch of [`Store::current_revision`]. It holds the store weakly: fetches run
+/// in their own task, which must not keep a dropped store alive.
+fn revision_fetch(store: Weak<EtcdStore>) -> single_flight::SingleFlight {
+    single_flight::SingleFlight::new(move || {
+        let store = store.upgrade();
+        Box::pin(async move {
+            match store {
+                Some(store) => store.fetch_current_revision().await,
+                None => Err(StoreError::Unavailable("store is closed".into())),
+            }
+        })
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -813,8 +834,7 @@ impl Store for EtcdStore {
         if self.closed.load(Ordering::Acquire) {
             return Ok(self.progress.last_write());
         }
-        let global = self.global_revision().await?;
-        self.progress.current(global, self.request_timeout).await
+        self.revisions.get().await
     }
 
     async fn close(&self) {
@@ -828,6 +848,14 @@ impl Store for EtcdStore {
 }
 
 impl EtcdStore {
+    /// One read of the last write under the prefix: etcd's revision now, then the progress
+    /// tracker's last write once it has seen everything up to it. Only through
+    /// `self.revisions`, which batches callers.
+    async fn fetch_current_revision(&self) -> Result<Revision, StoreError> {
+        let global = self.global_revision().await?;
+        self.progress.current(global, self.request_timeout).await
+    }
+
     /// etcd's cluster-wide revision (writes outside the prefix count too).
     async fn global_revision(&self) -> Result<Revision, StoreError> {
         let resp = self

@@ -23,7 +23,9 @@ use super::{from_rev, to_rev};
 use crate::storage::{Revision, StoreError};
 
 /// How often a caller waiting in [`Progress::current`] asks again (etcd answers a progress
-/// request only while the watch is caught up).
+/// request only while the watch is caught up). Events arriving in between do not trigger
+/// more requests: under write load they bring the tracker up to date by themselves, and one
+/// request per interval is all a prefix without writes needs.
 const PROGRESS_RETRY: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -58,12 +60,16 @@ impl Progress {
     ) -> Result<Revision, StoreError> {
         let mut complete = self.complete.subscribe();
         let reached = tokio::time::timeout(timeout, async {
+            let mut next_nudge = tokio::time::Instant::now();
             loop {
                 if *complete.borrow_and_update() >= global {
                     return;
                 }
-                self.nudge.notify_one();
-                let _ = tokio::time::timeout(PROGRESS_RETRY, complete.changed()).await;
+                if tokio::time::Instant::now() >= next_nudge {
+                    self.nudge.notify_one();
+                    next_nudge = tokio::time::Instant::now() + PROGRESS_RETRY;
+                }
+                let _ = tokio::time::timeout_at(next_nudge, complete.changed()).await;
             }
         })
         .await;

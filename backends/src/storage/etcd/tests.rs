@@ -477,6 +477,77 @@ async fn watch_cache_follows_etcd() {
         .unwrap();
 }
 
+/// `current_revision` shares etcd round trips between concurrent callers, yet every caller
+/// sees each write acknowledged before it asked (linearizable), with writers racing readers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_current_revisions_are_batched_and_linearizable() {
+    let etcd = TestEtcd::start().await;
+    let s = etcd.store().await;
+    let before = s.revisions.fetches();
+    // Readers in a tight loop keep a fetch in flight nearly all the time, so the checks below
+    // mostly arrive mid-fetch: exactly the case where reusing that fetch would be stale.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..8 {
+        let (s, stop) = (s.clone(), stop.clone());
+        readers.push(tokio::spawn(async move {
+            let mut calls = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.current_revision().await.unwrap();
+                calls += 1;
+            }
+            calls
+        }));
+    }
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let s = s.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let written = s
+                    .create(&format!("/cm/ns/w{w}-{i}"), b("{}"))
+                    .await
+                    .unwrap();
+                let seen = s.current_revision().await.unwrap();
+                assert!(
+                    seen >= written,
+                    "current revision {seen} is older than the write {written} acknowledged before the read"
+                );
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut calls = 100;
+    for r in readers {
+        calls += r.await.unwrap();
+    }
+    let fetches = s.revisions.fetches() - before;
+    assert!(
+        fetches > 0 && fetches <= calls,
+        "{fetches} fetches for {calls} calls"
+    );
+}
+
+/// Callers that ask together before any round trip completes share one (plus the one the
+/// first caller started), and the batch's answer includes every earlier write.
+#[tokio::test]
+async fn callers_arriving_together_share_one_fetch() {
+    let etcd = TestEtcd::start().await;
+    let s = etcd.store().await;
+    let written = s.create("/cm/ns/a", b("{}")).await.unwrap();
+    let before = s.revisions.fetches();
+    // On this single-threaded runtime the first caller's fetch cannot run before all 50
+    // have joined: the first starts a fetch, the other 49 join the next one.
+    let answers = futures::future::join_all((0..50).map(|_| s.current_revision())).await;
+    for answer in answers {
+        assert_eq!(answer.unwrap(), written);
+    }
+    assert_eq!(s.revisions.fetches() - before, 2);
+}
+
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, written to `dir`.
 fn pki(dir: &Path) -> TestPki {
     use rcgen::{
