@@ -19,8 +19,15 @@
 # Targets (issue 7, reported, not asserted): custom-resource create and list rates >= 0.8x
 # the ConfigMap rates; CRD to served <= 1 s with 500 CRDs installed.
 #
+# With PROFILE_TARGETS (e.g. "widget-create widget-list"), kubegate is then sampled with perf
+# (call graphs) during PROFILE_SECONDS of each target's load: <target>.flat.txt (self time) and
+# <target>.callers.txt (inclusive time). CRDS=0 skips the establish part; ROUNDS=0 WARMUP=0
+# measures the memory the CRDs cost a fresh kubegate (rss.txt, SETTLE seconds after the last).
+#
 # Usage: bench/crd.sh        CONNS=32 ROUNDS=3 DURATION=8 CRDS=500 bench/crd.sh
-# Output: $RESULTS/crd/summary.txt, runs.csv, establish.txt, meta.txt.
+#        ROUNDS=1 CRDS=0 PROFILE_TARGETS="widget-create cm-create" bench/crd.sh   (needs perf)
+#        ROUNDS=0 WARMUP=0 bench/crd.sh                                            (memory of 500 CRDs)
+# Output: $RESULTS/crd/summary.txt, runs.csv, establish.txt, meta.txt, rss.txt.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -32,6 +39,10 @@ CRDS=${CRDS:-500}
 ESTABLISH_TRIES=${ESTABLISH_TRIES:-5}
 LIST_OBJECTS=${LIST_OBJECTS:-100}
 KG_PORT_WANT=${KG_PORT_WANT:-17455}
+SETTLE=${SETTLE:-15}
+PROFILE_TARGETS=${PROFILE_TARGETS:-}
+PROFILE_SECONDS=${PROFILE_SECONDS:-6}
+[[ -n $PROFILE_TARGETS ]] && need_tools perf
 
 prepare_common
 OUT=$RESULTS/crd
@@ -139,7 +150,35 @@ for ((r = 1; r <= ROUNDS; r++)); do
     --url "$CL_URL" -d "$DURATION" "${LG_TLS[@]}"
 done
 
+# ----------------------------------------------------------------------------- profile
+declare -A TARGET_ARGS=(
+  [widget-create]="--url $W_URL --method POST --body-file $(widget_body p)"
+  [cm-create]="--url $C_URL --method POST --body-file $(cm_body p)"
+  [widget-list]="--url $WL_URL"
+  [cm-list]="--url $CL_URL"
+)
+for t in $PROFILE_TARGETS; do
+  [[ -n ${TARGET_ARGS[$t]:-} ]] || die "unknown PROFILE_TARGETS entry $t"
+  log "profiling $t for ${PROFILE_SECONDS}s"
+  "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$CONNS" -t "$(loadgen_threads "$CONNS")" ${TARGET_ARGS[$t]} \
+    -d "$((PROFILE_SECONDS + 2))" "${LG_TLS[@]}" >"$OUT/$t.perf-load.txt" 2>&1 &
+  LOADGEN_PID=$!
+  sleep 1
+  "${LG_PIN[@]}" perf record -q -o "$OUT/$t.perf.data" -F 999 --call-graph dwarf,16384 -p "$KG_PID" \
+    -- sleep "$PROFILE_SECONDS" >/dev/null 2>&1 &
+  PERF_PID=$!; STARTED+=("$PERF_PID")
+  wait "$PERF_PID" || true; forget_pid "$PERF_PID"
+  wait "$LOADGEN_PID" || true; LOADGEN_PID=
+  perf report -i "$OUT/$t.perf.data" --stdio --no-children --sort symbol -g none --percent-limit 0.3 2>/dev/null |
+    grep -v '^#' | grep -v '^$' >"$OUT/$t.flat.txt" || true
+  perf report -i "$OUT/$t.perf.data" --stdio --children --sort symbol -g none --percent-limit 1 2>/dev/null |
+    grep -v '^#' | grep -v '^$' >"$OUT/$t.callers.txt" || true
+  log "$t: $(grep -o 'requests=.*p99_us=[0-9]*' "$OUT/$t.perf-load.txt"); $OUT/$t.{flat,callers}.txt"
+done
+echo "rss_kib_after_load=$(awk '/VmRSS/{print $2}' "/proc/$KG_PID/status")" >"$OUT/rss.txt"
+
 # ----------------------------------------------------------------------------- establish
+if (( CRDS > 0 )); then
 log "installing $CRDS CRDs, then timing $ESTABLISH_TRIES more from POST to served"
 py "$CRDS" "$ESTABLISH_TRIES" <<'PY' | tee "$OUT/establish.txt"
 import http.client, json, ssl, sys, time, statistics
@@ -186,7 +225,20 @@ med_s = statistics.median(t[0] for t in times); med_d = statistics.median(t[1] f
 print(f"median: served {med_s*1000:.0f} ms, discovered {med_d*1000:.0f} ms with {n} CRDs installed; "
       f"target <= 1000 ms -> {'met' if max(med_s, med_d) <= 1.0 else 'NOT met'}")
 PY
-echo "rss_kib_after=$(awk '/VmRSS/{print $2}' "/proc/$KG_PID/status")" >>"$OUT/meta.txt"
+fi
+# Memory once the CRDs' documents have settled (the local OpenAPI documents follow a change on
+# their own task), then after one request of the Swagger document, which is assembled on the
+# first request only. With ROUNDS=0 WARMUP=0 this is the memory 500 CRDs cost a fresh kubegate;
+# after load rounds, it also holds every object they created.
+rss() { awk '/VmRSS/{print $2}' "/proc/$KG_PID/status"; }
+if (( CRDS > 0 )); then
+  sleep "$SETTLE"
+  echo "rss_kib_after_crds=$(rss) (CRDS=$CRDS, ${SETTLE}s after the last)" >>"$OUT/rss.txt"
+  kg_curl /openapi/v2 -o /dev/null
+  echo "rss_kib_after_openapi_v2=$(rss)" >>"$OUT/rss.txt"
+fi
+echo "rss_kib_after=$(rss)" >>"$OUT/meta.txt"
+cat "$OUT/rss.txt"
 
 # ----------------------------------------------------------------------------- summary
 python3 - "$CSV" "$FOREIGN_MAX" <<'EOF' | tee "$OUT/summary.txt"
@@ -194,6 +246,8 @@ import csv, statistics as st, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 FOREIGN_MAX = float(sys.argv[2])
 print()
+if not rows:
+    print("no load rounds (ROUNDS=0)"); sys.exit(0)
 hdr = f"{'round':>5} {'target':<14}{'req/s':>9}{'p50 us':>9}{'p99 us':>9}{'srv us/req':>11}{'errors':>7}"
 print(hdr); print("-" * len(hdr))
 for r in rows:

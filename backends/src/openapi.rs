@@ -18,7 +18,10 @@
 //! `x-kubernetes-*` list and patch extensions, and describes `IntOrString`/`Quantity`
 //! differently); the corrections are tables extracted from the `k8s.io/api` v0.33 Go markers.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -68,18 +71,18 @@ const PATCH_TYPES: &[&str] = &[
     "application/apply-patch+yaml",
 ];
 
-/// The precomputed OpenAPI documents.
+/// The documents requests are answered from. The v3 documents are stored bytes; the Swagger
+/// document (hundreds of kilobytes per custom resource, twice: JSON and protobuf) is assembled
+/// on its first request and kept until the next change, as kube-openapi's lazy handler does, so
+/// that a server whose clients read only v3 never holds it.
 #[derive(Debug, Clone)]
 pub struct OpenApi {
     v3_index: Doc,
     v3: BTreeMap<String, Doc>,
-    v2: Doc,
-    /// The same document as gnostic protobuf; kube gives both encodings one ETag (the
-    /// response varies on `Accept`).
-    v2_protobuf: Bytes,
+    v2: Arc<merge::LazyV2>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Doc {
     body: Bytes,
     /// The quoted ETag header value, `"<HEX>"`.
@@ -89,7 +92,11 @@ struct Doc {
 impl Doc {
     fn new(value: &Value) -> Doc {
         // Serializing a `Value` cannot fail (every key is a string).
-        Doc::from_bytes(Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+        let mut body = serde_json::to_vec(value).unwrap_or_default();
+        // Kept for as long as it is served: without this, a third of the documents' memory
+        // is the unused capacity the buffer grew into.
+        body.shrink_to_fit();
+        Doc::from_bytes(Bytes::from(body))
     }
 
     /// A document served as these bytes (a remote backend's, kept as fetched).
@@ -117,7 +124,7 @@ impl OpenApi {
 
     /// Assembles the served documents: the `/openapi/v3` index lists every v3 document with its
     /// hash.
-    fn from_parts(v3: BTreeMap<String, Doc>, v2: Doc, v2_protobuf: Bytes) -> OpenApi {
+    fn from_parts(v3: BTreeMap<String, Doc>, v2: merge::LazyV2) -> OpenApi {
         let mut index = Map::new();
         for (key, doc) in &v3 {
             index.insert(
@@ -128,8 +135,7 @@ impl OpenApi {
         OpenApi {
             v3_index: Doc::new(&json!({ "paths": index })),
             v3,
-            v2,
-            v2_protobuf,
+            v2: Arc::new(v2),
         }
     }
 
@@ -161,9 +167,12 @@ impl OpenApi {
         self.v3.get(key).map(|d| server_relative_url(key, d.hash()))
     }
 
-    /// The Swagger 2.0 document (`/openapi/v2`, JSON) and its quoted ETag.
+    /// The Swagger 2.0 document (`/openapi/v2`, JSON) and its quoted ETag. The first call after
+    /// a change assembles it (blocking: hundreds of milliseconds with hundreds of custom
+    /// resources); see [`Self::v2_built`].
     pub fn v2(&self) -> (&Bytes, &str) {
-        (&self.v2.body, &self.v2.etag)
+        let (doc, _) = self.v2.get();
+        (&doc.body, &doc.etag)
     }
 
     /// The Swagger 2.0 document as gnostic protobuf and its quoted ETag (the JSON one: kube
@@ -172,43 +181,41 @@ impl OpenApi {
     /// `application/com.github.proto-openapi.spec.v2@v1.0+protobuf` or
     /// `application/com.github.proto-openapi.spec.v2.v1.0+protobuf` before any JSON type.
     pub fn v2_protobuf(&self) -> (&Bytes, &str) {
-        (&self.v2_protobuf, &self.v2.etag)
+        let (doc, protobuf) = self.v2.get();
+        (protobuf, &doc.etag)
+    }
+
+    /// Whether the Swagger document has been assembled (someone asked for it): a caller
+    /// replacing these documents can assemble the next ones ahead of the next request.
+    pub fn v2_built(&self) -> bool {
+        self.v2.is_built()
     }
 }
 
-/// Generates the local v3 documents and the Swagger document (encoded by [`LocalOpenApi`], which
-/// keeps it for merging remote documents in). [`OpenApi::merged`] reuses the result while the
-/// `ResourceDef` fields listed in `merge::ResourceFingerprint` stay the same: reading another
-/// field here means adding it there.
-fn generate(resources: &[ResourceDef]) -> (BTreeMap<String, Doc>, Value) {
-    let catalog = build_catalog(resources);
+/// A path and the routes under it.
+type Paths = BTreeMap<String, Vec<Route>>;
 
-    let mut by_gv: BTreeMap<(String, String), Vec<&ResourceDef>> = BTreeMap::new();
+/// The v3 documents to generate for `resources`: key, paths and `info.version`, in order.
+fn plan_documents(resources: &[ResourceDef]) -> Vec<(String, Paths, &'static str)> {
+    let mut by_gv: BTreeMap<(&str, &str), Vec<&ResourceDef>> = BTreeMap::new();
     for r in resources {
         by_gv
-            .entry((r.group.clone(), r.version.clone()))
+            .entry((r.group.as_str(), r.version.as_str()))
             .or_default()
             .push(r);
     }
-
-    // Every path of every v3 document, kept to assemble the v2 document afterwards.
-    let mut all_paths: BTreeMap<String, Vec<Route>> = BTreeMap::new();
-    let mut v3 = BTreeMap::new();
-    let mut push_doc = |key: String, paths: BTreeMap<String, Vec<Route>>, info: &str| {
-        v3.insert(key, Doc::new(&render_v3(&paths, &catalog, info)));
-        all_paths.extend(paths);
-    };
-
-    push_doc("api".into(), root_paths(true), "unversioned");
-    push_doc("apis".into(), root_paths(false), "unversioned");
-    push_doc("version".into(), version_paths(), "unversioned");
+    let mut plan = vec![
+        ("api".to_string(), root_paths(true), "unversioned"),
+        ("apis".to_string(), root_paths(false), "unversioned"),
+        ("version".to_string(), version_paths(), "unversioned"),
+    ];
     let groups: BTreeSet<&str> = by_gv
         .keys()
-        .map(|(g, _)| g.as_str())
+        .map(|(g, _)| *g)
         .filter(|g| !g.is_empty())
         .collect();
     for group in groups {
-        push_doc(format!("apis/{group}"), group_paths(group), "unversioned");
+        plan.push((format!("apis/{group}"), group_paths(group), "unversioned"));
     }
     for ((group, version), defs) in &by_gv {
         let key = if group.is_empty() {
@@ -216,10 +223,101 @@ fn generate(resources: &[ResourceDef]) -> (BTreeMap<String, Doc>, Value) {
         } else {
             format!("apis/{group}/{version}")
         };
-        push_doc(key, group_version_paths(group, version, defs), KUBE_VERSION);
+        plan.push((key, group_version_paths(group, version, defs), KUBE_VERSION));
     }
+    plan
+}
 
-    (v3, render_v2(&all_paths, &catalog))
+/// A generated v3 document and a fingerprint of everything it was rendered from (its paths and
+/// every definition it includes), so a rebuild can keep it when those are unchanged.
+#[derive(Debug, Clone)]
+struct V3Doc {
+    inputs: u64,
+    doc: Doc,
+}
+
+/// Generates the local v3 documents, taking each from `previous` when its inputs are the same:
+/// a CRD change renders (and hashes) only its own group-version's document, so the others keep
+/// their bytes and ETags, and a rebuild with hundreds of CRDs costs little.
+fn generate_v3(
+    resources: &[ResourceDef],
+    previous: Option<&BTreeMap<String, V3Doc>>,
+) -> BTreeMap<String, V3Doc> {
+    let catalog = build_catalog(resources);
+    // One key for the process: fingerprints are compared across builds.
+    static HASHER: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let hasher = HASHER.get_or_init(std::collections::hash_map::RandomState::new);
+    let mut definition_hashes: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut v3 = BTreeMap::new();
+    for (key, paths, info) in plan_documents(resources) {
+        let names = closure(&catalog, referenced_definitions(&paths));
+        let mut inputs = hasher.build_hasher();
+        info.hash(&mut inputs);
+        paths.hash(&mut inputs);
+        for name in &names {
+            name.hash(&mut inputs);
+            let definition = match catalog.get_key_value(name.as_str()) {
+                Some((name, schema)) => {
+                    *definition_hashes.entry(name.as_str()).or_insert_with(|| {
+                        let mut h = hasher.build_hasher();
+                        hash_value(schema, &mut h);
+                        h.finish()
+                    })
+                }
+                None => 0,
+            };
+            definition.hash(&mut inputs);
+        }
+        let inputs = inputs.finish();
+        let doc = match previous.and_then(|p| p.get(&key)) {
+            Some(kept) if kept.inputs == inputs => kept.doc.clone(),
+            _ => Doc::new(&render_v3(&paths, &catalog, &names, info)),
+        };
+        v3.insert(key, V3Doc { inputs, doc });
+    }
+    v3
+}
+
+/// The Swagger document's parts: every path of every v3 document and the definitions catalog.
+fn v2_inputs(resources: &[ResourceDef]) -> (BTreeMap<String, Vec<Route>>, BTreeMap<String, Value>) {
+    let mut all_paths = BTreeMap::new();
+    for (_, paths, _) in plan_documents(resources) {
+        all_paths.extend(paths);
+    }
+    (all_paths, build_catalog(resources))
+}
+
+/// Feeds a JSON value to a hasher, keys in document order (which the served bytes follow).
+fn hash_value(value: &Value, state: &mut impl Hasher) {
+    match value {
+        Value::Null => state.write_u8(0),
+        Value::Bool(b) => {
+            state.write_u8(1);
+            b.hash(state);
+        }
+        Value::Number(n) => {
+            state.write_u8(2);
+            n.to_string().hash(state);
+        }
+        Value::String(s) => {
+            state.write_u8(3);
+            s.hash(state);
+        }
+        Value::Array(items) => {
+            state.write_u8(4);
+            state.write_usize(items.len());
+            items.iter().for_each(|v| hash_value(v, state));
+        }
+        Value::Object(map) => {
+            state.write_u8(5);
+            state.write_usize(map.len());
+            for (k, v) in map {
+                k.hash(state);
+                hash_value(v, state);
+            }
+        }
+    }
 }
 
 fn server_relative_url(key: &str, hash: &str) -> String {
@@ -590,7 +688,13 @@ fn attach_group_version_kinds(defs: &mut BTreeMap<String, Value>, resources: &[R
     let mut served_gvs: BTreeSet<(String, String)> = BTreeSet::new();
     served_gvs.insert((String::new(), "v1".into()));
     for r in resources {
-        served_gvs.insert((r.group.clone(), r.version.clone()));
+        // kube names the meta types with the built-in scheme, which has no custom resource
+        // group (apiextensions-apiserver's OpenAPI builder uses client-go's scheme too): listing
+        // every CRD group-version here would put all of them into every document, growing the
+        // documents with the square of the CRD count and changing them all on each CRD change.
+        if r.openapi_schema.is_none() {
+            served_gvs.insert((r.group.clone(), r.version.clone()));
+        }
         gvks.entry(r.definition.clone()).or_default().insert((
             r.group.clone(),
             r.version.clone(),
@@ -753,26 +857,28 @@ fn rewrite_refs(value: &mut Value) {
 // Paths
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 struct Param {
     name: &'static str,
     /// `path` or `query`.
     location: &'static str,
     ty: &'static str,
-    description: String,
+    /// Borrowed for the constant texts: every route of every resource carries a dozen of these
+    /// (kilobytes each), which with hundreds of CRDs would otherwise be copied per route.
+    description: Cow<'static, str>,
 }
 
 impl Param {
-    fn query(name: &'static str, ty: &'static str, description: &str) -> Param {
+    fn query(name: &'static str, ty: &'static str, description: &'static str) -> Param {
         Param {
             name,
             location: "query",
             ty,
-            description: description.to_string(),
+            description: Cow::Borrowed(description),
         }
     }
 
-    fn path(name: &'static str, description: String) -> Param {
+    fn path(name: &'static str, description: Cow<'static, str>) -> Param {
         Param {
             name,
             location: "path",
@@ -821,7 +927,7 @@ fn sort_value(value: &mut Value) {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Hash)]
 struct Route {
     /// Lower-case HTTP method.
     method: &'static str,
@@ -890,7 +996,7 @@ fn list_options(with_watch: bool) -> Vec<Param> {
     params
 }
 
-fn write_options(field_manager: &str, with_force: bool) -> Vec<Param> {
+fn write_options(field_manager: &'static str, with_force: bool) -> Vec<Param> {
     let mut params = vec![
         Param::query("dryRun", "string", DRY_RUN),
         Param::query("fieldManager", "string", field_manager),
@@ -1067,12 +1173,12 @@ impl RouteBuilder<'_> {
         let item = format!("{collection}/{{name}}");
         let watch_item = format!("{watch_collection}/{{name}}");
         let scope: Vec<Param> = if r.namespaced {
-            vec![Param::path("namespace", NAMESPACE_PARAM.into())]
+            vec![Param::path("namespace", Cow::Borrowed(NAMESPACE_PARAM))]
         } else {
             Vec::new()
         };
         let mut named = scope.clone();
-        named.push(Param::path("name", format!("name of the {kind}")));
+        named.push(Param::path("name", format!("name of the {kind}").into()));
         let with = |base: &[Param], options: Vec<Param>| -> Vec<Param> {
             let mut params = vec![Param::query("pretty", "string", PRETTY)];
             params.extend(options);
@@ -1289,7 +1395,10 @@ impl RouteBuilder<'_> {
         let path = format!("{item}/{name}");
         let rest = format!("{namespaced}{kind}{}", title(name));
         let mut named = scope.to_vec();
-        named.push(Param::path("name", format!("name of the {}", sub.kind)));
+        named.push(Param::path(
+            "name",
+            format!("name of the {}", sub.kind).into(),
+        ));
         let with = |options: Vec<Param>| -> Vec<Param> {
             let mut params = vec![Param::query("pretty", "string", PRETTY)];
             params.extend(options);
@@ -1550,9 +1659,11 @@ fn security_scheme() -> Value {
     })
 }
 
+/// One v3 document: `paths` and the `definitions` they reach (their closure in `catalog`).
 fn render_v3(
     paths: &BTreeMap<String, Vec<Route>>,
     catalog: &BTreeMap<String, Value>,
+    definitions: &BTreeSet<String>,
     info_version: &str,
 ) -> Value {
     let mut out_paths = Map::new();
@@ -1602,9 +1713,9 @@ fn render_v3(
         out_paths.insert(path.clone(), Value::Object(item));
     }
     let mut schemas = Map::new();
-    for name in closure(catalog, referenced_definitions(paths)) {
-        if let Some(schema) = catalog.get(&name) {
-            schemas.insert(name.clone(), render_schema(&name, schema, Flavor::V3));
+    for name in definitions {
+        if let Some(schema) = catalog.get(name) {
+            schemas.insert(name.clone(), render_schema(name, schema, Flavor::V3));
         }
     }
     json!({
@@ -1615,76 +1726,102 @@ fn render_v3(
     })
 }
 
-fn render_v2(paths: &BTreeMap<String, Vec<Route>>, catalog: &BTreeMap<String, Value>) -> Value {
-    let mut out_paths = Map::new();
-    for (path, routes) in paths {
-        let (common, per_route) = split_common(routes);
-        let mut item = Map::new();
-        for method in METHODS {
-            for (route, own) in routes.iter().zip(&per_route) {
-                if route.method != *method {
-                    continue;
-                }
-                let mut op = Map::new();
-                op.insert("description".into(), json!(route.description));
-                op.insert("consumes".into(), json!(route.consumes));
-                op.insert("produces".into(), json!(route.produces));
-                op.insert("schemes".into(), json!(["https"]));
-                op.insert("tags".into(), json!([route.tag]));
-                op.insert("operationId".into(), json!(route.operation_id));
-                let mut params: Vec<Value> = Vec::new();
-                if let Some((def, required)) = &route.body {
-                    let mut body = json!({
-                        "in": "body",
-                        "name": "body",
-                        "schema": { "$ref": format!("{V2_REF_PREFIX}{def}") }
-                    });
-                    if *required {
-                        body["required"] = Value::Bool(true);
-                    }
-                    params.push(body);
-                }
-                params.extend(own.iter().map(Param::v2));
-                if !params.is_empty() {
-                    op.insert("parameters".into(), Value::Array(params));
-                }
-                let mut responses = Map::new();
-                for (code, description, def) in &route.responses {
-                    responses.insert(
-                        code.to_string(),
-                        json!({ "description": description, "schema": { "$ref": format!("{V2_REF_PREFIX}{def}") } }),
-                    );
-                }
-                responses.insert("401".into(), json!({ "description": "Unauthorized" }));
-                op.insert("responses".into(), Value::Object(responses));
-                if let Some(action) = route.action {
-                    op.insert("x-kubernetes-action".into(), json!(action));
-                }
-                if let Some(gvk) = &route.gvk {
-                    op.insert("x-kubernetes-group-version-kind".into(), gvk_extension(gvk));
-                }
-                item.insert(method.to_string(), Value::Object(op));
-            }
-        }
-        if !common.is_empty() {
-            item.insert("parameters".into(), common.iter().map(Param::v2).collect());
-        }
-        out_paths.insert(path.clone(), Value::Object(item));
-    }
-    let mut definitions = Map::new();
-    for name in closure(catalog, referenced_definitions(paths)) {
-        if let Some(schema) = catalog.get(&name) {
-            definitions.insert(name.clone(), render_schema(&name, schema, Flavor::V2));
-        }
-    }
+/// The Swagger document's top-level fields, with its sections (`paths`, `definitions`) empty:
+/// [`LocalOpenApi`] writes the entries into them one at a time.
+fn v2_top() -> Value {
     json!({
         "swagger": "2.0",
         "info": { "title": "Kubernetes", "version": KUBE_VERSION },
-        "paths": out_paths,
-        "definitions": definitions,
+        "paths": {},
+        "definitions": {},
         "securityDefinitions": security_scheme(),
         "security": [{ "BearerToken": [] }]
     })
+}
+
+/// One Swagger path item.
+fn render_v2_path_item(routes: &[Route]) -> Value {
+    let (common, per_route) = split_common(routes);
+    let mut item = Map::new();
+    for method in METHODS {
+        for (route, own) in routes.iter().zip(&per_route) {
+            if route.method != *method {
+                continue;
+            }
+            let mut op = Map::new();
+            op.insert("description".into(), json!(route.description));
+            op.insert("consumes".into(), json!(route.consumes));
+            op.insert("produces".into(), json!(route.produces));
+            op.insert("schemes".into(), json!(["https"]));
+            op.insert("tags".into(), json!([route.tag]));
+            op.insert("operationId".into(), json!(route.operation_id));
+            let mut params: Vec<Value> = Vec::new();
+            if let Some((def, required)) = &route.body {
+                let mut body = json!({
+                    "in": "body",
+                    "name": "body",
+                    "schema": { "$ref": format!("{V2_REF_PREFIX}{def}") }
+                });
+                if *required {
+                    body["required"] = Value::Bool(true);
+                }
+                params.push(body);
+            }
+            params.extend(own.iter().map(Param::v2));
+            if !params.is_empty() {
+                op.insert("parameters".into(), Value::Array(params));
+            }
+            let mut responses = Map::new();
+            for (code, description, def) in &route.responses {
+                responses.insert(
+                    code.to_string(),
+                    json!({ "description": description, "schema": { "$ref": format!("{V2_REF_PREFIX}{def}") } }),
+                );
+            }
+            responses.insert("401".into(), json!({ "description": "Unauthorized" }));
+            op.insert("responses".into(), Value::Object(responses));
+            if let Some(action) = route.action {
+                op.insert("x-kubernetes-action".into(), json!(action));
+            }
+            if let Some(gvk) = &route.gvk {
+                op.insert("x-kubernetes-group-version-kind".into(), gvk_extension(gvk));
+            }
+            item.insert(method.to_string(), Value::Object(op));
+        }
+    }
+    if !common.is_empty() {
+        item.insert("parameters".into(), common.iter().map(Param::v2).collect());
+    }
+    Value::Object(item)
+}
+
+/// The Swagger definitions `paths` reach, by name, rendered one at a time.
+fn v2_definitions<'a>(
+    paths: &BTreeMap<String, Vec<Route>>,
+    catalog: &'a BTreeMap<String, Value>,
+) -> impl Iterator<Item = (String, Value)> + 'a {
+    closure(catalog, referenced_definitions(paths))
+        .into_iter()
+        .filter_map(move |name| {
+            let schema = catalog.get(&name)?;
+            let rendered = render_schema(&name, schema, Flavor::V2);
+            Some((name, rendered))
+        })
+}
+
+/// The whole Swagger document as one value (tests compare the spliced encodings with it).
+#[cfg(test)]
+fn render_v2(paths: &BTreeMap<String, Vec<Route>>, catalog: &BTreeMap<String, Value>) -> Value {
+    let mut document = v2_top();
+    document["paths"] = paths
+        .iter()
+        .map(|(path, routes)| (path.clone(), render_v2_path_item(routes)))
+        .collect::<Map<String, Value>>()
+        .into();
+    document["definitions"] = v2_definitions(paths, catalog)
+        .collect::<Map<String, Value>>()
+        .into();
+    document
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3821,6 +3958,120 @@ mod tests {
         ] {
             assert!(schemas.get(format!("{META}.{name}")).is_some(), "{name}");
         }
+    }
+
+    /// The resources of an Established CRD in group `g<i>.example.com`, whose `spec.color`
+    /// schema has `description`.
+    fn crd(i: usize, description: &str) -> Vec<ResourceDef> {
+        crate::core::custom_resource::resource_defs(&json!({
+            "metadata": {"name": format!("things.g{i}.example.com"), "uid": format!("u{i}")},
+            "spec": {"group": format!("g{i}.example.com"), "scope": "Namespaced",
+                "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {
+                            "color": {"type": "string", "description": description}}}}}}}]},
+            "status": {"acceptedNames": {"plural": "things", "singular": "thing", "kind": "Thing",
+                    "listKind": "ThingList"},
+                "conditions": [{"type": "Established", "status": "True"}]}
+        }))
+    }
+
+    /// A rebuild serves exactly what a build from scratch serves, taking every document whose
+    /// inputs did not change from the previous build (the same bytes, not rendered again).
+    #[test]
+    fn a_rebuild_keeps_unchanged_documents_and_equals_a_fresh_build() {
+        let mut resources = served_resources();
+        resources.extend(crd(1, "a"));
+        resources.extend(crd(2, "a"));
+        let first = LocalOpenApi::build(&resources);
+        // CRD 2's schema changes and CRD 3 comes.
+        let mut next = served_resources();
+        next.extend(crd(1, "a"));
+        next.extend(crd(2, "b"));
+        next.extend(crd(3, "a"));
+        let rebuilt = LocalOpenApi::rebuild(&next, Some(&first)).openapi();
+        let fresh = OpenApi::build(&next);
+        assert_eq!(rebuilt.v3_index(), fresh.v3_index());
+        let keys: Vec<&str> = fresh.v3_keys().collect();
+        assert_eq!(rebuilt.v3_keys().collect::<Vec<_>>(), keys);
+        for key in &keys {
+            assert_eq!(
+                rebuilt.v3_group_version(key),
+                fresh.v3_group_version(key),
+                "{key}"
+            );
+        }
+        assert_eq!(rebuilt.v2(), fresh.v2());
+        assert_eq!(rebuilt.v2_protobuf(), fresh.v2_protobuf());
+
+        let before = first.openapi();
+        let body = |api: &OpenApi, key: &str| api.v3_group_version(key).expect(key).0.clone();
+        let taken = |key: &str| body(&before, key).as_ptr() == body(&rebuilt, key).as_ptr();
+        assert!(taken("api/v1"));
+        assert!(taken("apis/g1.example.com/v1"));
+        assert!(!taken("apis/g2.example.com/v1"));
+        assert_ne!(
+            before
+                .v3_group_version("apis/g2.example.com/v1")
+                .map(|d| d.1),
+            rebuilt
+                .v3_group_version("apis/g2.example.com/v1")
+                .map(|d| d.1)
+        );
+        let color = |api: &OpenApi| {
+            let doc = v3(api, "apis/g2.example.com/v1");
+            doc["components"]["schemas"]["com.example.g2.v1.Thing"]["properties"]["spec"]
+                ["properties"]["color"]["description"]
+                .clone()
+        };
+        assert_eq!(color(&before), "a");
+        assert_eq!(color(&rebuilt), "b");
+    }
+
+    /// kube names the meta types with the built-in scheme: no custom resource group-version is
+    /// among `DeleteOptions`' kinds, so a CRD leaves every other document as it was (and the
+    /// documents do not grow with the square of the CRD count).
+    #[test]
+    fn custom_resources_leave_the_other_documents_alone() {
+        let base = served_resources();
+        let mut with_crds = base.clone();
+        with_crds.extend(crd(1, "a"));
+        with_crds.extend(crd(2, "a"));
+        let (a, b) = (OpenApi::build(&base), OpenApi::build(&with_crds));
+        for key in a.v3_keys() {
+            assert_eq!(a.v3_group_version(key), b.v3_group_version(key), "{key}");
+        }
+        let doc = v3(&b, "apis/g1.example.com/v1");
+        let gvks = doc["components"]["schemas"][format!("{META}.DeleteOptions")]
+            ["x-kubernetes-group-version-kind"]
+            .as_array()
+            .expect("gvks")
+            .clone();
+        assert!(gvks.contains(&json!({ "group": "", "kind": "DeleteOptions", "version": "v1" })));
+        assert!(
+            !gvks
+                .iter()
+                .any(|g| g["group"] == "g1.example.com" || g["group"] == "g2.example.com"),
+            "{gvks:?}"
+        );
+        // The custom kinds keep their own.
+        let (_, thing) = schema_by_gvk(&doc, "g1.example.com", "v1", "Thing");
+        assert_eq!(thing["type"], "object");
+    }
+
+    /// The Swagger document is assembled on its first request and then kept (and shared by
+    /// clones of the documents).
+    #[test]
+    fn the_swagger_document_is_assembled_on_first_use() {
+        let api = OpenApi::build(&served_resources());
+        let clone = api.clone();
+        assert!(!api.v2_built());
+        let (body, etag) = api.v2();
+        assert!(!body.is_empty());
+        assert_eq!(etag, format!("\"{}\"", sha512_hex(body)));
+        assert!(api.v2_built() && clone.v2_built());
+        assert_eq!(clone.v2_protobuf().1, etag);
     }
 
     #[test]

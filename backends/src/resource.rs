@@ -135,6 +135,13 @@ pub trait Strategy: Send + Sync {
         object
     }
 
+    /// When not 0, [`Strategy::decode_stored`]'s output may be cached with the stored object
+    /// under this id (`storage::cacher::Conversions`): it must depend on nothing but the stored
+    /// bytes, and no other strategy, now or later, may use the same id.
+    fn conversion_id(&self) -> u64 {
+        0
+    }
+
     /// How `metadata.name` is validated (most types: DNS-1123 subdomain).
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1123Subdomain

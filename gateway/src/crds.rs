@@ -7,7 +7,7 @@
 // `ApiError` is the registry's error type throughout; boxing it here alone would not help.
 #![allow(clippy::result_large_err)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +17,8 @@ use kubegate_backends::core::apiregistration::{
 };
 use kubegate_backends::core::crd::CLEANUP_FINALIZER;
 use kubegate_backends::core::crd_status::{
-    ensure_stored_version, establish, set_condition, sync_names, terminating_condition, Termination,
+    ensure_stored_version, establish, is_condition_true, set_condition, sync_names,
+    terminating_condition, Termination,
 };
 use kubegate_backends::core::custom_resource::{resource_defs, storage_defs};
 use kubegate_backends::registry::{now_rfc3339, Registry};
@@ -84,30 +85,38 @@ pub async fn sync(registry: &Registry, served: &mut String) -> CacheWatcher {
         .collect();
     let mut defs: Vec<ResourceDef> = Vec::new();
     let mut fingerprint = String::new();
-    for crd in &crds {
-        let versions = resource_defs(crd);
-        if versions
-            .iter()
-            .any(|d| builtin_prefixes.contains(&d.storage_prefix))
-        {
-            tracing::warn!(crd = %name_of(crd), "not served: its resource is a built-in one");
-            continue;
+    {
+        let mut built = BUILT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut still_built = BTreeMap::new();
+        for crd in &crds {
+            let versions = built_resource_defs(crd, &mut built, &mut still_built);
+            if versions
+                .iter()
+                .any(|d| builtin_prefixes.contains(&d.storage_prefix))
+            {
+                tracing::warn!(crd = %name_of(crd), "not served: its resource is a built-in one");
+                continue;
+            }
+            if !versions.is_empty() {
+                fingerprint.push_str(&format!(
+                    "{}@{};",
+                    crd.pointer("/metadata/uid")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                    crd.pointer("/metadata/generation")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                ));
+                fingerprint.push_str(
+                    &serde_json::to_string(&crd["status"]["acceptedNames"]).unwrap_or_default(),
+                );
+            }
+            defs.extend(versions);
         }
-        if !versions.is_empty() {
-            fingerprint.push_str(&format!(
-                "{}@{};",
-                crd.pointer("/metadata/uid")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-                crd.pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-            ));
-            fingerprint.push_str(
-                &serde_json::to_string(&crd["status"]["acceptedNames"]).unwrap_or_default(),
-            );
-        }
-        defs.extend(versions);
+        // CRDs that are gone take their definitions with them.
+        *built = still_built;
     }
     let group_versions: BTreeSet<(String, String)> = defs
         .iter()
@@ -125,6 +134,47 @@ pub async fn sync(registry: &Registry, served: &mut String) -> CacheWatcher {
         tracing::warn!(error = %e, "registering CRD APIServices");
     }
     watcher
+}
+
+/// Each CRD's served resources as last built, by uid, with a hash of what they were built
+/// from. A CRD that did not change keeps its definitions when another one changes: their
+/// compiled schemas are not compiled again, and the conversions cached with its objects
+/// (keyed by the definitions' strategies) stay valid.
+static BUILT: std::sync::Mutex<BTreeMap<String, (u64, Vec<ResourceDef>)>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// [`resource_defs`] of `crd`, taken from `built` when its inputs are unchanged; the result is
+/// recorded in `still_built`.
+fn built_resource_defs(
+    crd: &Value,
+    built: &mut BTreeMap<String, (u64, Vec<ResourceDef>)>,
+    still_built: &mut BTreeMap<String, (u64, Vec<ResourceDef>)>,
+) -> Vec<ResourceDef> {
+    use std::hash::{Hash, Hasher};
+    let uid = crd
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // Everything `resource_defs` reads: the spec, the accepted names, whether the CRD is
+    // Established and whether it is being deleted.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&crd["spec"])
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    serde_json::to_string(&crd["status"]["acceptedNames"])
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    is_condition_true(crd, "Established").hash(&mut hasher);
+    crd.pointer("/metadata/deletionTimestamp")
+        .is_some()
+        .hash(&mut hasher);
+    let inputs = hasher.finish();
+    let defs = match built.remove(uid) {
+        Some((hash, defs)) if hash == inputs && !uid.is_empty() => defs,
+        _ => resource_defs(crd),
+    };
+    still_built.insert(uid.to_string(), (inputs, defs.clone()));
+    defs
 }
 
 fn name_of(object: &Value) -> String {
@@ -339,4 +389,53 @@ async fn register_apiservices(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(uid: &str, description: &str) -> Value {
+        json!({
+            "metadata": {"name": "things.g.example.com", "uid": uid},
+            "spec": {"group": "g.example.com", "scope": "Namespaced",
+                "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "description": description}}}]},
+            "status": {"acceptedNames": {"plural": "things", "singular": "thing", "kind": "Thing",
+                    "listKind": "ThingList"},
+                "conditions": [{"type": "Established", "status": "True"}]}
+        })
+    }
+
+    /// An unchanged CRD keeps its definitions (the same strategy, so the conversions cached
+    /// with its objects stay valid); a changed or replaced one gets new ones; a gone one is
+    /// forgotten.
+    #[test]
+    fn unchanged_crds_keep_their_definitions() {
+        let build = |built: &mut BTreeMap<String, (u64, Vec<ResourceDef>)>, crd: &Value| {
+            let mut next = BTreeMap::new();
+            let defs = built_resource_defs(crd, built, &mut next);
+            *built = next;
+            defs
+        };
+        let mut built = BTreeMap::new();
+        let first = build(&mut built, &crd("u1", "a"));
+        assert_eq!(first.len(), 1);
+        let again = build(&mut built, &crd("u1", "a"));
+        assert!(Arc::ptr_eq(&first[0].strategy, &again[0].strategy));
+        let changed = build(&mut built, &crd("u1", "b"));
+        assert!(!Arc::ptr_eq(&again[0].strategy, &changed[0].strategy));
+        assert_ne!(
+            again[0].strategy.conversion_id(),
+            changed[0].strategy.conversion_id()
+        );
+        let replaced = build(&mut built, &crd("u2", "b"));
+        assert!(!Arc::ptr_eq(&changed[0].strategy, &replaced[0].strategy));
+        assert_eq!(built.keys().collect::<Vec<_>>(), ["u2"]);
+        let mut terminating = crd("u2", "b");
+        terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert!(build(&mut built, &terminating).is_empty());
+    }
 }

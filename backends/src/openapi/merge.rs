@@ -12,21 +12,27 @@
 //!   `x-kubernetes-group-version-kind` lists, which are merged) and otherwise renamed
 //!   `<name>_v2`, `_v3`, ... with every `$ref` to it rewritten.
 //!
-//! The local documents are generated once into a [`LocalOpenApi`], which also keeps every path
-//! and definition of the local Swagger document encoded (JSON and protobuf): a merge borrows the
-//! local entries, encodes only what the remotes add or change, and splices the encodings.
+//! The local documents are generated once into a [`LocalOpenApi`] (v3 at once, reusing the
+//! unchanged documents of the previous one; the Swagger document on first use). It keeps every
+//! path and definition of the local Swagger document as a slice of the document's two encodings
+//! (JSON and protobuf): a merge borrows the local entries, encodes only what the remotes add or
+//! change, and splices the encodings. The Swagger document is never held as a `Value`.
 
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 use serde_json::{Map, Value};
 
-use super::{generate, gnostic, Doc, OpenApi, V2_REF_PREFIX};
+use super::{
+    generate_v3, gnostic, render_v2_path_item, v2_definitions, v2_inputs, v2_top, Doc, OpenApi,
+    V3Doc, V2_REF_PREFIX,
+};
 use crate::resource::ResourceDef;
 
 const GVK_KEY: &str = "x-kubernetes-group-version-kind";
@@ -40,41 +46,76 @@ pub struct RemoteOpenApi {
     pub name: String,
     /// v3: key as in the index (`apis/<group>/<version>`) -> document body (JSON bytes).
     pub v3: Vec<(String, Bytes)>,
-    /// v2 swagger document, if the backend serves one.
-    pub v2: Option<Value>,
+    /// v2 swagger document, if the backend serves one (shared: the served documents keep it
+    /// until they are replaced, to merge it when the Swagger document is first asked for).
+    pub v2: Option<Arc<Value>>,
 }
 
 /// The documents generated from the local resources, kept so that merging remote documents does
-/// not generate them again: build it once per set of local resources and call
-/// [`OpenApi::merge`] whenever a remote document changes.
+/// not generate them again: build it once per set of local resources (or [rebuild] it from the
+/// previous one) and call [`OpenApi::merge`] whenever a remote document changes. Cloning it is
+/// cheap (the documents are shared).
+///
+/// [rebuild]: LocalOpenApi::rebuild
 #[derive(Debug, Clone)]
 pub struct LocalOpenApi {
-    /// The local documents alone.
-    alone: OpenApi,
-    /// The local Swagger document, which remote ones are merged into.
-    v2: LocalV2,
+    inner: Arc<LocalInner>,
+}
+
+#[derive(Debug)]
+struct LocalInner {
+    /// What the Swagger document is generated from, when it is first needed.
+    resources: Vec<ResourceDef>,
+    /// The local v3 documents by key, with the fingerprints of their inputs.
+    v3: BTreeMap<String, V3Doc>,
+    /// The local Swagger document, which remote ones are merged into: generated on first use.
+    v2: OnceLock<LocalV2>,
 }
 
 impl LocalOpenApi {
     /// Generates the local documents (what [`OpenApi::build`] does, keeping the pieces).
     pub fn build(resources: &[ResourceDef]) -> LocalOpenApi {
-        let (v3, document) = generate(resources);
-        let v2 = LocalV2::new(document);
-        let (json, protobuf) = v2.encode(&Sections::local(&v2.document));
+        LocalOpenApi::rebuild(resources, None)
+    }
+
+    /// Like [`LocalOpenApi::build`], taking from `previous` every v3 document whose inputs are
+    /// unchanged (the same bytes: only what changed is generated again).
+    pub fn rebuild(resources: &[ResourceDef], previous: Option<&LocalOpenApi>) -> LocalOpenApi {
         LocalOpenApi {
-            alone: OpenApi::from_parts(v3, Doc::from_bytes(json), protobuf),
-            v2,
+            inner: Arc::new(LocalInner {
+                v3: generate_v3(resources, previous.map(|p| &p.inner.v3)),
+                resources: resources.to_vec(),
+                v2: OnceLock::new(),
+            }),
         }
     }
 
     /// The local documents without any remote one (what [`OpenApi::build`] returns).
-    pub fn openapi(&self) -> &OpenApi {
-        &self.alone
+    pub fn openapi(&self) -> OpenApi {
+        OpenApi::merge(self, &[])
     }
 
-    /// The local documents without any remote one, dropping the pieces kept for merging.
+    /// The local documents without any remote one.
     pub fn into_openapi(self) -> OpenApi {
-        self.alone
+        self.openapi()
+    }
+
+    /// The local Swagger document, generated on the first call.
+    fn v2(&self) -> &LocalV2 {
+        self.inner.v2.get_or_init(|| {
+            let (paths, catalog) = v2_inputs(&self.inner.resources);
+            LocalV2::new(
+                v2_top(),
+                paths
+                    .iter()
+                    .map(|(path, routes)| (path.clone(), render_v2_path_item(routes))),
+                v2_definitions(&paths, &catalog),
+            )
+        })
+    }
+
+    fn has_v3(&self, key: &str) -> bool {
+        self.inner.v3.contains_key(key)
     }
 }
 
@@ -91,18 +132,57 @@ impl OpenApi {
         OpenApi::merge(&cached_local(local_resources), remote)
     }
 
-    /// [`OpenApi::merged`] with the local documents already built.
+    /// [`OpenApi::merged`] with the local documents already built. The Swagger document is
+    /// merged when first asked for ([`OpenApi::v2`]).
     pub fn merge(local: &LocalOpenApi, remote: &[RemoteOpenApi]) -> OpenApi {
         let v3 = merge_v3(local, remote);
-        let (v2, v2_protobuf) = match merge_v2(local, remote) {
-            Some(sections) => {
-                let (json, protobuf) = local.v2.encode(&sections);
-                (Doc::from_bytes(json), protobuf)
+        OpenApi::from_parts(
+            v3,
+            LazyV2 {
+                local: local.clone(),
+                remotes: remote.iter().filter(|r| r.v2.is_some()).cloned().collect(),
+                built: OnceLock::new(),
+            },
+        )
+    }
+}
+
+/// The served Swagger document of one [`OpenApi`]: the local one with the remotes merged in,
+/// assembled on first use.
+pub(super) struct LazyV2 {
+    local: LocalOpenApi,
+    /// The remotes that have a Swagger document (their documents are shared, not copied).
+    remotes: Vec<RemoteOpenApi>,
+    built: OnceLock<(Doc, Bytes)>,
+}
+
+impl LazyV2 {
+    /// The JSON document (with its ETag) and the protobuf one.
+    pub(super) fn get(&self) -> &(Doc, Bytes) {
+        self.built.get_or_init(|| {
+            let local = self.local.v2();
+            match merge_v2(&self.local, &self.remotes) {
+                Some(sections) => {
+                    let (json, protobuf) = local.encode(&sections);
+                    (Doc::from_bytes(json), protobuf)
+                }
+                // Nothing remote in the Swagger document: the local encodings are served.
+                None => (local.whole.clone(), local.whole_protobuf.clone()),
             }
-            // Nothing remote in the Swagger document: the local encodings are reused.
-            None => (local.alone.v2.clone(), local.alone.v2_protobuf.clone()),
-        };
-        OpenApi::from_parts(v3, v2, v2_protobuf)
+        })
+    }
+
+    pub(super) fn is_built(&self) -> bool {
+        self.built.get().is_some()
+    }
+}
+
+impl std::fmt::Debug for LazyV2 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyV2")
+            .field("remotes", &self.remotes.len())
+            .field("built", &self.is_built())
+            .finish_non_exhaustive()
     }
 }
 
@@ -123,6 +203,7 @@ struct ResourceFingerprint {
     namespaced: bool,
     verbs: Vec<&'static str>,
     subresources: Vec<(&'static str, String, Vec<&'static str>)>,
+    schema: Option<Arc<Value>>,
 }
 
 fn fingerprint(resources: &[ResourceDef]) -> Vec<ResourceFingerprint> {
@@ -142,6 +223,7 @@ fn fingerprint(resources: &[ResourceDef]) -> Vec<ResourceFingerprint> {
                 .iter()
                 .map(|s| (s.name, s.kind.clone(), s.verbs.clone()))
                 .collect(),
+            schema: r.openapi_schema.clone(),
         })
         .collect()
 }
@@ -163,7 +245,8 @@ fn cached_local(resources: &[ResourceDef]) -> Arc<LocalOpenApi> {
     }
     // Built under the lock: concurrent callers with the same resources wait for one build
     // rather than each doing it.
-    let local = Arc::new(LocalOpenApi::build(resources));
+    let previous = slot.as_ref().map(|(_, local)| local.as_ref());
+    let local = Arc::new(LocalOpenApi::rebuild(resources, previous));
     *slot = Some((key, Arc::clone(&local)));
     local
 }
@@ -174,7 +257,12 @@ fn cached_local(resources: &[ResourceDef]) -> Arc<LocalOpenApi> {
 
 /// The local v3 documents plus every acceptable remote one.
 fn merge_v3(local: &LocalOpenApi, remotes: &[RemoteOpenApi]) -> BTreeMap<String, Doc> {
-    let mut docs = local.alone.v3.clone();
+    let mut docs: BTreeMap<String, Doc> = local
+        .inner
+        .v3
+        .iter()
+        .map(|(key, v3)| (key.clone(), v3.doc.clone()))
+        .collect();
     let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
     for remote in remotes {
         for (key, body) in &remote.v3 {
@@ -186,7 +274,7 @@ fn merge_v3(local: &LocalOpenApi, remotes: &[RemoteOpenApi]) -> BTreeMap<String,
                 );
                 continue;
             }
-            if local.alone.v3.contains_key(key) {
+            if local.has_v3(key) {
                 tracing::warn!(
                     apiservice = %remote.name,
                     key = %key,
@@ -423,22 +511,21 @@ struct Sections<'a> {
 
 impl<'a> Sections<'a> {
     /// The sections of the local document, borrowed.
-    fn local(document: &'a Value) -> Sections<'a> {
-        let section = |key: &str| -> BTreeMap<String, Cow<'a, Value>> {
-            document
-                .get(key)
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), Cow::Borrowed(v)))
-                        .collect()
-                })
-                .unwrap_or_default()
+    fn local(v2: &'a LocalV2) -> Sections<'a> {
+        let (definitions, parameters) = v2.values();
+        let borrow = |m: &'a BTreeMap<String, Value>| -> BTreeMap<String, Cow<'a, Value>> {
+            m.iter()
+                .map(|(k, v)| (k.clone(), Cow::Borrowed(v)))
+                .collect()
         };
         Sections {
-            paths: section("paths"),
-            definitions: section("definitions"),
-            parameters: section("parameters"),
+            paths: v2
+                .paths
+                .keys()
+                .map(|k| (k.clone(), Cow::Borrowed(&LOCAL_ENTRY)))
+                .collect(),
+            definitions: borrow(definitions),
+            parameters: borrow(parameters),
         }
     }
 }
@@ -613,7 +700,7 @@ fn owned_path_prefixes(local: &LocalOpenApi, remote: &RemoteOpenApi) -> BTreeSet
     }
     keys.extend(remote.v3.iter().map(|(key, _)| key.clone()));
     keys.into_iter()
-        .filter(|key| is_group_version_key(key) && !local.alone.v3.contains_key(key))
+        .filter(|key| is_group_version_key(key) && !local.has_v3(key))
         .map(|key| format!("/{key}/"))
         .collect()
 }
@@ -643,7 +730,7 @@ fn merge_v2<'a>(local: &'a LocalOpenApi, remotes: &[RemoteOpenApi]) -> Option<Se
             continue;
         }
         source.retain_paths(|path| prefixes.iter().any(|prefix| path.starts_with(prefix)));
-        let dest = merged.get_or_insert_with(|| Sections::local(&local.v2.document));
+        let dest = merged.get_or_insert_with(|| Sections::local(local.v2()));
         changed |= merge_specs(dest, source, &remote.name);
     }
     merged.filter(|_| changed)
@@ -653,11 +740,12 @@ fn merge_v2<'a>(local: &'a LocalOpenApi, remotes: &[RemoteOpenApi]) -> Option<Se
 // Encoding the merged Swagger document from pieces
 // ---------------------------------------------------------------------------------------------
 
-/// One entry of a section encoded both ways: the JSON value and the gnostic message.
+/// One entry of a section encoded both ways: the JSON value and the gnostic message (for a
+/// local entry, slices of the local document's encodings).
 #[derive(Debug, Clone)]
 struct Encoded {
-    json: Vec<u8>,
-    protobuf: Vec<u8>,
+    json: Bytes,
+    protobuf: Bytes,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -678,24 +766,33 @@ impl Section {
         }
     }
 
-    fn encode(self, name: &str, value: &Value) -> Encoded {
-        let protobuf = match self {
+    fn encode_protobuf(self, name: &str, value: &Value) -> Vec<u8> {
+        match self {
             Section::Paths => gnostic::named_path_item(name, value).encode_to_vec(),
             Section::Definitions => gnostic::named_schema(name, value).encode_to_vec(),
             Section::Parameters => gnostic::named_parameter(name, value).encode_to_vec(),
-        };
+        }
+    }
+
+    fn encode(self, name: &str, value: &Value) -> Encoded {
         Encoded {
             // Serializing a `Value` cannot fail (every key is a string).
-            json: serde_json::to_vec(value).unwrap_or_default(),
-            protobuf,
+            json: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            protobuf: Bytes::from(self.encode_protobuf(name, value)),
         }
     }
 }
 
-/// The local Swagger document with its paths and definitions encoded one by one.
-#[derive(Debug, Clone)]
+/// Placeholder value of a local path in [`Sections`]: merging only asks which paths exist, and
+/// a borrowed entry is written from its stored encodings.
+static LOCAL_ENTRY: Value = Value::Null;
+
+/// The local Swagger document: encoded once both ways as it is generated, entry by entry, with
+/// every path, definition and shared parameter kept as slices of those encodings.
+#[derive(Debug)]
 struct LocalV2 {
-    document: Value,
+    /// The document's top-level fields with the sections empty (in the document's order).
+    top: Value,
     paths: BTreeMap<String, Encoded>,
     definitions: BTreeMap<String, Encoded>,
     parameters: BTreeMap<String, Encoded>,
@@ -703,25 +800,26 @@ struct LocalV2 {
     /// (`security`, `securityDefinitions`); prost writes fields in number order.
     protobuf_head: Vec<u8>,
     protobuf_tail: Vec<u8>,
+    /// The whole local document, as JSON (with its ETag) and protobuf.
+    whole: Doc,
+    whole_protobuf: Bytes,
+    /// The definitions and shared parameters as values, parsed from their encodings when a
+    /// remote Swagger document is first merged in (merging compares them with the remote's).
+    values: OnceLock<(BTreeMap<String, Value>, BTreeMap<String, Value>)>,
 }
 
+/// Where each entry of a section landed in the two encodings being written.
+type Placed = Vec<(String, Range<usize>, Range<usize>)>;
+
 impl LocalV2 {
-    fn new(document: Value) -> LocalV2 {
-        let encode_section = |section: Section, key: &str| -> BTreeMap<String, Encoded> {
-            document
-                .get(key)
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(name, v)| (name.clone(), section.encode(name, v)))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let paths = encode_section(Section::Paths, "paths");
-        let definitions = encode_section(Section::Definitions, "definitions");
-        let parameters = encode_section(Section::Parameters, "parameters");
-        let whole = gnostic::document(&document);
+    /// Encodes the document `top` (whose `paths` and `definitions` are empty) with these
+    /// entries: each is rendered, written to both encodings and dropped before the next.
+    fn new(
+        top: Value,
+        paths: impl Iterator<Item = (String, Value)>,
+        definitions: impl Iterator<Item = (String, Value)>,
+    ) -> LocalV2 {
+        let whole = gnostic::document(&top);
         let protobuf_head = gnostic::Document {
             swagger: whole.swagger.clone(),
             info: whole.info.clone(),
@@ -734,14 +832,88 @@ impl LocalV2 {
             ..Default::default()
         }
         .encode_to_vec();
+
+        let mut json = Vec::new();
+        let mut protobuf = protobuf_head.clone();
+        let mut placed_paths = Placed::new();
+        let mut placed_definitions = Placed::new();
+        let mut paths = Some(paths);
+        let mut definitions = Some(definitions);
+        json.push(b'{');
+        for (i, (key, value)) in top.as_object().into_iter().flatten().enumerate() {
+            if i > 0 {
+                json.push(b',');
+            }
+            write_json_string(&mut json, key);
+            json.push(b':');
+            // `top` has `paths` before `definitions`, the order of their protobuf fields.
+            match key.as_str() {
+                "paths" if paths.is_some() => {
+                    if let Some(entries) = paths.take() {
+                        placed_paths =
+                            write_section(&mut json, &mut protobuf, Section::Paths, entries);
+                    }
+                }
+                "definitions" if definitions.is_some() => {
+                    if let Some(entries) = definitions.take() {
+                        placed_definitions =
+                            write_section(&mut json, &mut protobuf, Section::Definitions, entries);
+                    }
+                }
+                _ => {
+                    // Writing a `Value` to a `Vec` cannot fail.
+                    let _ = serde_json::to_writer(&mut json, value);
+                }
+            }
+        }
+        json.push(b'}');
+        protobuf.extend_from_slice(&protobuf_tail);
+
+        // Kept until the next change: not with the spare capacity the buffers grew into.
+        json.shrink_to_fit();
+        protobuf.shrink_to_fit();
+        let json = Bytes::from(json);
+        let protobuf = Bytes::from(protobuf);
+        let slices = |placed: Placed| -> BTreeMap<String, Encoded> {
+            placed
+                .into_iter()
+                .map(|(name, j, p)| {
+                    let encoded = Encoded {
+                        json: json.slice(j),
+                        protobuf: protobuf.slice(p),
+                    };
+                    (name, encoded)
+                })
+                .collect()
+        };
         LocalV2 {
-            document,
-            paths,
-            definitions,
-            parameters,
+            paths: slices(placed_paths),
+            definitions: slices(placed_definitions),
+            parameters: BTreeMap::new(),
+            top,
             protobuf_head,
             protobuf_tail,
+            whole: Doc::from_bytes(json.clone()),
+            whole_protobuf: protobuf.clone(),
+            values: OnceLock::new(),
         }
+    }
+
+    /// The local definitions and shared parameters as values (parsed on the first call).
+    fn values(&self) -> &(BTreeMap<String, Value>, BTreeMap<String, Value>) {
+        self.values.get_or_init(|| {
+            let parse = |entries: &BTreeMap<String, Encoded>| -> BTreeMap<String, Value> {
+                entries
+                    .iter()
+                    .map(|(name, e)| {
+                        // The bytes were written from a `Value` just before.
+                        let value = serde_json::from_slice(&e.json).unwrap_or(Value::Null);
+                        (name.clone(), value)
+                    })
+                    .collect()
+            };
+            (parse(&self.definitions), parse(&self.parameters))
+        })
     }
 
     /// Each entry's encodings: the stored ones for a borrowed local entry, new ones otherwise.
@@ -792,7 +964,7 @@ impl LocalV2 {
             write_json_string(json, key);
             json.push(b':');
         };
-        for (key, value) in self.document.as_object().into_iter().flatten() {
+        for (key, value) in self.top.as_object().into_iter().flatten() {
             match key.as_str() {
                 "paths" => {
                     field(&mut json, key);
@@ -834,8 +1006,52 @@ impl LocalV2 {
             write_protobuf_bytes(&mut protobuf, field, &body);
         }
         protobuf.extend_from_slice(&self.protobuf_tail);
+        protobuf.shrink_to_fit();
         (Bytes::from(json), Bytes::from(protobuf))
     }
+}
+
+/// Writes one section's entries as a JSON object into `json` and as the section's protobuf
+/// field into `protobuf`, returning where each entry's encodings are. The protobuf section's
+/// length prefix is inserted in front of its body once the body is written, so no entry is
+/// held or copied apart from the document.
+fn write_section(
+    json: &mut Vec<u8>,
+    protobuf: &mut Vec<u8>,
+    section: Section,
+    entries: impl Iterator<Item = (String, Value)>,
+) -> Placed {
+    let (field, entry_field) = section.protobuf_fields();
+    let mut placed = Placed::new();
+    let body_start = protobuf.len();
+    json.push(b'{');
+    for (i, (name, value)) in entries.enumerate() {
+        if i > 0 {
+            json.push(b',');
+        }
+        write_json_string(json, &name);
+        json.push(b':');
+        let start = json.len();
+        // Writing a `Value` to a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *json, &value);
+        let json_range = start..json.len();
+        let message = section.encode_protobuf(&name, &value);
+        encode_key(entry_field, WireType::LengthDelimited, protobuf);
+        encode_varint(message.len() as u64, protobuf);
+        let start = protobuf.len();
+        protobuf.extend_from_slice(&message);
+        placed.push((name, json_range, start..protobuf.len()));
+    }
+    json.push(b'}');
+    let mut header = Vec::new();
+    encode_key(field, WireType::LengthDelimited, &mut header);
+    encode_varint((protobuf.len() - body_start) as u64, &mut header);
+    let shift = header.len();
+    protobuf.splice(body_start..body_start, header);
+    for (_, _, range) in &mut placed {
+        *range = range.start + shift..range.end + shift;
+    }
+    placed
 }
 
 fn write_json_string(out: &mut Vec<u8>, s: &str) {
@@ -863,26 +1079,41 @@ fn write_protobuf_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// The merged document as a value: what [`LocalV2::encode`] must write, for tests to compare.
+/// The merged document as a value: what [`LocalV2::encode`] must write, for tests to compare
+/// (borrowed local entries are read back from their stored encodings).
 #[cfg(test)]
-fn render_v2(local: &Value, sections: &Sections<'_>) -> Value {
-    let object = |m: &BTreeMap<String, Cow<'_, Value>>| {
+fn render_merged_v2(local: &LocalV2, sections: &Sections<'_>) -> Value {
+    let object = |m: &BTreeMap<String, Cow<'_, Value>>, stored: &BTreeMap<String, Encoded>| {
         Value::Object(
             m.iter()
-                .map(|(k, v)| (k.clone(), v.clone().into_owned()))
+                .map(|(k, v)| {
+                    let value = match (v, stored.get(k)) {
+                        (Cow::Borrowed(_), Some(e)) => {
+                            serde_json::from_slice(&e.json).expect("stored JSON")
+                        }
+                        _ => v.clone().into_owned(),
+                    };
+                    (k.clone(), value)
+                })
                 .collect(),
         )
     };
     let mut out = Map::new();
-    for (key, value) in local.as_object().into_iter().flatten() {
+    for (key, value) in local.top.as_object().into_iter().flatten() {
         match key.as_str() {
             "paths" => {
-                out.insert(key.clone(), object(&sections.paths));
+                out.insert(key.clone(), object(&sections.paths, &local.paths));
             }
             "definitions" => {
-                out.insert(key.clone(), object(&sections.definitions));
+                out.insert(
+                    key.clone(),
+                    object(&sections.definitions, &local.definitions),
+                );
                 if !sections.parameters.is_empty() {
-                    out.insert("parameters".into(), object(&sections.parameters));
+                    out.insert(
+                        "parameters".into(),
+                        object(&sections.parameters, &local.parameters),
+                    );
                 }
             }
             "parameters" => {}
@@ -909,6 +1140,11 @@ mod tests {
         serde_json::from_slice(bytes).expect("documents are JSON")
     }
 
+    /// The local Swagger document as a value.
+    fn local_document(local: &LocalOpenApi) -> Value {
+        parse(&local.v2().whole.body)
+    }
+
     fn local() -> LocalOpenApi {
         LocalOpenApi::build(&served_resources())
     }
@@ -928,7 +1164,7 @@ mod tests {
     }
 
     fn local_definition(local: &LocalOpenApi, name: &str) -> Value {
-        local.v2.document["definitions"][name].clone()
+        local_document(local)["definitions"][name].clone()
     }
 
     /// A Swagger document like the sample-apiserver's: shared parameters, meta definitions equal
@@ -1026,7 +1262,7 @@ mod tests {
         RemoteOpenApi {
             name: "v1alpha1.wardle.example.com".into(),
             v3: vec![(WARDLE.into(), flunder_v3("A Flunder."))],
-            v2: Some(wardle_v2(local, "A Flunder.")),
+            v2: Some(Arc::new(wardle_v2(local, "A Flunder."))),
         }
     }
 
@@ -1069,7 +1305,8 @@ mod tests {
         assert_eq!(index["paths"][WARDLE]["serverRelativeURL"], url.as_str());
         // The local documents are listed as before, with the same hashes.
         let keys: Vec<&str> = api.v3_keys().collect();
-        let mut expected: Vec<&str> = local.openapi().v3_keys().collect();
+        let alone = local.openapi();
+        let mut expected: Vec<&str> = alone.v3_keys().collect();
         expected.push(WARDLE);
         expected.sort_unstable();
         assert_eq!(keys, expected);
@@ -1109,7 +1346,8 @@ mod tests {
         };
         let api = OpenApi::merge(&local, &[remote, first, second]);
         let keys: Vec<&str> = api.v3_keys().collect();
-        let mut expected: Vec<&str> = local.openapi().v3_keys().collect();
+        let alone = local.openapi();
+        let mut expected: Vec<&str> = alone.v3_keys().collect();
         expected.push(WARDLE);
         expected.sort_unstable();
         assert_eq!(keys, expected);
@@ -1136,8 +1374,8 @@ mod tests {
         let doc = parse(body);
         assert_v2_refs_resolve(&doc);
         // The local top-level fields.
-        assert_eq!(doc["info"], local.v2.document["info"]);
-        assert_eq!(doc["security"], local.v2.document["security"]);
+        assert_eq!(doc["info"], local_document(&local)["info"]);
+        assert_eq!(doc["security"], local_document(&local)["security"]);
 
         // Paths of the APIService's group-version only; local paths unchanged.
         assert!(doc["paths"][FLUNDERS]["get"].is_object());
@@ -1145,8 +1383,11 @@ mod tests {
         assert!(doc["paths"]
             .get("/apis/other.example.com/v1/gizmos")
             .is_none());
-        assert_eq!(doc["paths"]["/apis/"], local.v2.document["paths"]["/apis/"]);
-        for (path, item) in local.v2.document["paths"].as_object().expect("paths") {
+        assert_eq!(
+            doc["paths"]["/apis/"],
+            local_document(&local)["paths"]["/apis/"]
+        );
+        for (path, item) in local_document(&local)["paths"].as_object().expect("paths") {
             assert_eq!(&doc["paths"][path], item, "{path}");
         }
         let definitions = doc["definitions"].as_object().expect("definitions");
@@ -1167,14 +1408,16 @@ mod tests {
         for name in ["ListMeta", "Status", "OwnerReference", "APIResourceList"] {
             let name = format!("{META}.{name}");
             assert_eq!(
-                definitions[&name], local.v2.document["definitions"][&name],
+                definitions[&name],
+                local_document(&local)["definitions"][&name],
                 "{name}"
             );
             assert!(!definitions.contains_key(&format!("{name}_v2")), "{name}");
         }
         let delete_options = &definitions[&format!("{META}.DeleteOptions")];
         let gvks = delete_options[GVK_KEY].as_array().expect("gvks");
-        let local_gvks = local.v2.document["definitions"][format!("{META}.DeleteOptions")][GVK_KEY]
+        let local_doc = local_document(&local);
+        let local_gvks = local_doc["definitions"][format!("{META}.DeleteOptions")][GVK_KEY]
             .as_array()
             .expect("local gvks");
         assert_eq!(gvks.len(), local_gvks.len() + 1);
@@ -1199,7 +1442,7 @@ mod tests {
         let renamed = format!("{object_meta}_v2");
         assert_eq!(
             definitions[&object_meta],
-            local.v2.document["definitions"][&object_meta]
+            local_document(&local)["definitions"][&object_meta]
         );
         assert_eq!(definitions[&renamed]["description"], "An older ObjectMeta.");
         assert_eq!(
@@ -1255,7 +1498,7 @@ mod tests {
             RemoteOpenApi {
                 name: name.into(),
                 v3: Vec::new(),
-                v2: Some(v2),
+                v2: Some(Arc::new(v2)),
             }
         };
         let api = OpenApi::merge(
@@ -1324,7 +1567,7 @@ mod tests {
         let coordination = RemoteOpenApi {
             name: "v1.coordination.k8s.io".into(),
             v3: Vec::new(),
-            v2: Some(v2),
+            v2: Some(Arc::new(v2)),
         };
         let api = OpenApi::merge(&local, &[coordination]);
         assert_eq!(api.v2(), local.openapi().v2());
@@ -1447,18 +1690,28 @@ mod tests {
     /// document and for a merge that adds, renames, shares and changes (kinds) entries.
     #[test]
     fn spliced_encodings_equal_whole_document_encodings() {
-        let local = LocalOpenApi::build(&crate::core::builtin_resources());
-        let document = &local.v2.document;
-        let (json, protobuf) = local.v2.encode(&Sections::local(document));
-        assert_eq!(json, serde_json::to_vec(document).expect("JSON"));
-        assert_eq!(protobuf, gnostic::encode(document));
+        let resources = crate::core::builtin_resources();
+        let local = LocalOpenApi::build(&resources);
+        // The document rendered whole, as one value, apart from the entry-by-entry encoding.
+        let (paths, catalog) = v2_inputs(&resources);
+        let document = super::super::render_v2(&paths, &catalog);
+        let whole = serde_json::to_vec(&document).expect("JSON");
+        assert_eq!(local.v2().whole.body, whole);
+        assert_eq!(local.v2().whole_protobuf, gnostic::encode(&document));
+        let (json, protobuf) = local.v2().encode(&Sections::local(local.v2()));
+        assert_eq!(json, whole);
+        assert_eq!(protobuf, gnostic::encode(&document));
         assert_eq!(local.openapi().v2().0, &json);
         assert_eq!(local.openapi().v2_protobuf().0, &protobuf);
+        assert_eq!(
+            render_merged_v2(local.v2(), &Sections::local(local.v2())),
+            document
+        );
 
         let mut other = wardle(&local);
         other.name = "v1.other.example.com".into();
         other.v3.clear();
-        let v2 = other.v2.as_mut().expect("v2");
+        let v2 = Arc::make_mut(other.v2.as_mut().expect("v2"));
         v2["paths"]["/apis/other.example.com/v1/gizmos"]["get"]["parameters"] =
             json!([{ "$ref": "#/parameters/limit-1NfNmdNH" }]);
         v2["paths"]["/apis/other.example.com/v1/gizmos"]["get"]["responses"]["200"]["schema"] =
@@ -1467,13 +1720,13 @@ mod tests {
         v2["definitions"][FLUNDER]["description"] = json!("Not a Flunder.");
         let remotes = [wardle(&local), other];
         let sections = merge_v2(&local, &remotes).expect("merged");
-        let value = render_v2(document, &sections);
+        let value = render_merged_v2(local.v2(), &sections);
         assert!(value["definitions"].get(format!("{FLUNDER}_v2")).is_some());
         assert!(value["parameters"].get("limit-1NfNmdNH_v2").is_some());
         assert!(value["paths"]
             .get("/apis/other.example.com/v1/gizmos")
             .is_some());
-        let (json, protobuf) = local.v2.encode(&sections);
+        let (json, protobuf) = local.v2().encode(&sections);
         assert_eq!(json, serde_json::to_vec(&value).expect("JSON"));
         assert_eq!(protobuf, gnostic::encode(&value));
         let api = OpenApi::merge(&local, &remotes);
@@ -1505,7 +1758,7 @@ mod tests {
         assert_eq!(a.v2(), b.v2());
         assert_eq!(a.v3_group_version("api/v1"), b.v3_group_version("api/v1"));
 
-        changed.v2 = Some(wardle_v2(&local, "A changed Flunder."));
+        changed.v2 = Some(Arc::new(wardle_v2(&local, "A changed Flunder.")));
         let c = OpenApi::merge(&local, &[changed]);
         assert_ne!(b.v2().1, c.v2().1);
         assert_ne!(b.v2_protobuf().0, c.v2_protobuf().0);
@@ -1526,7 +1779,7 @@ mod tests {
                 &[RemoteOpenApi {
                     name: "v1alpha1.wardle.example.com".into(),
                     v3: Vec::new(),
-                    v2: Some(json!("not a document")),
+                    v2: Some(Arc::new(json!("not a document"))),
                 }],
             ),
         ] {

@@ -311,6 +311,20 @@ pub(crate) fn client_bytes(def: &ResourceDef, bytes: &bytes::Bytes) -> ApiResult
     ))
 }
 
+/// A cached object as `def` serves it, its conversion kept with the object when the strategy
+/// allows ([`crate::resource::Strategy::conversion_id`]).
+pub(crate) fn served_bytes(
+    def: &ResourceDef,
+    object: &crate::storage::cacher::CachedObject,
+) -> ApiResult<bytes::Bytes> {
+    match def.strategy.conversion_id() {
+        0 => client_bytes(def, &object.bytes),
+        id => object
+            .conversions
+            .get_or_convert(id, &object.bytes, || client_bytes(def, &object.bytes)),
+    }
+}
+
 /// Maps a storage failure to its API status.
 pub(crate) fn store_error(error: StoreError) -> ApiError {
     match error {

@@ -223,7 +223,7 @@ impl Registry {
         }
         .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
         let bytes = if info.subresource.is_empty() || info.subresource == "status" {
-            super::client_bytes(def, &cached.bytes)?
+            super::served_bytes(def, &cached)?
         } else {
             return Err(ApiError::method_not_supported(&def.group_resource(), "get"));
         };
@@ -333,7 +333,7 @@ impl Registry {
         }
         let item_bytes: Vec<Bytes> = selected
             .iter()
-            .map(|o| super::client_bytes(def, &o.bytes))
+            .map(|o| super::served_bytes(def, o))
             .collect::<ApiResult<_>>()?;
         if output.as_partial_metadata {
             let list = encode::partial_list(&item_bytes, &meta)?;

@@ -44,6 +44,82 @@ pub struct CachedObject {
     pub bytes: Bytes,
     /// `metadata.labels`, for label selectors without re-parsing.
     pub labels: BTreeMap<String, String>,
+    /// This object as resources that convert stored objects serve it, computed on first read
+    /// (see [`Conversions`]).
+    pub conversions: Conversions,
+}
+
+/// The served forms of one cached object for resources whose strategy converts stored objects
+/// (custom resources: `apiVersion` per served version, defaults applied on read), so a LIST
+/// converts each object once rather than on every request. Keyed by a conversion id the
+/// strategy never reuses (a CRD change makes new ones); it lives and dies with the object's
+/// revision, so a changed object or CRD can never be served from a stale entry.
+#[derive(Default)]
+pub struct Conversions(Mutex<Vec<(u64, Option<Bytes>)>>);
+
+/// Conversions kept per object (served versions of one CRD, and a CRD update or two).
+const MAX_CONVERSIONS: usize = 4;
+
+impl Conversions {
+    /// The bytes of conversion `id` of `stored`: cached, or made by `convert` and kept (as a
+    /// marker only when they equal `stored`).
+    pub fn get_or_convert<E>(
+        &self,
+        id: u64,
+        stored: &Bytes,
+        convert: impl FnOnce() -> Result<Bytes, E>,
+    ) -> Result<Bytes, E> {
+        let lock = || {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some((_, cached)) = lock().iter().find(|(k, _)| *k == id) {
+            return Ok(cached.clone().unwrap_or_else(|| stored.clone()));
+        }
+        // Converted outside the lock; a concurrent reader may convert too, the first one stays.
+        let converted = convert()?;
+        let mut entries = lock();
+        if !entries.iter().any(|(k, _)| *k == id) {
+            if entries.len() >= MAX_CONVERSIONS {
+                entries.remove(0);
+            }
+            let kept = (converted != *stored).then(|| converted.clone());
+            entries.push((id, kept));
+        }
+        Ok(converted)
+    }
+}
+
+impl Clone for Conversions {
+    fn clone(&self) -> Conversions {
+        let entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Conversions(Mutex::new(entries.clone()))
+    }
+}
+
+/// Derived data: two objects are equal whatever their conversions hold.
+impl PartialEq for Conversions {
+    fn eq(&self, _: &Conversions) -> bool {
+        true
+    }
+}
+
+impl Eq for Conversions {}
+
+impl std::fmt::Debug for Conversions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.debug_list()
+            .entries(entries.iter().map(|(id, _)| id))
+            .finish()
+    }
 }
 
 /// The kind of a [`CacheEvent`] (watch event types ADDED, MODIFIED, DELETED).
@@ -382,6 +458,7 @@ impl Cacher {
                         create_revision,
                         bytes: rendered.bytes,
                         labels: rendered.labels,
+                        conversions: Conversions::default(),
                     });
                     state.objects.insert(ev.key, Arc::clone(&object));
                     let kind = if ev.kind == EventKind::Modified && prev.is_some() {
@@ -410,6 +487,7 @@ impl Cacher {
                         create_revision: prev.as_ref().map_or(ev.revision, |p| p.create_revision),
                         bytes: rendered.bytes,
                         labels: rendered.labels,
+                        conversions: Conversions::default(),
                     });
                     CacheEvent {
                         kind: CacheEventKind::Deleted,
@@ -582,6 +660,7 @@ fn object_from(kv: KeyValue) -> CachedObject {
         create_revision: kv.create_revision,
         bytes: rendered.bytes,
         labels: rendered.labels,
+        conversions: Conversions::default(),
     }
 }
 
@@ -752,6 +831,51 @@ mod tests {
     use serde_json::json;
 
     const WAIT: Duration = Duration::from_secs(5);
+
+    /// A conversion is made once per id and served from the object afterwards; bytes equal to
+    /// the stored ones are kept as a marker; a bounded number of ids is kept.
+    #[test]
+    fn conversions_are_cached_per_id() {
+        let conversions = Conversions::default();
+        let stored = Bytes::from_static(b"{\"apiVersion\":\"g/v1\"}");
+        let calls = std::cell::Cell::new(0);
+        let convert = |out: &'static [u8]| {
+            calls.set(calls.get() + 1);
+            Ok::<_, ()>(Bytes::from_static(out))
+        };
+        let v2 = conversions.get_or_convert(1, &stored, || convert(b"{\"apiVersion\":\"g/v2\"}"));
+        assert_eq!(v2, Ok(Bytes::from_static(b"{\"apiVersion\":\"g/v2\"}")));
+        let again = conversions.get_or_convert(1, &stored, || convert(b"unused"));
+        assert_eq!(again, v2);
+        assert_eq!(calls.get(), 1);
+        // The same bytes: served as the stored ones, no copy kept.
+        let same = conversions.get_or_convert(2, &stored, || Ok::<_, ()>(stored.clone()));
+        assert_eq!(same, Ok(stored.clone()));
+        assert!(conversions.0.lock().unwrap_or_else(|e| e.into_inner())[1]
+            .1
+            .is_none());
+        // A failed conversion is not cached.
+        assert_eq!(conversions.get_or_convert(3, &stored, || Err(())), Err(()));
+        assert_eq!(
+            conversions.get_or_convert(3, &stored, || convert(b"3")),
+            Ok(Bytes::from_static(b"3"))
+        );
+        for id in 4..10 {
+            let _ = conversions.get_or_convert(id, &stored, || convert(b"n"));
+        }
+        let ids: Vec<u64> = conversions
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(id, _)| *id)
+            .collect();
+        assert_eq!(ids, [6, 7, 8, 9]);
+        // Recomputed once evicted.
+        let before = calls.get();
+        let _ = conversions.get_or_convert(1, &stored, || convert(b"{}"));
+        assert_eq!(calls.get(), before + 1);
+    }
 
     struct Fixture {
         _dir: tempfile::TempDir,

@@ -41,7 +41,7 @@ struct Fetched {
     resources: Option<Vec<Value>>,
     stale: bool,
     openapi_v3: Vec<(String, Bytes)>,
-    openapi_v2: Option<Value>,
+    openapi_v2: Option<Arc<Value>>,
 }
 
 /// One refresh cycle's fetches by URL and `Accept`: APIServices served by the same backend
@@ -105,7 +105,7 @@ impl DocSync {
         });
         let docs = Docs {
             discovery: Discovery::build(&local.resources, &server_address),
-            openapi: local.openapi.openapi().clone(),
+            openapi: local.openapi.openapi(),
         };
         DocSync {
             local: std::sync::Mutex::new(local),
@@ -157,9 +157,13 @@ impl DocSync {
     /// Builds the local OpenAPI documents for the current resources (hundreds of milliseconds
     /// with hundreds of CRDs), on the blocking pool.
     async fn rebuild_openapi(&self) {
-        let resources = self.local().resources.clone();
+        let local = self.local();
+        let resources = local.resources.clone();
+        // The documents of unchanged group-versions are taken from the current ones.
+        let previous = local.openapi.clone();
+        drop(local);
         let built = tokio::task::spawn_blocking(move || {
-            let openapi = LocalOpenApi::build(&resources);
+            let openapi = LocalOpenApi::rebuild(&resources, Some(previous.as_ref()));
             (resources, openapi)
         })
         .await;
@@ -313,7 +317,16 @@ impl DocSync {
             ),
             openapi: OpenApi::merge(&local.openapi, &remote_openapi),
         };
+        // The Swagger document is assembled on its first request; when the one being replaced
+        // was asked for, its successor is assembled now, off the request path.
+        let warm_v2 = self.docs.load().openapi.v2_built();
         self.docs.store(Arc::new(docs));
+        if warm_v2 {
+            let docs = self.docs.load_full();
+            tokio::task::spawn_blocking(move || {
+                docs.openapi.v2();
+            });
+        }
         tracing::debug!(
             remote = remote_versions.len(),
             "merged discovery and OpenAPI rebuilt"
@@ -383,7 +396,7 @@ async fn refresh(
     }
 }
 
-type FetchResult = (Vec<Value>, Option<Vec<(String, Bytes)>>, Option<Value>);
+type FetchResult = (Vec<Value>, Option<Vec<(String, Bytes)>>, Option<Arc<Value>>);
 
 async fn fetch(
     aggregator: &Aggregator,
@@ -470,7 +483,7 @@ async fn fetch(
     };
     let openapi_v3 = fetch_openapi_v3(&get, &service.group, &service.version).await;
     let openapi_v2 = match get("/openapi/v2".into(), "application/json").await {
-        Ok((_, body)) => serde_json::from_slice::<Value>(&body).ok(),
+        Ok((_, body)) => serde_json::from_slice::<Value>(&body).ok().map(Arc::new),
         Err(_) => None,
     };
     Ok((resources, openapi_v3, openapi_v2))

@@ -18,6 +18,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine;
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
+use cel::common::types::{
+    CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
+use cel::common::value::Val;
 use cel::objects::{Key, Map};
 use cel::{Context, Env, ExecutionError, Program};
 use serde_json::Value;
@@ -457,6 +461,20 @@ fn string_schema() -> &'static Schema {
     STRING.get_or_init(|| Schema::from_json(&serde_json::json!({"type": "string"})))
 }
 
+/// [`escape`], borrowing the name when it is spelled the same in CEL (most are).
+fn escape_cow(name: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let plain = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && !RESERVED.contains(&name)
+        && !name.contains("__")
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if plain {
+        Some(std::borrow::Cow::Borrowed(name))
+    } else {
+        escape(name).map(std::borrow::Cow::Owned)
+    }
+}
+
 /// kube's `cel.Escape`: how a property name is spelled in CEL, or `None` when it cannot be.
 fn escape(name: &str) -> Option<String> {
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
@@ -647,27 +665,20 @@ pub fn validate_cel(
         path: String::new(),
         is_root: true,
     };
-    let mut walker = Out {
-        causes: out,
-        has_rules: HashMap::new(),
-    };
+    let mut walker = Out { causes: out };
     walk(&node, object, old, false, &mut walker);
     walker.causes
 }
 
-/// What [`walk`] collects, and which schema nodes have rules at or below them (asked once per
-/// node and call, not once per value).
+/// What [`walk`] collects.
 struct Out {
     causes: Vec<StatusCause>,
-    has_rules: HashMap<*const Schema, bool>,
 }
 
 impl Out {
+    /// Whether `s` or a node below it has rules (known from when the schema was read).
     fn has_rules(&mut self, s: &Schema) -> bool {
-        *self
-            .has_rules
-            .entry(std::ptr::from_ref(s))
-            .or_insert_with(|| has_rules(s))
+        s.rules_below
     }
 }
 
@@ -681,7 +692,7 @@ struct Node<'a> {
 }
 
 fn has_rules(s: &Schema) -> bool {
-    s.any_node(&|n| !n.x_validations.is_empty())
+    s.rules_below
 }
 
 /// `Validator.validate`: the rules at this node, then its `allOf`, then the items or fields
@@ -822,9 +833,9 @@ fn evaluate(
         field: field_name(field),
     };
     let mut context = Context::with_env(Arc::clone(env()));
-    context.add_variable_from_value(SELF, to_cel(value, Some(schema), node.is_root));
+    context.add_variable_as_val(SELF, to_val(value, Some(schema), node.is_root));
     if let Some(old) = old {
-        context.add_variable_from_value(OLD_SELF, to_cel(old, Some(schema), node.is_root));
+        context.add_variable_as_val(OLD_SELF, to_val(old, Some(schema), node.is_root));
     }
     for raw in &rules.x_validations {
         let rule = Rule::of(raw);
@@ -1058,6 +1069,88 @@ fn to_cel(value: &Value, schema: Option<&Schema>, is_root: bool) -> cel::Value {
             cel::Value::Map(Map { map: Arc::new(out) })
         }
     }
+}
+
+/// [`to_cel`] made directly as the interpreter's values, borrowing the strings of `value`:
+/// what binding `to_cel`'s result to a context makes, without building (and copying) the
+/// intermediate [`cel::Value`] tree on every evaluation.
+fn to_val<'v>(value: &'v Value, schema: Option<&Schema>, is_root: bool) -> Box<dyn Val + 'v> {
+    match value {
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::Number(_) => match to_cel(value, schema, is_root) {
+            cel::Value::Float(f) => Box::new(CelDouble::from(f)),
+            cel::Value::Int(i) => Box::new(CelInt::from(i)),
+            cel::Value::UInt(u) => Box::new(CelUInt::from(u)),
+            _ => Box::new(CelNull),
+        },
+        Value::String(s) => {
+            if schema.is_some_and(|s| s.format == "byte" && s.type_ == "string") {
+                if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(s) {
+                    return Box::new(CelBytes::from(bytes));
+                }
+            }
+            Box::new(CelString::from(s.as_str()))
+        }
+        Value::Array(items) => {
+            let item_schema = schema.and_then(|s| s.items.as_deref());
+            let embedded = item_schema.is_some_and(|s| s.x_embedded_resource);
+            let items: Vec<Box<dyn Val + 'v>> = items
+                .iter()
+                .map(|v| to_val(v, item_schema, embedded))
+                .collect();
+            Box::new(CelList::from(items))
+        }
+        Value::Object(map) => {
+            let mut out: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> =
+                HashMap::with_capacity(map.len());
+            match schema {
+                Some(s) if s.additional_properties_schema().is_some() => {
+                    let ap = s.additional_properties_schema();
+                    let embedded = ap.is_some_and(|a| a.x_embedded_resource);
+                    for (k, v) in map {
+                        out.insert(CelMapKey::from(k.as_str()), to_val(v, ap, embedded));
+                    }
+                }
+                Some(s) if !s.properties.is_empty() || is_root => {
+                    for (k, v) in map {
+                        let Some(name) = escape_cow(k) else { continue };
+                        let name = match name {
+                            std::borrow::Cow::Borrowed(_) => CelMapKey::from(k.as_str()),
+                            std::borrow::Cow::Owned(escaped) => CelMapKey::from(escaped),
+                        };
+                        let sub = s.properties.get(k);
+                        if is_root && k == "metadata" {
+                            out.insert(name, root_metadata_val(v));
+                            continue;
+                        }
+                        if sub.is_none() && !s.preserves_unknown_fields() && !is_root {
+                            continue;
+                        }
+                        let embedded = sub.is_some_and(|p| p.x_embedded_resource);
+                        out.insert(name, to_val(v, sub, embedded));
+                    }
+                }
+                _ => {
+                    for (k, v) in map {
+                        out.insert(CelMapKey::from(k.as_str()), to_val(v, None, false));
+                    }
+                }
+            }
+            Box::new(CelMap::from(out))
+        }
+    }
+}
+
+/// [`root_metadata`] as the interpreter's value.
+fn root_metadata_val(v: &Value) -> Box<dyn Val + '_> {
+    let mut out: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = HashMap::new();
+    for k in ["name", "generateName"] {
+        if let Some(Value::String(s)) = v.get(k) {
+            out.insert(CelMapKey::from(k), Box::new(CelString::from(s.as_str())));
+        }
+    }
+    Box::new(CelMap::from(out))
 }
 
 /// A resource root's `metadata` as CEL sees it: `name` and `generateName` only.

@@ -63,14 +63,20 @@ pub fn default(value: &mut Value, s: &Schema) {
 pub fn prune_non_nullable_nulls_without_defaults(value: &mut Value, s: Option<&Schema>) {
     match value {
         Value::Object(map) => {
-            map.retain(|k, v| {
-                let field = s.and_then(|s| s.field(k));
-                let drop = v.is_null() && field.is_some_and(|f| !f.nullable && f.default.is_none());
-                if !drop {
-                    prune_non_nullable_nulls_without_defaults(v, field);
+            let drop = |k: &str, v: &Value| {
+                v.is_null()
+                    && s.and_then(|s| s.field(k))
+                        .is_some_and(|f| !f.nullable && f.default.is_none())
+            };
+            // `retain` only when something goes: it rebuilds an order-preserving map's index.
+            if map.iter().any(|(k, v)| drop(k, v)) {
+                map.retain(|k, v| !drop(k, v));
+            }
+            for (k, v) in map.iter_mut() {
+                if v.is_object() || v.is_array() {
+                    prune_non_nullable_nulls_without_defaults(v, s.and_then(|s| s.field(k)));
                 }
-                !drop
-            });
+            }
         }
         Value::Array(items) => {
             let item_schema = s.and_then(|s| s.items.as_deref());

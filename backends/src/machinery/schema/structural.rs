@@ -70,6 +70,10 @@ pub struct Schema {
     /// JSON-Schema keywords kube does not support in CRDs, by their JSON name (`id`, `$ref`,
     /// `patternProperties`, `definitions`, `dependencies`, `additionalItems`, `$schema`).
     pub unsupported: Vec<&'static str>,
+
+    /// Whether this node or any below it has `x-kubernetes-validations`, worked out once by
+    /// [`Schema::from_json`] so validating an object does not search the schema again.
+    pub rules_below: bool,
 }
 
 const UNSUPPORTED: &[&str] = &[
@@ -151,7 +155,7 @@ impl Schema {
                 Some(_) => true,
             })
             .collect();
-        Schema {
+        let mut schema = Schema {
             type_: text("type"),
             format: text("format"),
             description: text("description"),
@@ -207,7 +211,22 @@ impl Schema {
                 .cloned()
                 .unwrap_or_default(),
             unsupported,
-        }
+            rules_below: false,
+        };
+        // The children know theirs already.
+        let s = &schema;
+        schema.rules_below = !s.x_validations.is_empty()
+            || s.items.as_ref().is_some_and(|i| i.rules_below)
+            || s.properties.values().any(|p| p.rules_below)
+            || s.additional_properties_schema()
+                .is_some_and(|a| a.rules_below)
+            || s.all_of
+                .iter()
+                .chain(&s.one_of)
+                .chain(&s.any_of)
+                .any(|c| c.rules_below)
+            || s.not.as_ref().is_some_and(|n| n.rules_below);
+        schema
     }
 
     /// `x-kubernetes-preserve-unknown-fields: true`.

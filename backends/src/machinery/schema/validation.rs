@@ -58,13 +58,37 @@ fn schema_info(value: &Value) -> (&'static str, &'static str) {
     }
 }
 
-fn types(s: &Schema) -> Vec<&str> {
+/// The types a schema allows (none, one, or `integer` and `string` for int-or-string), held
+/// inline: this runs for every value of every custom resource written.
+struct Types<'a> {
+    list: [&'a str; 2],
+    len: usize,
+}
+
+impl<'a> std::ops::Deref for Types<'a> {
+    type Target = [&'a str];
+
+    fn deref(&self) -> &[&'a str] {
+        &self.list[..self.len]
+    }
+}
+
+fn types(s: &Schema) -> Types<'_> {
     if s.x_int_or_string {
-        vec!["integer", "string"]
+        Types {
+            list: ["integer", "string"],
+            len: 2,
+        }
     } else if s.type_.is_empty() {
-        Vec::new()
+        Types {
+            list: ["", ""],
+            len: 0,
+        }
     } else {
-        vec![s.type_.as_str()]
+        Types {
+            list: [s.type_.as_str(), ""],
+            len: 1,
+        }
     }
 }
 
@@ -328,7 +352,8 @@ impl Validator<'_> {
 
     fn number(&mut self, s: &Schema, types: &[&str], format: &str, n: Num, path: &str) {
         let type_name = if types.len() == 1 { types[0] } else { "" };
-        let rendered = match n {
+        // Spelled out only for an error.
+        let rendered = || match n {
             Num::Int(i) => i.to_string(),
             Num::Float(f) => go_float(f),
         };
@@ -354,7 +379,7 @@ impl Validator<'_> {
             if factor <= 0.0 {
                 self.invalid(
                     path,
-                    rendered.clone(),
+                    rendered(),
                     &format!(
                         "factor MultipleOf declared for {path} must be positive: {}",
                         go_float(factor)
@@ -367,7 +392,7 @@ impl Validator<'_> {
                 };
                 self.invalid(
                     path,
-                    rendered.clone(),
+                    rendered(),
                     &format!("should be a multiple of {shown}"),
                 );
             }
@@ -401,7 +426,7 @@ impl Validator<'_> {
                 } else {
                     "should be greater than or equal to"
                 };
-                self.invalid(path, rendered.clone(), &format!("{op} {}", bound(min)));
+                self.invalid(path, rendered(), &format!("{op} {}", bound(min)));
             }
         }
         if let Some(max) = s.maximum {
@@ -428,7 +453,7 @@ impl Validator<'_> {
                 } else {
                     "should be less than or equal to"
                 };
-                self.invalid(path, rendered, &format!("{op} {}", bound(max)));
+                self.invalid(path, rendered(), &format!("{op} {}", bound(max)));
             }
         }
     }
@@ -499,21 +524,29 @@ impl Validator<'_> {
                 }
             }
             Some(AdditionalProperties::Schema(a)) => {
+                let mut child_path = String::new();
                 for (k, v) in map {
                     if !s.properties.contains_key(k) {
-                        self.value(a, v, &format!("{path}.{k}"));
+                        child_path.clear();
+                        child_path.push_str(path);
+                        child_path.push('.');
+                        child_path.push_str(k);
+                        self.value(a, v, &child_path);
                     }
                 }
             }
             _ => {}
         }
+        // One buffer for every property's path.
+        let mut child_path = String::new();
         for (name, p) in &s.properties {
             if let Some(v) = map.get(name) {
-                let child_path = if path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{path}.{name}")
-                };
+                child_path.clear();
+                if !path.is_empty() {
+                    child_path.push_str(path);
+                    child_path.push('.');
+                }
+                child_path.push_str(name);
                 self.value(p, v, &child_path);
             }
         }
@@ -550,8 +583,11 @@ fn list_sets_and_maps_object(
             Some(p) => child(p, k),
         }
     };
+    // Only lists and objects can hold list-type violations: scalars are skipped before their
+    // paths are spelled out.
+    let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
     if let Some(a) = s.additional_properties_schema() {
-        for (k, v) in map {
+        for (k, v) in map.iter().filter(|(_, v)| nested(v)) {
             let p = match path {
                 None => format!("[{k}]"),
                 Some(_) => at(k, true),
@@ -559,7 +595,7 @@ fn list_sets_and_maps_object(
             list_sets_and_maps(&p, a, v, out);
         }
     }
-    for (k, v) in map {
+    for (k, v) in map.iter().filter(|(_, v)| nested(v)) {
         if let Some(sub) = s.properties.get(k) {
             list_sets_and_maps(&at(k, false), sub, v, out);
         }
@@ -580,7 +616,9 @@ fn list_sets_and_maps(path: &str, s: &Schema, value: &Value, out: &mut Causes) {
             }
             if let Some(item_schema) = &s.items {
                 for (i, item) in items.iter().enumerate() {
-                    list_sets_and_maps(&index(path, i), item_schema, item, out);
+                    if matches!(item, Value::Array(_) | Value::Object(_)) {
+                        list_sets_and_maps(&index(path, i), item_schema, item, out);
+                    }
                 }
             }
         }
