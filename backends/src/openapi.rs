@@ -1659,6 +1659,19 @@ fn security_scheme() -> Value {
     })
 }
 
+/// The end of one operation, the same in v2 and v3: kube's `401` response and the
+/// `x-kubernetes-action` / `x-kubernetes-group-version-kind` extensions.
+fn finish_operation(op: &mut Map<String, Value>, mut responses: Map<String, Value>, route: &Route) {
+    responses.insert("401".into(), json!({ "description": "Unauthorized" }));
+    op.insert("responses".into(), Value::Object(responses));
+    if let Some(action) = route.action {
+        op.insert("x-kubernetes-action".into(), json!(action));
+    }
+    if let Some(gvk) = &route.gvk {
+        op.insert("x-kubernetes-group-version-kind".into(), gvk_extension(gvk));
+    }
+}
+
 /// One v3 document: `paths` and the `definitions` they reach (their closure in `catalog`).
 fn render_v3(
     paths: &BTreeMap<String, Vec<Route>>,
@@ -1696,14 +1709,7 @@ fn render_v3(
                         json!({ "description": description, "content": content(route.produces, def) }),
                     );
                 }
-                responses.insert("401".into(), json!({ "description": "Unauthorized" }));
-                op.insert("responses".into(), Value::Object(responses));
-                if let Some(action) = route.action {
-                    op.insert("x-kubernetes-action".into(), json!(action));
-                }
-                if let Some(gvk) = &route.gvk {
-                    op.insert("x-kubernetes-group-version-kind".into(), gvk_extension(gvk));
-                }
+                finish_operation(&mut op, responses, route);
                 item.insert(method.to_string(), Value::Object(op));
             }
         }
@@ -1778,14 +1784,7 @@ fn render_v2_path_item(routes: &[Route]) -> Value {
                     json!({ "description": description, "schema": { "$ref": format!("{V2_REF_PREFIX}{def}") } }),
                 );
             }
-            responses.insert("401".into(), json!({ "description": "Unauthorized" }));
-            op.insert("responses".into(), Value::Object(responses));
-            if let Some(action) = route.action {
-                op.insert("x-kubernetes-action".into(), json!(action));
-            }
-            if let Some(gvk) = &route.gvk {
-                op.insert("x-kubernetes-group-version-kind".into(), gvk_extension(gvk));
-            }
+            finish_operation(&mut op, responses, route);
             item.insert(method.to_string(), Value::Object(op));
         }
     }
