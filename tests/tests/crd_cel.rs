@@ -1,7 +1,8 @@
 //! End-to-end CEL validation rules (`x-kubernetes-validations`) with the real kubectl: a CRD's
 //! rules refuse invalid custom resources with 422 and the CRD's messages, a transition rule
-//! (`self == oldSelf`) makes a field immutable on update only, and a CRD whose rule does not
-//! compile is refused, as kube's apiextensions-apiserver does.
+//! (`self == oldSelf`) makes a field immutable on update only, a CRD whose rule does not
+//! compile is refused, and rules using kube's CEL libraries (quantity, IP, CIDR, URL, format)
+//! admit good objects and refuse bad ones, as kube's apiextensions-apiserver does.
 
 use std::time::Duration;
 
@@ -66,20 +67,25 @@ fn scaler(name: &str, spec: &str) -> String {
 }
 
 fn established(gate: &Kubegate) {
-    gate.ok_stdin(&["apply", "-f", "-"], CRD);
+    serve(gate, CRD, "scalers");
+}
+
+/// Applies `crd` (of group `cel.example.com`) and waits until `plural` is served.
+fn serve(gate: &Kubegate, crd: &str, plural: &str) {
+    gate.ok_stdin(&["apply", "-f", "-"], crd);
     gate.ok(&[
         "wait",
         "--for",
         "condition=established",
         "--timeout=30s",
-        "crd/scalers.cel.example.com",
+        &format!("crd/{plural}.cel.example.com"),
     ]);
     let served = eventually(Duration::from_secs(10), || {
-        gate.kubectl_fresh(&["get", "scalers"]).status.success()
+        gate.kubectl_fresh(&["get", plural]).status.success()
     });
     assert!(
         served,
-        "scalers never served:\n{}",
+        "{plural} never served:\n{}",
         kubegate_tests::tail(&gate.log(), 30)
     );
 }
@@ -297,4 +303,162 @@ fn a_crd_whose_rule_does_not_compile_is_refused() {
 
     // The valid CRD is accepted.
     gate.ok_stdin(&["create", "-f", "-"], CRD);
+}
+
+/// Rules using kube's CEL libraries: quantity, CIDR and IP, URL and named formats.
+const LIBRARY_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: backends.cel.example.com
+spec:
+  group: cel.example.com
+  scope: Namespaced
+  names:
+    plural: backends
+    singular: backend
+    kind: Backend
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: quantity(self.memory).compareTo(quantity('1Gi')) <= 0
+              message: memory must be at most 1Gi
+            - rule: cidr(self.network).containsIP(self.address)
+              message: address must be inside network
+            - rule: url(self.webhook).getScheme() == 'https' && url(self.webhook).getHostname().endsWith('.example.com')
+              message: webhook must be https on example.com
+            - rule: "!format.dns1123Label().validate(self.hostname).hasValue()"
+              messageExpression: "'hostname: ' + format.dns1123Label().validate(self.hostname).value().join('; ')"
+              fieldPath: .hostname
+            properties:
+              memory:
+                type: string
+                x-kubernetes-validations:
+                - rule: isQuantity(self)
+                  message: memory must be a quantity
+              network:
+                type: string
+                x-kubernetes-validations:
+                - rule: isCIDR(self) && cidr(self) == cidr(self).masked()
+                  message: network must be a masked CIDR
+              address:
+                type: string
+                x-kubernetes-validations:
+                - rule: isIP(self) && ip.isCanonical(self) && ip(self).family() == 4 && !ip(self).isLoopback()
+                  message: address must be a canonical, non-loopback IPv4 address
+              webhook:
+                type: string
+              hostname:
+                type: string
+"#;
+
+fn backend(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: cel.example.com/v1\nkind: Backend\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
+#[test]
+fn rules_using_kubes_cel_libraries_admit_good_objects_and_refuse_bad_ones() {
+    let gate = Kubegate::start();
+
+    // A rule that is no bool is refused when the CRD is written.
+    let not_bool = LIBRARY_CRD.replace(
+        "rule: quantity(self.memory).compareTo(quantity('1Gi')) <= 0",
+        "rule: quantity(self.memory)",
+    );
+    let out = gate.kubectl_stdin(&["create", "-f", "-"], Some(&not_bool));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains(r#"Rule:"quantity(self.memory)""#)
+            && stderr.contains("cel expression must evaluate to a bool"),
+        "{stderr}"
+    );
+
+    serve(&gate, LIBRARY_CRD, "backends");
+
+    // A good object is admitted.
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &backend(
+            "good",
+            "  memory: 512Mi\n  network: 10.0.0.0/8\n  address: 10.1.2.3\n  webhook: https://hooks.example.com/x?a=1\n  hostname: web-1\n",
+        ),
+    );
+    assert_eq!(
+        gate.json(&["get", "backend", "good", "-o", "json"])["spec"]["memory"],
+        "512Mi"
+    );
+
+    // Each library's rule refuses its bad value with the CRD's message.
+    let stderr = create_fails(
+        &gate,
+        &backend(
+            "bad",
+            "  memory: 1.5Gi\n  network: 10.1.0.0/8\n  address: 192.168.0.1\n  webhook: http://hooks.example.com\n  hostname: Web_1\n",
+        ),
+    );
+    for expected in [
+        r#"The Backend "bad" is invalid"#,
+        r#"spec.network: Invalid value: "string": network must be a masked CIDR"#,
+        r#"spec: Invalid value: "object": memory must be at most 1Gi"#,
+        r#"spec: Invalid value: "object": address must be inside network"#,
+        r#"spec: Invalid value: "object": webhook must be https on example.com"#,
+        r#"spec.hostname: Invalid value: "object": hostname: a lowercase RFC 1123 label must consist of lower case alphanumeric characters"#,
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    assert!(!gate.kubectl(&["get", "backend", "bad"]).status.success());
+
+    // A library's error (an unparsable quantity, URL) is the rule's runtime error.
+    let stderr = create_fails(
+        &gate,
+        &backend(
+            "broken",
+            "  memory: lots\n  network: 10.0.0.0/8\n  address: ::1\n  webhook: hooks.example.com\n  hostname: ok\n",
+        ),
+    );
+    for expected in [
+        r#"spec.memory: Invalid value: "string": memory must be a quantity"#,
+        r#"spec.address: Invalid value: "string": address must be a canonical, non-loopback IPv4 address"#,
+        r#"spec: Invalid value: "object": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: memory must be at most 1Gi"#,
+        r#"URL parse error during conversion from string: parse "hooks.example.com": invalid URI for request evaluating rule: webhook must be https on example.com"#,
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+
+    // Updates are checked too: growing memory past the limit is refused.
+    let patch = gate.fails(&[
+        "patch",
+        "backend",
+        "good",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"memory":"2Gi"}}"#,
+    ]);
+    assert!(patch.contains("memory must be at most 1Gi"), "{patch}");
+    gate.ok(&[
+        "patch",
+        "backend",
+        "good",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"memory":"1Gi"}}"#,
+    ]);
 }

@@ -7,11 +7,20 @@
 //! [`compile_errors`] is the CRD-time check that every rule compiles.
 //!
 //! The evaluator is the `cel` crate (cel-rust) with its standard library and its `strings`,
-//! `lists` and `math` extensions. It has no type checker, so compilation checks what can be
-//! checked without one (syntax, undeclared identifiers, fields the schema does not declare,
-//! rules that cannot be a bool) and everything else surfaces when a rule runs, as kube's
-//! runtime errors do. Programs are compiled once per rule text and kept in a process-wide
-//! table, not per request.
+//! `lists` and `math` extensions, plus the Kubernetes libraries kube-apiserver 1.32 gives CRD
+//! rules, each in a submodule: [`quantity`] (over a port of `resource.Quantity`), [`urls`]
+//! (over a port of Go's `net/url`), [`ip`] and [`cidr`] (over a port of `net/netip`),
+//! [`regexp`] (`find`, `findAll`), kube's [`lists`] (`isSorted`, `sum`, `min`, `max`,
+//! `indexOf`, `lastIndexOf`), [`format`] (`format.dns1123Label()`, ..., `.validate(s)`) and
+//! cel-go's [`sets`]. kube's `Quantity`, `URL`, `IP`, `CIDR` and `NamedFormat` objects are
+//! opaque values of those CEL type names ([`library`]). Everything is registered once on the
+//! shared environment.
+//!
+//! There is no type checker, so compilation checks what can be checked without one (syntax,
+//! undeclared identifiers, fields the schema does not declare, rules that cannot be a bool,
+//! literal `find`/`findAll` patterns that are no regex) and everything else surfaces when a
+//! rule runs, as kube's runtime errors do. Programs are compiled once per rule text and kept
+//! in a process-wide table, not per request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -29,6 +38,19 @@ use serde_json::Value;
 use super::structural::Schema;
 use super::{child, index, key};
 use crate::status::StatusCause;
+
+mod cidr;
+mod format;
+mod ip;
+mod library;
+mod lists;
+mod net_url;
+mod netip;
+mod quantity;
+mod regexp;
+mod resource_quantity;
+mod sets;
+mod urls;
 
 /// `ScopedVarName` and `OldScopedVarName`.
 const SELF: &str = "self";
@@ -92,8 +114,8 @@ struct Compiled {
     uses_old_self: bool,
 }
 
-/// The environment rules run in: CEL's standard library and macros plus the `strings`,
-/// `lists` and `math` extensions.
+/// The environment rules run in: CEL's standard library and macros, the `strings`, `lists`
+/// and `math` extensions, and kube's libraries ([`library::register`]).
 fn env() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
@@ -103,6 +125,11 @@ fn env() -> &'static Arc<Env> {
         let _ = env.add_extension(cel::extensions::strings);
         let _ = env.add_extension(cel::extensions::lists);
         let _ = env.add_extension(cel::extensions::math);
+        // The same holds for kube's libraries (a unit test registers them on a fresh
+        // environment), but say so if it ever fails.
+        if let Err(err) = library::register(&mut env) {
+            tracing::error!(error = %err, "kube's CEL libraries could not all be registered");
+        }
         Arc::new(env)
     })
 }
@@ -186,6 +213,13 @@ fn compile(source: &str, schema: Option<(&Schema, bool)>, output: Output) -> Com
             };
         }
     }
+    // What kube's `env.Program` would refuse (literal regexes of `find`/`findAll`).
+    if let Some(detail) = library::instantiation_error(program.expression()) {
+        return Compiled {
+            program: Err(detail),
+            uses_old_self,
+        };
+    }
     Compiled {
         program: Ok(program),
         uses_old_self,
@@ -234,7 +268,7 @@ fn static_kind(expr: &Expr) -> Option<&'static str> {
             "_-_" | "_*_" | "_/_" | "_%_" | "-_" => Some("number"),
             // `+` adds numbers or joins strings, lists and bytes: never a bool.
             "_+_" => Some("sum"),
-            _ => None,
+            other => library::result_kind(other),
         },
         Expr::Comprehension(c) => match &c.result.expr {
             // `all`/`exists`/`exists_one` end in a bool accumulator or comparison; `map` and
@@ -305,12 +339,25 @@ impl Checker<'_> {
             }
             Expr::Call(call) => {
                 if let Some(target) = &call.target {
-                    self.expr(target);
+                    // `format.named(..)`: the namespace of a library function, no identifier.
+                    let namespace = match &target.expr {
+                        Expr::Ident(name) if !self.bound.contains(name) => Some(name.as_str()),
+                        _ => None,
+                    };
+                    if !namespace
+                        .is_some_and(|ns| library::is_namespaced_function(ns, &call.func_name))
+                    {
+                        self.expr(target);
+                    }
                 }
                 for a in &call.args {
                     self.expr(a);
                 }
             }
+            // `net.IP` and `net.CIDR` name types.
+            Expr::Select(sel)
+                if matches!(&sel.operand.expr, Expr::Ident(ns)
+                    if !self.bound.contains(ns) && library::is_type_name(ns, &sel.field)) => {}
             Expr::Comprehension(c) => {
                 self.expr(&c.iter_range);
                 self.expr(&c.accu_init);
@@ -1500,6 +1547,122 @@ mod tests {
         assert!(
             got[0].ends_with(": messageExpression must evaluate to a string"),
             "{got:?}"
+        );
+    }
+
+    #[test]
+    fn kube_libraries_run_in_rules_with_kube_messages() {
+        let schema = schema_with(
+            json!({
+                "memory": {"type": "string"},
+                "cidr": {"type": "string"},
+                "ip": {"type": "string"},
+                "endpoint": {"type": "string"},
+                "name": {"type": "string"},
+            }),
+            json!([
+                {"rule": "quantity(self.memory).compareTo(quantity('1Gi')) <= 0",
+                 "message": "memory must be at most 1Gi"},
+                {"rule": "cidr(self.cidr).containsIP(self.ip)", "message": "ip outside cidr"},
+                {"rule": "url(self.endpoint).getScheme() == 'https'",
+                 "message": "endpoint must use https"},
+                {"rule": "!format.dns1123Label().validate(self.name).hasValue()",
+                 "messageExpression":
+                     "'name: ' + format.dns1123Label().validate(self.name).value().join(', ')"},
+            ]),
+        );
+        let good = spec(
+            json!({"memory": "512Mi", "cidr": "10.0.0.0/8", "ip": "10.1.2.3",
+                               "endpoint": "https://kube.io/hook", "name": "web-1"}),
+        );
+        assert_eq!(
+            rendered(&validate_cel(&schema, &good, None, &[])),
+            Vec::<String>::new()
+        );
+        let bad = spec(
+            json!({"memory": "2Gi", "cidr": "10.0.0.0/8", "ip": "11.1.2.3",
+                              "endpoint": "http://kube.io", "name": "Web_1"}),
+        );
+        assert_eq!(
+            rendered(&validate_cel(&schema, &bad, None, &[])),
+            [
+                "FieldValueInvalid spec: Invalid value: \"object\": memory must be at most 1Gi",
+                "FieldValueInvalid spec: Invalid value: \"object\": ip outside cidr",
+                "FieldValueInvalid spec: Invalid value: \"object\": endpoint must use https",
+                "FieldValueInvalid spec: Invalid value: \"object\": name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            ]
+        );
+        // The libraries' errors are the rules' runtime errors.
+        let broken = spec(
+            json!({"memory": "lots", "cidr": "10.0.0.0", "ip": "10.1.2.3",
+                                 "endpoint": "kube.io", "name": "ok"}),
+        );
+        assert_eq!(
+            rendered(&validate_cel(&schema, &broken, None, &[])),
+            [
+                "FieldValueInvalid spec: Invalid value: \"object\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: memory must be at most 1Gi",
+                "FieldValueInvalid spec: Invalid value: \"object\": network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix(\"10.0.0.0\"): no '/' evaluating rule: ip outside cidr",
+                "FieldValueInvalid spec: Invalid value: \"object\": URL parse error during conversion from string: parse \"kube.io\": invalid URI for request evaluating rule: endpoint must use https",
+            ]
+        );
+    }
+
+    #[test]
+    fn rules_using_kube_libraries_are_checked_when_the_crd_is_written() {
+        let schema = schema_with(replicas_props(), json!([]));
+        let spec_schema = &schema.properties["spec"];
+        let check = |rule: &str| -> Vec<String> {
+            rendered(&compile_errors(
+                "r",
+                &json!({"rule": rule}),
+                spec_schema,
+                false,
+            ))
+        };
+        for rule in [
+            "quantity(self.name).isLessThan(quantity('1Gi'))",
+            "isQuantity(self.name) && sign(quantity(self.name)) >= 0",
+            "format.dns1123Label().validate(self.name) == optional.none()",
+            "format.named('uuid').hasValue()",
+            "sets.contains(self.tags, ['a']) && sets.intersects(self.tags, ['b'])",
+            "type(ip(self.name)) == net.IP && type(cidr(self.name)) != net.CIDR",
+            "ip.isCanonical(self.name) && isIP(self.name) && isCIDR(self.name)",
+            "isURL(self.name) && url(self.name).getHost() != ''",
+            "self.name.find('[a-z]+') != '' && self.name.findAll('a', 2).size() < 3",
+            "self.tags.isSorted() && self.tags.indexOf('a') >= 0",
+            // A comprehension variable may be called `ip`.
+            "self.tags.all(ip, isIP(ip))",
+        ] {
+            assert_eq!(check(rule), Vec::<String>::new(), "{rule}");
+        }
+        let detail = |rule: &str| -> String {
+            let got = check(rule);
+            assert_eq!(got.len(), 1, "{rule}: {got:?}");
+            got[0]
+                .rsplit_once("}: ")
+                .map_or(String::new(), |(_, d)| d.to_string())
+        };
+        for rule in [
+            "quantity(self.name)",
+            "url(self.name)",
+            "ip(self.name).family()",
+            "cidr(self.name).masked()",
+            "format.uri()",
+            "self.name.find('a')",
+        ] {
+            assert_eq!(
+                detail(rule),
+                "cel expression must evaluate to a bool",
+                "{rule}"
+            );
+        }
+        assert_eq!(
+            detail("self.name.find('[') == ''"),
+            "program instantiation failed: error parsing regexp: unclosed character class: `[`"
+        );
+        assert!(
+            detail("net.URL == net.IP").contains("undeclared reference to 'net' (in container '')"),
+            "net.URL"
         );
     }
 
