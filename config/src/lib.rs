@@ -62,6 +62,10 @@ pub struct Config {
     /// How long shutdown waits for in-flight requests before closing (`--shutdown-timeout`).
     #[serde(with = "duration::serde_duration")]
     pub shutdown_timeout: Duration,
+    /// How long an Event is kept after its last write, create or update (`--event-ttl`,
+    /// default 1h, as kube-apiserver).
+    #[serde(rename = "eventTTL", with = "duration::serde_duration")]
+    pub event_ttl: Duration,
     pub storage: StorageConfig,
     pub authentication: AuthenticationConfig,
     pub authorization: AuthorizationConfig,
@@ -452,6 +456,9 @@ pub struct LoggingConfig {
     pub level: String,
 }
 
+/// kube-apiserver's default `--event-ttl`.
+pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
+
 /// Authorization modes this build implements (kube's names; `Node` is not one of them).
 pub const SUPPORTED_AUTHORIZATION_MODES: &[&str] =
     &["AlwaysAllow", "AlwaysDeny", "ABAC", "Webhook", "RBAC"];
@@ -468,6 +475,7 @@ impl Default for Config {
             max_request_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),
+            event_ttl: DEFAULT_EVENT_TTL,
             storage: StorageConfig::default(),
             authentication: AuthenticationConfig::default(),
             authorization: AuthorizationConfig::default(),
@@ -595,6 +603,9 @@ impl Config {
         }
         if self.request_timeout.is_zero() {
             errors.push("requestTimeout: Invalid value: \"0s\": must be greater than 0".into());
+        }
+        if self.event_ttl.is_zero() {
+            errors.push("eventTTL: Invalid value: \"0s\": must be greater than 0".into());
         }
         if self.storage.event_history < 100 {
             errors.push(format!(
@@ -887,6 +898,38 @@ mod tests {
         ] {
             assert_eq!(authorization_errors(yaml), expected, "{yaml}");
         }
+    }
+
+    #[test]
+    fn event_ttl_defaults_to_an_hour_and_reads_go_durations() {
+        assert_eq!(Config::default().event_ttl, Duration::from_secs(3600));
+        for (yaml, expected) in [
+            ("eventTTL: 30m\n", Duration::from_secs(1800)),
+            ("eventTTL: 90s\n", Duration::from_secs(90)),
+            ("eventTTL: 1h30m\n", Duration::from_secs(5400)),
+            ("eventTTL: 1500ms\n", Duration::from_millis(1500)),
+        ] {
+            let c = Config::from_yaml(yaml).unwrap();
+            assert_eq!(c.event_ttl, expected, "{yaml}");
+            c.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn event_ttl_must_be_positive() {
+        let c = Config::from_yaml("eventTTL: 0s\n").unwrap();
+        let ConfigError::Invalid(errors) = c.validate().unwrap_err() else {
+            panic!("expected Invalid")
+        };
+        assert_eq!(
+            errors,
+            vec!["eventTTL: Invalid value: \"0s\": must be greater than 0"]
+        );
+        let err = Config::from_yaml("eventTTL: soon\n").unwrap_err();
+        assert!(err.contains("eventTTL"), "{err}");
+        // The key is kube's acronym spelling, like the neighbouring `*TTL` keys.
+        let err = Config::from_yaml("eventTtl: 1h\n").unwrap_err();
+        assert!(err.contains("unknown field `eventTtl`"), "{err}");
     }
 
     #[test]

@@ -135,6 +135,9 @@ pub struct ServeFlags {
     /// How long SIGTERM waits for in-flight requests.
     #[arg(long)]
     pub shutdown_timeout: Option<String>,
+    /// How long an Event is kept after its last write (Go duration, e.g. 1h).
+    #[arg(long)]
+    pub event_ttl: Option<String>,
     /// Requests without credentials become system:anonymous (`--anonymous-auth[=true|false]`).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub anonymous_auth: Option<bool>,
@@ -303,6 +306,7 @@ impl ServeFlags {
                 self.shutdown_timeout,
                 &mut config.shutdown_timeout,
             ),
+            ("--event-ttl", self.event_ttl, &mut config.event_ttl),
         ] {
             if let Some(v) = value {
                 match parse_duration(&v) {
@@ -701,6 +705,56 @@ mod tests {
             err.contains("storage.etcd.endpoints[0]: Invalid value"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn event_ttl_flag_overrides_the_file_and_is_validated() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(&file, "eventTTL: 2h\n").unwrap();
+        let from_file = ServeFlags {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            from_file.into_config().unwrap().event_ttl,
+            std::time::Duration::from_secs(7200)
+        );
+        let cli = Cli::try_parse_from([
+            "kubegate",
+            "serve",
+            "--config",
+            file.to_str().unwrap(),
+            "--event-ttl",
+            "90s",
+        ])
+        .unwrap();
+        let Command::Serve(flags) = cli.command else {
+            panic!("expected serve")
+        };
+        assert_eq!(
+            flags.into_config().unwrap().event_ttl,
+            std::time::Duration::from_secs(90)
+        );
+        let err = ServeFlags {
+            event_ttl: Some("0s".into()),
+            ..Default::default()
+        }
+        .into_config()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("eventTTL: Invalid value: \"0s\": must be greater than 0"),
+            "{err}"
+        );
+        let err = ServeFlags {
+            event_ttl: Some("an hour".into()),
+            ..Default::default()
+        }
+        .into_config()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--event-ttl"), "{err}");
     }
 
     #[test]

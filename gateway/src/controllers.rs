@@ -1,6 +1,8 @@
-//! Background controllers that run beside the request path. Today: the namespace controller,
-//! which empties a terminating namespace and then lets it go (kube-controller-manager's
-//! namespace controller, in-process).
+//! Background controllers that run beside the request path: the namespace controller, which
+//! empties a terminating namespace and then lets it go (kube-controller-manager's namespace
+//! controller, in-process), and [`event_ttl`], which expires Events on the embedded store.
+
+pub mod event_ttl;
 
 use std::sync::Arc;
 use std::time::Duration;

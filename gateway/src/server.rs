@@ -321,7 +321,17 @@ pub fn run(config: Config) -> Result<(), StartError> {
     // With etcd the data dir holds only certificates and keys, so replicas can share them.
     let (store, storage_check): (Arc<dyn Store>, &str) = match &config.storage.etcd {
         Some(etcd) => {
-            let options = kubegate_backends::storage::etcd::EtcdOptions::from(etcd);
+            let mut options = kubegate_backends::storage::etcd::EtcdOptions::from(etcd);
+            // Events expire through etcd leases, as kube-apiserver's (--event-ttl).
+            options
+                .expiring_prefixes
+                .push(kubegate_backends::storage::etcd::ExpiringPrefix {
+                    prefix: format!(
+                        "{}/",
+                        kubegate_backends::core::events::EVENTS_STORAGE_PREFIX
+                    ),
+                    ttl: config.event_ttl,
+                });
             let store = background
                 .block_on(kubegate_backends::storage::etcd::connect(&options))
                 .map_err(|e| StartError::Storage(format!("etcd: {e}")))?;
@@ -417,6 +427,14 @@ pub fn run(config: Config) -> Result<(), StartError> {
         registry.clone(),
         stop_rx.clone(),
     ));
+    // On etcd, Events expire through leases (above); the embedded store needs the controller.
+    if config.storage.etcd.is_none() {
+        background.spawn(crate::controllers::event_ttl::run(
+            registry.clone(),
+            config.event_ttl,
+            stop_rx.clone(),
+        ));
+    }
     background.spawn(crate::rbac::follow(
         registry.clone(),
         rbac_index.clone(),

@@ -20,6 +20,10 @@
 //!   asked, and one etcd round trip answers every caller that arrived during the previous one.
 //! - Requests are bounded by [`EtcdOptions::request_timeout`] and retried on another member
 //!   when one cannot be reached (writes only when they cannot have been sent).
+//! - Keys under [`EtcdOptions::expiring_prefixes`] (Events, for `--event-ttl`) get an etcd
+//!   lease on every write, so etcd deletes them TTL after their last write, as it does for
+//!   kube-apiserver (see the `lease` module). Such keys stored without one (by an older
+//!   kubegate, or `kubegate migrate`) are given one in the background at connect.
 //! - A background compactor (the `compactor` module) compacts history every
 //!   [`EtcdOptions::compaction_interval`] to the revision seen one interval earlier,
 //!   coordinated between replicas (and kube-apiservers) through etcd's `compact_rev_key`.
@@ -27,6 +31,7 @@
 //! Use [`connect`] with [`EtcdOptions`] (from the `storage.etcd` configuration).
 
 mod compactor;
+mod lease;
 mod progress;
 mod single_flight;
 #[cfg(test)]
@@ -41,12 +46,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
-    KvClient, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
+    KvClient, LeaseClient, PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchClient,
+    WatchOptions,
 };
 use kubegate_config::EtcdConfig;
 use tokio::sync::watch as signal;
 
 use super::{KeyValue, ListResult, Revision, Store, StoreError, WatchReceiver};
+pub use lease::ExpiringPrefix;
 
 /// Keys read per range request while listing (the list stays one consistent snapshot).
 const LIST_PAGE: i64 = 1000;
@@ -83,6 +90,9 @@ pub struct EtcdOptions {
     /// Time allowed for one request (a list page, a write, opening a watch), including
     /// waiting for a reachable member; past it the caller gets [`StoreError::Unavailable`].
     pub request_timeout: Duration,
+    /// Store-key prefixes whose keys etcd deletes a TTL after their last write (through
+    /// leases, kube's `TTLFunc`); kubegate puts Events here with `--event-ttl`.
+    pub expiring_prefixes: Vec<ExpiringPrefix>,
 }
 
 impl Default for EtcdOptions {
@@ -96,6 +106,7 @@ impl Default for EtcdOptions {
             compaction_interval: Duration::from_secs(300),
             dial_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(15),
+            expiring_prefixes: Vec::new(),
         }
     }
 }
@@ -121,6 +132,7 @@ impl From<&EtcdConfig> for EtcdOptions {
             compaction_interval: config.compaction_interval,
             dial_timeout: config.dial_timeout,
             request_timeout: config.request_timeout,
+            expiring_prefixes: Vec::new(),
         }
     }
 }
@@ -142,6 +154,8 @@ pub struct EtcdStore {
     /// when the store is dropped and the sender goes away).
     shutdown: signal::Sender<bool>,
     compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Leases for writes under the expiring prefixes.
+    leases: lease::Leases,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -232,6 +246,7 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
         revisions: revision_fetch(me.clone()),
         shutdown,
         compactor: Mutex::new(None),
+        leases: lease::Leases::new(client.lease_client(), options.expiring_prefixes.clone()),
     });
     // Fail fast on a wrong address, CA or certificate rather than at the first request.
     let revision = store.global_revision().await?;
@@ -244,6 +259,11 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
             Arc::clone(&store.progress),
             shutdown_rx.clone(),
         ));
+    }
+    if !options.expiring_prefixes.is_empty() {
+        // In the background: a large prefix must not hold up the start.
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { store.lease_unleased_keys().await });
     }
     if !options.compaction_interval.is_zero() {
         let handle = tokio::spawn(compactor::run(
@@ -728,16 +748,13 @@ impl Store for EtcdStore {
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision, StoreError> {
         self.check_open()?;
         let k = self.etcd_key(key)?;
-        let txn = Txn::new()
-            .when([Compare::create_revision(k.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(k, value.to_vec(), None)]);
         let resp = self
-            .call("create", |mut kv| {
-                let txn = txn.clone();
-                async move { kv.txn(txn).await }
+            .put_txn("create", key, |put| {
+                Txn::new()
+                    .when([Compare::create_revision(k.clone(), CompareOp::Equal, 0)])
+                    .and_then([TxnOp::put(k.clone(), value.to_vec(), put)])
             })
-            .await?
-            .map_err(|e| self.error("create", e))?;
+            .await?;
         if !resp.succeeded() {
             return Err(StoreError::AlreadyExists(key.to_string()));
         }
@@ -754,20 +771,21 @@ impl Store for EtcdStore {
     ) -> Result<Revision, StoreError> {
         self.check_open()?;
         let k = self.etcd_key(key)?;
-        let txn = Txn::new()
-            .when([
-                Compare::version(k.clone(), CompareOp::Greater, 0),
-                Compare::mod_revision(k.clone(), CompareOp::Equal, to_rev(expected_revision)),
-            ])
-            .and_then([TxnOp::put(k.clone(), value.to_vec(), None)])
-            .or_else([TxnOp::get(k, None)]);
         let resp = self
-            .call("update", |mut kv| {
-                let txn = txn.clone();
-                async move { kv.txn(txn).await }
+            .put_txn("update", key, |put| {
+                Txn::new()
+                    .when([
+                        Compare::version(k.clone(), CompareOp::Greater, 0),
+                        Compare::mod_revision(
+                            k.clone(),
+                            CompareOp::Equal,
+                            to_rev(expected_revision),
+                        ),
+                    ])
+                    .and_then([TxnOp::put(k.clone(), value.to_vec(), put)])
+                    .or_else([TxnOp::get(k.clone(), None)])
             })
-            .await?
-            .map_err(|e| self.error("update", e))?;
+            .await?;
         if resp.succeeded() {
             return Ok(from_rev(
                 resp.header().map(|h| h.revision()).unwrap_or_default(),
@@ -848,6 +866,123 @@ impl Store for EtcdStore {
 }
 
 impl EtcdStore {
+    /// Runs the write transaction `build` makes for `key` (given the options of its put:
+    /// a lease when the key expires, see the `lease` module). A lease etcd no longer knows
+    /// (it expired or was revoked since it was granted) fails the whole transaction, which
+    /// then runs once more with a new lease.
+    async fn put_txn(
+        &self,
+        op: &str,
+        key: &str,
+        build: impl Fn(Option<PutOptions>) -> Txn,
+    ) -> Result<etcd_client::TxnResponse, StoreError> {
+        let mut retried = false;
+        loop {
+            let lease = match self.leases.ttl_for(key) {
+                Some(ttl) => Some(
+                    self.leases
+                        .lease(ttl, |client, seconds| self.grant(client, seconds))
+                        .await?,
+                ),
+                None => None,
+            };
+            let txn = build(lease.map(|id| PutOptions::new().with_lease(id)));
+            match self
+                .call(op, |mut kv| {
+                    let txn = txn.clone();
+                    async move { kv.txn(txn).await }
+                })
+                .await?
+            {
+                Ok(resp) => return Ok(resp),
+                Err(e) if !retried && lease::is_lease_not_found(&e) => {
+                    if let Some(id) = lease {
+                        self.leases.forget(id).await;
+                    }
+                    retried = true;
+                }
+                Err(e) => return Err(self.error(op, e)),
+            }
+        }
+    }
+
+    /// Gives a lease to every key under an expiring prefix that has none: written before the
+    /// prefix expired (an older kubegate) or copied in by `kubegate migrate`. The put keeps
+    /// the value (`ignore_value`) and is guarded by the key's revision, so a key written
+    /// meanwhile (which got its lease then) is left alone and replicas starting together do
+    /// it once; each such key is seen MODIFIED once and expires at most one TTL from now.
+    async fn lease_unleased_keys(&self) {
+        for prefix in self.leases.prefixes() {
+            let Some((mut from, end)) = self.etcd_range(&prefix) else {
+                continue;
+            };
+            let mut leased = 0usize;
+            loop {
+                let mut page = match self.range_page(from.clone(), &end, LIST_PAGE, None).await {
+                    Ok(page) => page,
+                    Err(e) => {
+                        tracing::warn!(prefix, error = %e, "listing keys to give them a lease; they keep none until rewritten");
+                        return;
+                    }
+                };
+                let more = page.more();
+                let kvs = page.take_kvs();
+                let next = kvs.last().map(|kv| key_after(kv.key()));
+                for kv in kvs.iter().filter(|kv| kv.lease() == 0) {
+                    let Ok(key) = self.store_key(kv.key()) else {
+                        continue;
+                    };
+                    let (raw, revision) = (kv.key().to_vec(), kv.mod_revision());
+                    let result = self
+                        .put_txn("update", &key, |put| {
+                            let put = put.unwrap_or_default().with_ignore_value();
+                            Txn::new()
+                                .when([Compare::mod_revision(
+                                    raw.clone(),
+                                    CompareOp::Equal,
+                                    revision,
+                                )])
+                                .and_then([TxnOp::put(raw.clone(), Vec::new(), Some(put))])
+                        })
+                        .await;
+                    match result {
+                        Ok(resp) if resp.succeeded() => leased += 1,
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(key, error = %e, "giving a stored key its lease");
+                        }
+                    }
+                }
+                match next {
+                    Some(next) if more => from = next,
+                    _ => break,
+                }
+            }
+            if leased > 0 {
+                tracing::info!(
+                    prefix,
+                    keys = leased,
+                    "gave stored keys without a lease one"
+                );
+            }
+        }
+    }
+
+    /// Grants a lease of `seconds` (retried on another member like a read: an extra grant
+    /// only leaves an unused lease that expires by itself).
+    async fn grant(
+        &self,
+        client: LeaseClient,
+        seconds: i64,
+    ) -> Result<etcd_client::LeaseGrantResponse, StoreError> {
+        self.call("lease grant", |_| {
+            let mut client = client.clone();
+            async move { client.grant(seconds, None).await }
+        })
+        .await?
+        .map_err(|e| self.error("lease grant", e))
+    }
+
     /// One read of the last write under the prefix: etcd's revision now, then the progress
     /// tracker's last write once it has seen everything up to it. Only through
     /// `self.revisions`, which batches callers.

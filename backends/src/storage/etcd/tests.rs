@@ -643,3 +643,114 @@ async fn tls_with_client_certificates() {
         Err(StoreError::Unavailable(m)) if m.contains("CA file")
     ));
 }
+
+/// The lease etcd holds for a raw key under `/registry` (0: none).
+async fn lease_of(client: &etcd_client::Client, key: &str) -> i64 {
+    let got = client.kv_client().get(key, None).await.unwrap();
+    got.kvs().first().map(|kv| kv.lease()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn keys_under_an_expiring_prefix_are_deleted_ttl_after_their_last_write() {
+    let etcd = TestEtcd::start().await;
+    let options = EtcdOptions {
+        expiring_prefixes: vec![super::ExpiringPrefix {
+            prefix: "/core/events/".into(),
+            ttl: Duration::from_secs(2),
+        }],
+        ..etcd.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let client = raw(&etcd).await;
+    let created = s.create("/core/events/ns/a", b("{\"v\":1}")).await.unwrap();
+    s.create("/core/eventsx/ns/a", b("{}")).await.unwrap();
+    s.create("/configmaps/ns/b", b("{}")).await.unwrap();
+    let first_lease = lease_of(&client, "/registry/core/events/ns/a").await;
+    assert_ne!(first_lease, 0, "a write under the prefix carries a lease");
+    assert_eq!(lease_of(&client, "/registry/core/eventsx/ns/a").await, 0);
+    assert_eq!(lease_of(&client, "/registry/configmaps/ns/b").await, 0);
+    // An update attaches a lease again (a put without one would detach it).
+    let mut watch = s.watch("/core/events/", created).await.unwrap();
+    let updated = s
+        .update("/core/events/ns/a", b("{\"v\":2}"), created)
+        .await
+        .unwrap();
+    assert_ne!(lease_of(&client, "/registry/core/events/ns/a").await, 0);
+    assert_eq!(recv(&mut watch).await.kind, EventKind::Modified);
+    // etcd deletes the key once the lease runs out: watchers get a delete with the last value.
+    let deleted = recv(&mut watch).await;
+    assert_eq!(deleted.kind, EventKind::Deleted);
+    assert_eq!(deleted.key, "/core/events/ns/a");
+    assert_eq!(deleted.prev_value, Some(b("{\"v\":2}")));
+    assert!(deleted.revision > updated);
+    assert_eq!(s.get("/core/events/ns/a").await.unwrap(), None);
+    assert!(s.get("/core/eventsx/ns/a").await.unwrap().is_some());
+    assert!(s.get("/configmaps/ns/b").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_revoked_shared_lease_is_replaced_on_the_next_write() {
+    let etcd = TestEtcd::start().await;
+    // A long TTL: writes share one lease (kube's reuse window).
+    let options = EtcdOptions {
+        expiring_prefixes: vec![super::ExpiringPrefix {
+            prefix: "/core/events/".into(),
+            ttl: Duration::from_secs(3600),
+        }],
+        ..etcd.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let client = raw(&etcd).await;
+    s.create("/core/events/ns/a", b("{}")).await.unwrap();
+    s.create("/core/events/ns/b", b("{}")).await.unwrap();
+    let shared = lease_of(&client, "/registry/core/events/ns/a").await;
+    assert_ne!(shared, 0);
+    assert_eq!(
+        lease_of(&client, "/registry/core/events/ns/b").await,
+        shared
+    );
+    let ttl = client
+        .lease_client()
+        .time_to_live(shared, None)
+        .await
+        .unwrap()
+        .granted_ttl();
+    assert_eq!(ttl, 3600 + 60, "the TTL plus kube's reuse window");
+    // Someone revokes it (its keys go with it); the store's next write gets a new lease.
+    client.lease_client().revoke(shared).await.unwrap();
+    assert_eq!(s.get("/core/events/ns/a").await.unwrap(), None);
+    s.create("/core/events/ns/c", b("{}")).await.unwrap();
+    let fresh = lease_of(&client, "/registry/core/events/ns/c").await;
+    assert_ne!(fresh, 0);
+    assert_ne!(fresh, shared);
+}
+
+#[tokio::test]
+async fn keys_stored_without_a_lease_get_one_when_their_prefix_expires() {
+    let etcd = TestEtcd::start().await;
+    // Written before the prefix expired (an older kubegate, or `kubegate migrate`).
+    let before = etcd.store().await;
+    let old = before
+        .create("/core/events/ns/old", b("{\"v\":1}"))
+        .await
+        .unwrap();
+    before.create("/configmaps/ns/c", b("{}")).await.unwrap();
+    let options = EtcdOptions {
+        expiring_prefixes: vec![super::ExpiringPrefix {
+            prefix: "/core/events/".into(),
+            ttl: Duration::from_secs(2),
+        }],
+        ..etcd.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let mut watch = s.watch("/core/events/", old).await.unwrap();
+    // Given a lease in place: the value is kept, the key is seen modified once...
+    let modified = recv(&mut watch).await;
+    assert_eq!(modified.kind, EventKind::Modified);
+    assert_eq!(modified.value, b("{\"v\":1}"));
+    // ...and expires.
+    let deleted = recv(&mut watch).await;
+    assert_eq!(deleted.kind, EventKind::Deleted);
+    assert_eq!(deleted.key, "/core/events/ns/old");
+    assert!(s.get("/configmaps/ns/c").await.unwrap().is_some());
+}
