@@ -254,6 +254,72 @@ fn wardle_is_discovered_and_served_with_the_callers_identity() {
 }
 
 #[test]
+fn a_backend_is_probed_again_for_its_own_changes_only() {
+    // Probes and document fetches only on change: the interval is out of the picture.
+    let config = tempfile::NamedTempFile::new().expect("config file");
+    std::fs::write(
+        config.path(),
+        "aggregator:\n  availabilityCheckInterval: 1h\n  discoveryRefreshInterval: 1h\n  probeTimeout: 2s\n",
+    )
+    .expect("write config");
+    let config_path = config.path().to_string_lossy().to_string();
+    let gate = Kubegate::start_with(&["--config", &config_path]);
+    let front_proxy_ca = gate.data_dir.join("pki").join("front-proxy-ca.crt");
+    let wardle = Wardle::start(WardleOptions::new(front_proxy_ca));
+    register(&gate, &wardle);
+    // The availability write and the discovery fetch that follow registration have landed.
+    std::thread::sleep(Duration::from_secs(1));
+    wardle.clear_requests();
+
+    // Other APIServices come and go (as CRDs register their groups): the routing table changes
+    // each time, but wardle's APIService does not, so it is neither probed nor fetched again.
+    for i in 0..5 {
+        let local = json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": format!("v1.local{i}.example.com")},
+            "spec": {"group": format!("local{i}.example.com"), "version": "v1",
+                     "groupPriorityMinimum": 100, "versionPriority": 10}
+        });
+        gate.ok_stdin(&["create", "-f", "-"], &local.to_string());
+    }
+    gate.ok(&["delete", "apiservice", "v1.local0.example.com"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let seen: Vec<String> = wardle
+        .requests()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(seen.is_empty(), "wardle was asked again: {seen:?}");
+    assert_eq!(available(&gate), "True");
+
+    // A change to its own spec is probed and fetched at once.
+    gate.ok(&[
+        "patch",
+        "apiservice",
+        APISERVICE,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"versionPriority":20}}"#,
+    ]);
+    let probed = eventually(Duration::from_secs(10), || {
+        let paths: Vec<String> = wardle
+            .requests()
+            .iter()
+            .map(|r| r["path"].as_str().unwrap_or("").to_string())
+            .collect();
+        paths
+            .iter()
+            .any(|p| p.starts_with("/apis/wardle.example.com/v1alpha1"))
+            && paths.iter().any(|p| p == "/apis")
+    });
+    assert!(
+        probed,
+        "no probe and fetch after the spec change: {:?}",
+        wardle.requests()
+    );
+}
+
+#[test]
 fn authorization_and_path_normalization_come_before_the_backend() {
     let (gate, wardle) = start();
     register(&gate, &wardle);

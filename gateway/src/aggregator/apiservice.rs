@@ -10,7 +10,7 @@ use kubegate_backends::core::apiregistration::{
 use serde_json::Value;
 
 /// Where an APIService's requests go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// Served by kubegate's own registry (`spec.service` null).
     Local,

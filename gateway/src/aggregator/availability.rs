@@ -8,7 +8,9 @@
 // `ApiError` is the registry's error type throughout; boxing it here alone would not help.
 #![allow(clippy::result_large_err)]
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use kubegate_backends::core::apiregistration::set_available_condition;
 use kubegate_backends::registry::Registry;
@@ -26,20 +28,34 @@ use crate::metrics::Metrics;
 pub const AGGREGATOR_USER: &str = "system:kube-aggregator";
 pub const AGGREGATOR_GROUP: &str = "system:masters";
 
-/// Probes every remote backend until `stop`, on each table change and on the interval.
+/// Probes every remote backend until `stop`: a backend when it is new or its spec, location
+/// or identity changed (not on status-only changes, its own writes included, nor on other
+/// APIServices' changes), and every one of them each `availabilityCheckInterval`.
 pub async fn run(
     registry: Arc<Registry>,
     aggregator: Arc<Aggregator>,
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    // The fingerprint each backend was last probed with, and when.
+    let mut probed: HashMap<String, (u64, Instant)> = HashMap::new();
     loop {
         let notified = aggregator.table_changed.notified();
         let table = aggregator.table.load_full();
-        let checks = table.services.iter().map(|service| {
+        let now = Instant::now();
+        let checks = table.services.iter().filter_map(|service| {
             let backend = table.remote(&service.group, &service.version).cloned();
+            if let Some(backend) = &backend {
+                let due = probed.get(&service.name).is_none_or(|(fingerprint, at)| {
+                    *fingerprint != backend.fingerprint
+                        || now.duration_since(*at) >= aggregator.check_interval
+                });
+                if !due {
+                    return None;
+                }
+            }
             let aggregator = aggregator.clone();
-            async move {
+            Some(async move {
                 let condition = match &backend {
                     None => Condition {
                         status: true,
@@ -48,16 +64,27 @@ pub async fn run(
                     },
                     Some(backend) => check(&aggregator, backend).await,
                 };
-                (service.clone(), condition)
-            }
+                let probe = backend.map(|b| (b.fingerprint, now));
+                (service.clone(), condition, probe)
+            })
         });
         let results = futures::future::join_all(checks).await;
-        for (service, condition) in results {
+        for (service, condition, probe) in results {
+            if let Some(probe) = probe {
+                probed.insert(service.name.clone(), probe);
+            }
             record(&registry, &metrics, &service, &condition).await;
         }
+        probed.retain(|name, _| table.services.iter().any(|s| &s.name == name));
+        // Sleep until the next backend is due, or a change.
+        let next_due = probed
+            .values()
+            .map(|(_, at)| *at + aggregator.check_interval)
+            .min()
+            .unwrap_or_else(|| Instant::now() + aggregator.check_interval);
         tokio::select! {
             _ = notified => {}
-            _ = tokio::time::sleep(aggregator.check_interval) => {}
+            _ = tokio::time::sleep_until(next_due.into()) => {}
             _ = stop.changed() => return,
         }
     }

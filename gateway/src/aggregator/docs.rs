@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -36,8 +37,9 @@ const ACCEPT_AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=
 /// What was last fetched for one APIService.
 #[derive(Clone, Default, PartialEq)]
 struct Fetched {
-    /// The backend's spec when fetched (a changed spec starts again from nothing).
-    spec_key: String,
+    /// The backend's [`Backend::fingerprint`] when fetched (a changed spec starts again
+    /// from nothing).
+    fingerprint: u64,
     resources: Option<Vec<Value>>,
     stale: bool,
     openapi_v3: Vec<(String, Bytes)>,
@@ -216,25 +218,55 @@ impl DocSync {
                 }
             });
         }
+        // When each backend was last refreshed, and whether it was unavailable then.
+        let mut refreshed: HashMap<String, (Instant, bool)> = HashMap::new();
         loop {
             let notified = aggregator.table_changed.notified();
             let table = aggregator.table.load_full();
             let mut next: HashMap<String, Fetched> = HashMap::new();
             let memo = Arc::new(FetchMemo::default());
+            let now = Instant::now();
             let fetches = table.backends().map(|backend| {
                 let previous = fetched.get(&backend.service.name).cloned();
+                let unavailable = backend.unavailable().is_some();
+                // Fetched again when its spec or availability changed or its copy is due for
+                // a refresh; other APIServices' changes (a CRD registering its group, a
+                // status write) leave it alone.
+                let due = match (&previous, refreshed.get(&backend.service.name)) {
+                    (Some(previous), Some((at, was_unavailable))) => {
+                        previous.fingerprint != backend.fingerprint
+                            || *was_unavailable != unavailable
+                            || now.duration_since(*at) >= aggregator.discovery_refresh_interval
+                    }
+                    _ => true,
+                };
                 let aggregator = aggregator.clone();
                 let backend = backend.clone();
                 let memo = memo.clone();
                 async move {
-                    let result = refresh(&aggregator, &backend, previous, &memo).await;
-                    (backend.service.name.clone(), result)
+                    let name = backend.service.name.clone();
+                    match previous {
+                        Some(previous) if !due => (name, previous, None),
+                        previous => {
+                            let result = refresh(&aggregator, &backend, previous, &memo).await;
+                            (name, result, Some((now, unavailable)))
+                        }
+                    }
                 }
             });
-            for (name, result) in futures::future::join_all(fetches).await {
+            for (name, result, refresh) in futures::future::join_all(fetches).await {
+                if let Some(refresh) = refresh {
+                    refreshed.insert(name.clone(), refresh);
+                }
                 next.insert(name, result);
             }
+            refreshed.retain(|name, _| next.contains_key(name));
             fetched = next;
+            let next_due = refreshed
+                .values()
+                .map(|(at, _)| *at + aggregator.discovery_refresh_interval)
+                .min()
+                .unwrap_or_else(|| Instant::now() + aggregator.discovery_refresh_interval);
             // Rebuild only when an input changed: the documents' hashes then stay stable.
             let mut inputs: Vec<(String, Fetched)> = fetched
                 .iter()
@@ -269,7 +301,7 @@ impl DocSync {
                 _ = openapi_ready.notified() => {
                     local_version += 1;
                 }
-                _ = tokio::time::sleep(aggregator.discovery_refresh_interval) => {}
+                _ = tokio::time::sleep_until(next_due.into()) => {}
                 _ = stop.changed() => return,
             }
         }
@@ -347,18 +379,6 @@ fn served_here(
         .collect()
 }
 
-/// A fingerprint of what a backend's documents depend on.
-fn spec_key(backend: &Backend) -> String {
-    let s = &backend.service;
-    format!(
-        "{}|{}|{:?}|{}",
-        s.uid,
-        s.group,
-        s.target,
-        s.ca_bundle.as_ref().map_or(0, Vec::len)
-    )
-}
-
 /// Fetches one APIService's documents, keeping the last good copy (marked stale) on failure.
 async fn refresh(
     aggregator: &Aggregator,
@@ -366,11 +386,12 @@ async fn refresh(
     previous: Option<Fetched>,
     memo: &FetchMemo,
 ) -> Fetched {
-    let key = spec_key(backend);
-    let previous = previous.filter(|p| p.spec_key == key).unwrap_or(Fetched {
-        spec_key: key,
-        ..Fetched::default()
-    });
+    let previous = previous
+        .filter(|p| p.fingerprint == backend.fingerprint)
+        .unwrap_or(Fetched {
+            fingerprint: backend.fingerprint,
+            ..Fetched::default()
+        });
     let stale = |mut previous: Fetched| {
         previous.stale = true;
         previous
@@ -381,7 +402,7 @@ async fn refresh(
     }
     match fetch(aggregator, backend, memo).await {
         Ok((resources, openapi_v3, openapi_v2)) => Fetched {
-            spec_key: previous.spec_key,
+            fingerprint: previous.fingerprint,
             resources: Some(resources),
             stale: false,
             // A backend without OpenAPI keeps serving discovery; a failed OpenAPI fetch keeps

@@ -28,6 +28,11 @@ pub struct Backend {
     /// this two APIServices with the same address and name but different `caBundle`s would
     /// share connections verified against only one of them.
     pub pool_key: u64,
+    /// A digest of everything a probe or a document fetch depends on (the APIService's uid
+    /// and spec, where it resolves to, the identity kubegate presents), but not its status:
+    /// controllers compare it to act on a backend's changes only, so their own status
+    /// writes, or another APIService's changes, do not set them off again.
+    pub fingerprint: u64,
     /// How kubegate authenticates to this backend and forwards the caller.
     pub identity: Arc<ProxyIdentity>,
     next: AtomicUsize,
@@ -54,12 +59,14 @@ impl Backend {
             service.insecure_skip_tls_verify.hash(&mut hasher);
             hasher.finish()
         };
+        let fingerprint = fingerprint(&service, &location, &identity);
         Backend {
             service,
             location,
             roots,
             ca_error,
             pool_key,
+            fingerprint,
             identity,
             next: AtomicUsize::new(0),
         }
@@ -90,6 +97,39 @@ impl Backend {
             )),
         }
     }
+}
+
+/// See [`Backend::fingerprint`].
+fn fingerprint(
+    service: &ApiService,
+    location: &Result<Location, ResolveError>,
+    identity: &Arc<ProxyIdentity>,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    service.uid.hash(&mut hasher);
+    service.group.hash(&mut hasher);
+    service.version.hash(&mut hasher);
+    service.target.hash(&mut hasher);
+    service.ca_bundle.hash(&mut hasher);
+    service.insecure_skip_tls_verify.hash(&mut hasher);
+    // Priorities order the merged documents.
+    service.group_priority_minimum.hash(&mut hasher);
+    service.version_priority.hash(&mut hasher);
+    match location {
+        Ok(location) => {
+            location.server_name.hash(&mut hasher);
+            location.addresses.hash(&mut hasher);
+            location.base_path.hash(&mut hasher);
+        }
+        Err(error) => {
+            error.reason.hash(&mut hasher);
+            error.message.hash(&mut hasher);
+        }
+    }
+    // A reloaded proxy certificate is a new identity.
+    (Arc::as_ptr(identity) as usize).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// PEM certificates in the form pingora's TLS connector takes; each is parsed first because
