@@ -10,6 +10,7 @@ mod authn;
 mod authz;
 mod certs;
 mod cli;
+mod compression;
 mod controllers;
 mod crds;
 mod flowcontrol;

@@ -11,6 +11,7 @@ use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::Session;
 
+use crate::compression;
 use crate::flowcontrol::PfHeaders;
 
 /// How often a quiet watch checks whether the server is shutting down.
@@ -92,10 +93,29 @@ pub async fn write(
 
 async fn write_body(
     session: &mut Session,
-    body: Body,
+    mut body: Body,
     audit_id: &str,
     pf: Option<&PfHeaders>,
 ) -> Result<()> {
+    let encoding = compression::choose(
+        &body,
+        session
+            .req_header()
+            .headers
+            .get(http::header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
+    );
+    if encoding != compression::Encoding::Identity {
+        let parts = std::iter::once(std::mem::take(&mut body.body))
+            .chain(std::mem::take(&mut body.more))
+            .collect();
+        body.body = compression::compress(&encoding, parts)
+            .await
+            .or_err(pingora::ErrorType::InternalError, "compressing a response")?;
+        body.headers
+            .push(("Content-Encoding".into(), "gzip".into()));
+        body.headers.push(("Vary".into(), "Accept-Encoding".into()));
+    }
     let length = body.len();
     let mut header = base_header(body.status, &body.content_type, audit_id, &body.headers, pf)?;
     header.insert_header(http::header::CONTENT_LENGTH, HeaderValue::from(length))?;

@@ -304,7 +304,7 @@ fn protobuf_only_clients_get_protobuf() {
 /// the cached objects) arrives whole and in order, with a Content-Length that matches, over
 /// HTTP/1.1 and HTTP/2, and kubectl reads it.
 #[test]
-fn large_lists_arrive_whole_over_both_protocols() {
+fn large_lists_and_documents_arrive_whole_plain_or_gzipped() {
     let gate = Kubegate::start();
     gate.ok(&["create", "namespace", "big"]);
     let padding = "x".repeat(3000);
@@ -343,4 +343,71 @@ fn large_lists_arrive_whole_over_both_protocols() {
 
     let list = gate.json(&["-n", "big", "get", "configmaps", "-o", "json"]);
     assert_eq!(list["items"].as_array().map(Vec::len), Some(60));
+
+    // Clients that accept gzip (kubectl does) get large bodies compressed, as from
+    // kube-apiserver (128 KiB and up), and the same content once inflated.
+    let (_, plain) = curl(&gate, &[], "/api/v1/namespaces/big/configmaps");
+    for protocol in ["--http1.1", "--http2"] {
+        let (head, body) = curl(
+            &gate,
+            &[protocol, "--compressed"],
+            "/api/v1/namespaces/big/configmaps",
+        );
+        assert!(
+            head.contains("content-encoding: gzip"),
+            "{protocol}: {head}"
+        );
+        assert!(head.contains("vary: accept-encoding"), "{protocol}: {head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or_else(|| panic!("no content-length in {head}"));
+        // The padding repeats, so the list shrinks to a small fraction.
+        assert!(length * 10 < body.len(), "{length} of {}", body.len());
+        assert_eq!(body, plain, "{protocol}");
+    }
+    // Small answers are not worth compressing.
+    let (head, body) = curl(
+        &gate,
+        &["--compressed"],
+        "/api/v1/namespaces/big/configmaps/cm-001",
+    );
+    assert!(head.contains(" 200"), "{head}");
+    assert!(!head.contains("content-encoding"), "{head}");
+    assert!(body.contains("\"index\":\"1\""), "{body}");
+
+    // Cached documents (OpenAPI, discovery) are compressed once per version from a smaller
+    // size, and keep their ETag, so revalidation works whichever form the client holds.
+    let path = "/openapi/v3/apis/coordination.k8s.io/v1";
+    let (plain_head, plain_doc) = curl(&gate, &[], path);
+    assert!(!plain_head.contains("content-encoding"), "{plain_head}");
+    let (head, doc) = curl(&gate, &["--compressed"], path);
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(
+        (8 * 1024..128 * 1024).contains(&plain_doc.len()),
+        "pick a document between the thresholds: {} bytes",
+        plain_doc.len()
+    );
+    assert_eq!(doc, plain_doc);
+    let etag = |head: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix("etag:"))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no etag in {head}"))
+    };
+    assert_eq!(etag(&head), etag(&plain_head));
+    // (`curl` lowercases the head it returns; the ETag is compared as sent.)
+    let exact_etag = curl_raw_head(&gate, path)
+        .lines()
+        .find_map(|l| l.strip_prefix("etag:").or_else(|| l.strip_prefix("ETag:")))
+        .map(|v| v.trim().to_string())
+        .expect("etag");
+    let if_none_match = format!("If-None-Match: {exact_etag}");
+    let (head, doc) = curl(&gate, &["-H", &if_none_match, "--compressed"], path);
+    assert!(head.contains(" 304"), "{head}");
+    assert!(doc.is_empty(), "{doc}");
+    // kubectl (which asks for gzip) reads compressed OpenAPI.
+    let explained = gate.ok(&["explain", "lease.spec"]);
+    assert!(explained.contains("holderIdentity"), "{explained}");
 }
