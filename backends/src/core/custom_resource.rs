@@ -19,7 +19,7 @@ use crate::machinery::schema::{self, Schema};
 use crate::resource::{
     name_column, ResourceDef, Strategy, SubresourceDef, TableColumn, STANDARD_VERBS,
 };
-use crate::status::StatusCause;
+use crate::status::{ApiError, StatusCause};
 
 /// One `additionalPrinterColumns` entry.
 #[derive(Debug, Clone)]
@@ -489,6 +489,8 @@ impl Strategy for CustomResourceStrategy {
 
     fn decode_stored(&self, mut object: Value) -> Value {
         if let Some(schema) = &self.schema {
+            // kube's storage decoder coerces embedded resources, dropping what does not decode.
+            schema::coerce_embedded(&mut object, schema);
             schema::apply_defaults(&mut object, schema);
         }
         if let Some(map) = object.as_object_mut() {
@@ -535,7 +537,34 @@ impl Strategy for CustomResourceStrategy {
 
     fn prune_unknown_fields(&self, object: &mut Value) -> Option<Vec<String>> {
         let schema = self.schema.as_ref()?;
-        Some(schema::prune(object, Some(schema), true))
+        // An embedded resource that does not decode fails the whole decode in kube, before
+        // unknown fields count: nothing is reported here and `check_decode` refuses it.
+        Some(schema::decode_request(object, schema).unwrap_or_default())
+    }
+
+    /// kube's decode error for an embedded resource whose `apiVersion`, `kind` or `metadata`
+    /// does not decode: `<Kind> in version "<v>" cannot be handled as a <Kind>: <field error>`.
+    fn check_decode(&self, object: &Value) -> Result<(), ApiError> {
+        let Some(schema) = &self.schema else {
+            return Ok(());
+        };
+        match schema::embedded_decode_error(object, schema) {
+            None => Ok(()),
+            Some(error) => {
+                let kind = object
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let api_version = object
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&self.api_version);
+                let version = api_version.rsplit('/').next().unwrap_or_default();
+                Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}"
+                )))
+            }
+        }
     }
 
     /// kube's `scaleFromCustomResource`: absent replicas read as 0; the selector only when
@@ -798,6 +827,60 @@ mod tests {
         v1.strategy.prepare_for_status_update(&mut status, &old);
         assert_eq!(status["status"]["replicas"], 5);
         assert_eq!(status["spec"]["cronSpec"], old["spec"]["cronSpec"]);
+    }
+
+    #[test]
+    fn embedded_resources_are_coerced_on_decode_and_refused_when_they_do_not_decode() {
+        let mut crd = crontab_crd();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["template"] = json!({"type": "object",
+                "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true});
+        let defs = resource_defs(&crd);
+        let strategy = &defs[0].strategy;
+        let mut object = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "a"}, "spec": {"cronSpec": "x", "odd": 1,
+            "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "junk": 1}}}});
+        assert_eq!(
+            strategy.prune_unknown_fields(&mut object),
+            Some(vec![
+                "spec.odd".to_string(),
+                "spec.template.metadata.junk".to_string()
+            ])
+        );
+        assert_eq!(object["spec"]["template"]["metadata"], json!({"name": "p"}));
+        assert!(strategy.check_decode(&object).is_ok());
+
+        let mut bad = object.clone();
+        bad["spec"]["template"]["kind"] = json!(5);
+        bad["spec"]["unknown"] = json!(1);
+        // The decode error wins over unknown fields, as in kube.
+        assert_eq!(strategy.prune_unknown_fields(&mut bad), Some(Vec::new()));
+        let error = strategy.check_decode(&bad).err();
+        assert_eq!(
+            error.map(|e| (e.code, e.message)),
+            Some((400, "CronTab in version \"v1\" cannot be handled as a CronTab: spec.template.kind: Invalid value: 5: must be a string".to_string()))
+        );
+
+        let mut missing = object.clone();
+        missing["spec"]["template"] = json!({"metadata": {"labels": {"k": "v!"}}});
+        let causes: Vec<String> = strategy
+            .validate(&missing)
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(causes.len(), 3, "{causes:?}");
+        assert_eq!(
+            causes[0],
+            "spec.template.apiVersion: Required value: must not be empty"
+        );
+        assert_eq!(
+            causes[1],
+            "spec.template.kind: Required value: must not be empty"
+        );
+        assert!(
+            causes[2].starts_with("spec.template.metadata.labels: Invalid value: \"v!\""),
+            "{causes:?}"
+        );
     }
 
     #[test]

@@ -7,13 +7,19 @@
 //! - [`prune`] unknown fields (the returned paths feed `fieldValidation=Warn/Strict`),
 //! - [`validate`] against the schema, with kube's field paths and messages.
 //!
+//! Objects under `x-kubernetes-embedded-resource` are also checked and cleaned as kube does
+//! on decode ([`decode_request`], [`coerce_embedded`]) and validated as resources (their
+//! `apiVersion`, `kind` and ObjectMeta `metadata`, part of [`validate`]).
+//!
 //! Pure functions on `serde_json::Value`; the registry decides when to call them. CEL rules
 //! (`x-kubernetes-validations`, carried in [`Schema::x_validations`]) are evaluated by
 //! [`validate_cel`] and compile-checked for CRDs by [`compile_errors`].
 
 mod cel;
 mod defaulting;
+mod embedded;
 mod formats;
+mod objectmeta;
 mod pattern;
 mod pruning;
 mod structural;
@@ -31,6 +37,7 @@ pub use self::cel::{compile_errors, validate_cel};
 pub use defaulting::{
     apply_defaults, default, prune_non_nullable_nulls_without_defaults, validate_defaults,
 };
+pub use embedded::{coerce_embedded, embedded_decode_error, validate_embedded};
 pub use formats::{effective_format, format_matches};
 pub use pattern::Pattern;
 pub use pruning::prune;
@@ -39,6 +46,21 @@ pub use structural_validation::validate_structural;
 pub use validation::{validate, validate_value};
 
 type Causes = Vec<StatusCause>;
+
+/// What kube's `unstructuredSchemaCoercer` does to a custom resource decoded from a request:
+/// unknown fields pruned, `null`s the schema neither allows nor defaults dropped, embedded
+/// resources coerced. Returns the paths of the unknown fields dropped (pruned ones first,
+/// then those of embedded metadata), or the error kube fails the decode with (a 400) when
+/// an embedded resource does not decode.
+pub fn decode_request(object: &mut Value, schema: &Schema) -> Result<Vec<String>, String> {
+    let mut unknown = prune(object, Some(schema), true);
+    prune_non_nullable_nulls_without_defaults(object, Some(schema));
+    if let Some(error) = embedded_decode_error(object, schema) {
+        return Err(error);
+    }
+    unknown.extend(coerce_embedded(object, schema));
+    Ok(unknown)
+}
 
 /// `field.Path.Child`: `spec.names`.
 pub(crate) fn child(base: &str, name: &str) -> String {

@@ -3,7 +3,7 @@
 //! by `additionalProperties` go, except below `x-kubernetes-preserve-unknown-fields: true`
 //! (where only the declared parts are pruned further). `apiVersion`, `kind` and `metadata` of
 //! the resource root and of every `x-kubernetes-embedded-resource` are never pruned here (kube
-//! coerces metadata separately).
+//! coerces metadata separately: `embedded.rs` for embedded resources).
 
 use serde_json::Value;
 

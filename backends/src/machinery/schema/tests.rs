@@ -326,3 +326,184 @@ fn schema_go_float_prints_like_go() {
         assert_eq!(go_float(f), want);
     }
 }
+
+/// Embedded resources as a property, as array items, as map values, and one declaring its
+/// own fields.
+fn embedded_schema() -> Value {
+    let open = json!({"type": "object", "x-kubernetes-embedded-resource": true,
+                      "x-kubernetes-preserve-unknown-fields": true});
+    json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "template": open,
+                    "templates": {"type": "array", "items": open},
+                    "byName": {"type": "object", "additionalProperties": open},
+                    "typed": {"type": "object", "x-kubernetes-embedded-resource": true,
+                              "properties": {
+                                  "apiVersion": {"type": "string"},
+                                  "kind": {"type": "string"},
+                                  "metadata": {"type": "object"},
+                                  "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                              }},
+                },
+            },
+        },
+    })
+}
+
+#[test]
+fn embedded_resources_are_validated_like_kube() {
+    let schema = Schema::from_json(&embedded_schema());
+    let pod =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}}});
+    let good = json!({"spec": {"template": pod, "templates": [pod, pod], "byName": {"x": pod},
+                               "typed": {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"size": 1}}}});
+    assert_eq!(rendered(&validate(&schema, &good)), Vec::<String>::new());
+
+    let cases: Vec<(Value, Vec<&str>)> = vec![
+        (json!({"template": {}}), vec![
+            "spec.template.apiVersion: Required value: must not be empty",
+            "spec.template.kind: Required value: must not be empty",
+        ]),
+        (json!({"templates": [pod, {"kind": "Pod"}]}), vec![
+            "spec.templates[1].apiVersion: Required value: must not be empty",
+        ]),
+        (json!({"byName": {"x": {"apiVersion": "v1"}}}), vec![
+            "spec.byName[x].kind: Required value: must not be empty",
+        ]),
+        (json!({"template": {"apiVersion": "", "kind": ""}}), vec![
+            "spec.template.apiVersion: Invalid value: \"\": must not be empty",
+            "spec.template.kind: Invalid value: \"\": must not be empty",
+        ]),
+        (json!({"template": {"apiVersion": "a/b/c", "kind": "Pod"}}), vec![
+            "spec.template.apiVersion: Invalid value: \"a/b/c\": unexpected GroupVersion string: a/b/c",
+        ]),
+        (json!({"template": {"apiVersion": "v1", "kind": "My_Kind"}}), vec![
+            "spec.template.kind: Invalid value: \"My_Kind\": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        ]),
+        (json!({"template": {"apiVersion": 1, "kind": null}}), vec![
+            "spec.template.apiVersion: Invalid value: 1: must be a string",
+            "spec.template.kind: Invalid value: \"null\": must be a string",
+        ]),
+        // Metadata is ObjectMeta: names are path segments, a namespace is checked when set,
+        // labels, annotations, owner references and managed fields as on any object.
+        (json!({"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "a/b", "generateName": "x%", "namespace": "Not_A_Label",
+            "labels": {"bad key": "v", "k": "bad value"}, "annotations": {"@": "x"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u"}],
+            "managedFields": [{"manager": "m", "operation": "Patch", "fieldsType": "FieldsV2"}],
+        }}}), vec![
+            "spec.template.metadata.generateName: Invalid value: \"x%\": may not contain '%'",
+            "spec.template.metadata.name: Invalid value: \"a/b\": may not contain '/'",
+            "spec.template.metadata.namespace: Invalid value: \"Not_A_Label\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            "spec.template.metadata.labels: Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            "spec.template.metadata.labels: Invalid value: \"bad value\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            "spec.template.metadata.annotations: Invalid value: \"@\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            "spec.template.metadata.ownerReferences: Invalid value: {\"apiVersion\":\"v1\",\"kind\":\"Event\",\"name\":\"e\",\"uid\":\"u\"}: /v1, Kind=Event is disallowed from being an owner",
+            "spec.template.metadata.managedFields[0].operation: Invalid value: \"Patch\": must be `Apply` or `Update`",
+            "spec.template.metadata.managedFields[0].fieldsType: Invalid value: \"FieldsV2\": must be `FieldsV1`",
+        ]),
+        // Metadata that does not decode is reported whole, with Go's decoding error.
+        (json!({"typed": {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"a": 1}}}}), vec![
+            "spec.typed.metadata: Invalid value: {\"labels\":{\"a\":1}}: json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string",
+        ]),
+    ];
+    for (spec, want) in cases {
+        let object = json!({"spec": spec});
+        assert_eq!(rendered(&validate(&schema, &object)), want, "{spec}");
+    }
+    let required = validate(&schema, &json!({"spec": {"template": {"kind": "Pod"}}}));
+    assert_eq!(required[0].reason, "FieldValueRequired");
+    assert_eq!(required[0].field, "spec.template.apiVersion");
+}
+
+#[test]
+fn embedded_resources_decode_like_kubes_coercer() {
+    let schema = Schema::from_json(&embedded_schema());
+    // (spec, spec after decode, unknown fields reported)
+    let cases: Vec<(Value, Value, Vec<&str>)> = vec![
+        (
+            json!({"template": {"apiVersion": "v1", "kind": "Pod", "extra": 1,
+                                "metadata": {"name": "p", "labels": {}, "foo": {"bar": 1},
+                                             "creationTimestamp": null}}}),
+            json!({"template": {"apiVersion": "v1", "kind": "Pod", "extra": 1,
+                                "metadata": {"name": "p"}}}),
+            vec!["spec.template.metadata.foo"],
+        ),
+        (
+            json!({"templates": [{"metadata": {"a": 1}}, {"metadata": {"ownerReferences": [{"name": "o", "b": 2}]}}],
+                   "byName": {"k": {"metadata": {"c": 3}}}}),
+            json!({"templates": [{"metadata": {}}, {"metadata": {"ownerReferences": [
+                       {"apiVersion": "", "kind": "", "name": "o", "uid": ""}]}}],
+                   "byName": {"k": {"metadata": {}}}}),
+            vec![
+                "spec.byName[k].metadata.c",
+                "spec.templates[0].metadata.a",
+                "spec.templates[1].metadata.ownerReferences[0].b",
+            ],
+        ),
+        (
+            // Fields the embedded schema does not declare are pruned as usual; its metadata
+            // only by the coercion.
+            json!({"typed": {"apiVersion": "v1", "kind": "Pod", "status": 1,
+                             "metadata": {"name": "n", "x": 1}, "spec": {"size": 1, "y": 2}}}),
+            json!({"typed": {"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": "n"}, "spec": {"size": 1}}}),
+            vec![
+                "spec.typed.spec.y",
+                "spec.typed.status",
+                "spec.typed.metadata.x",
+            ],
+        ),
+    ];
+    for (spec, want, unknown) in cases {
+        let mut object = json!({"spec": spec});
+        let paths = decode_request(&mut object, &schema).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(object, json!({"spec": want}), "{spec}");
+        assert_eq!(paths, unknown, "{spec}");
+    }
+
+    let errors: Vec<(Value, &str)> = vec![
+        (json!({"template": {"kind": 5}}), "spec.template.kind: Invalid value: 5: must be a string"),
+        (json!({"templates": [{"apiVersion": true}]}), "spec.templates[0].apiVersion: Invalid value: true: must be a string"),
+        (
+            json!({"byName": {"k": {"metadata": "m"}}}),
+            "spec.byName[k].metadata: Invalid value: \"m\": json: cannot unmarshal string into Go value of type v1.ObjectMeta",
+        ),
+        (
+            json!({"template": {"metadata": {"name": ["a"]}}}),
+            "spec.template.metadata: Invalid value: {\"name\":[\"a\"]}: json: cannot unmarshal array into Go struct field ObjectMeta.name of type string",
+        ),
+        // A declared, non-nullable `kind: null` is dropped before the coercion looks.
+        (json!({"template": {"kind": null}}), "spec.template.kind: Invalid value: \"null\": must be a string"),
+    ];
+    for (spec, want) in errors {
+        let mut object = json!({"spec": spec});
+        assert_eq!(
+            decode_request(&mut object, &schema),
+            Err(want.to_string()),
+            "{spec}"
+        );
+    }
+    let mut declared_null = json!({"spec": {"typed": {"apiVersion": "v1", "kind": null}}});
+    assert_eq!(decode_request(&mut declared_null, &schema), Ok(vec![]));
+    assert_eq!(
+        declared_null,
+        json!({"spec": {"typed": {"apiVersion": "v1"}}})
+    );
+
+    // Stored objects are coerced dropping what does not decode.
+    let mut stored = json!({"spec": {"template": {"apiVersion": 1, "kind": "Pod",
+                                                  "metadata": {"name": "n", "labels": {"a": 1}, "z": 1}}}});
+    assert_eq!(
+        coerce_embedded(&mut stored, &schema),
+        ["spec.template.metadata.z"]
+    );
+    assert_eq!(
+        stored,
+        json!({"spec": {"template": {"kind": "Pod", "metadata": {"name": "n"}}}})
+    );
+}

@@ -4,13 +4,15 @@
 //! messages (`spec.replicas in body must be of type integer: "string"`), turned into field
 //! errors the way apiextensions-apiserver's `kubeOpenAPIResultToFieldErrors` does (type errors
 //! as `FieldValueTypeInvalid`, `required` as `Required value`, `enum` as `Unsupported value`,
-//! `maxLength` as `Too long`, `maxItems`/`maxProperties` as `Too many`), then the
-//! `x-kubernetes-list-type` set/map uniqueness checks (`schema/listtype`).
+//! `maxLength` as `Too long`, `maxItems`/`maxProperties` as `Too many`), then the embedded
+//! resources' own checks (`embedded.rs`), then the `x-kubernetes-list-type` set/map
+//! uniqueness checks (`schema/listtype`).
 //!
 //! `x-kubernetes-validations` (CEL) rules are not evaluated here.
 
 use serde_json::Value;
 
+use super::embedded::validate_embedded;
 use super::formats::{effective_format, format_matches};
 use super::structural::{AdditionalProperties, Schema};
 use super::{child, go_float, go_value, index, invalid_raw, key, too_long, too_many, Causes};
@@ -18,11 +20,12 @@ use crate::status::{field_duplicate, field_required, StatusCause};
 
 const IN: &str = "body";
 
-/// kube's `ValidateCustomResource(nil, object, validator)` followed by
-/// `ValidateListSetsAndMaps(nil, schema, object)`: every problem of `object`, with field
-/// paths from the object root (`spec.replicas`).
+/// kube's `ValidateCustomResource(nil, object, validator)`, `objectmeta.Validate` of the
+/// embedded resources and `ValidateListSetsAndMaps(nil, schema, object)`, in that order:
+/// every problem of `object`, with field paths from the object root (`spec.replicas`).
 pub fn validate(schema: &Schema, object: &Value) -> Vec<StatusCause> {
     let mut causes = validate_value(None, schema, object);
+    causes.extend(validate_embedded(schema, object));
     if let Value::Object(map) = object {
         list_sets_and_maps_object(None, schema, map, &mut causes);
     }
