@@ -4,9 +4,8 @@
 //! compile is refused, and rules using kube's CEL libraries (quantity, IP, CIDR, URL, format)
 //! admit good objects and refuse bad ones, as kube's apiextensions-apiserver does.
 
-use std::time::Duration;
-
-use kubegate_tests::{eventually, Kubegate};
+use kubegate_tests::crd_fixtures::serve_crd;
+use kubegate_tests::Kubegate;
 use serde_json::Value;
 
 const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
@@ -72,22 +71,7 @@ fn established(gate: &Kubegate) {
 
 /// Applies `crd` (of group `cel.example.com`) and waits until `plural` is served.
 fn serve(gate: &Kubegate, crd: &str, plural: &str) {
-    gate.ok_stdin(&["apply", "-f", "-"], crd);
-    gate.ok(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "--timeout=30s",
-        &format!("crd/{plural}.cel.example.com"),
-    ]);
-    let served = eventually(Duration::from_secs(10), || {
-        gate.kubectl_fresh(&["get", plural]).status.success()
-    });
-    assert!(
-        served,
-        "{plural} never served:\n{}",
-        kubegate_tests::tail(&gate.log(), 30)
-    );
+    serve_crd(gate, crd, &format!("{plural}.cel.example.com"));
 }
 
 /// `kubectl create -f -` expected to fail: its stderr.

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use kubegate_tests::crd_fixtures::serve_crd;
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::Value;
 
@@ -92,22 +93,7 @@ fn fresh_ok(gate: &Kubegate, args: &[&str]) -> String {
 }
 
 fn established(gate: &Kubegate) {
-    gate.ok_stdin(&["apply", "-f", "-"], CRD);
-    gate.ok(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "--timeout=30s",
-        "crd/crontabs.stable.example.com",
-    ]);
-    let served = eventually(Duration::from_secs(10), || {
-        gate.kubectl_fresh(&["get", "crontabs"]).status.success()
-    });
-    assert!(
-        served,
-        "crontabs never served:\n{}",
-        kubegate_tests::tail(&gate.log(), 30)
-    );
+    serve_crd(gate, CRD, "crontabs.stable.example.com");
 }
 
 #[test]
