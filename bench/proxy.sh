@@ -23,8 +23,8 @@
 # samples kubegate's established connections to the backend every 0.5 s (upstream pooling).
 #
 # Targets (reported, not asserted): kubegate >= 1.0x nginx's requests/s, <= 1.0x its CPU per
-# request, p99 <= nginx's p99 + 0.2 ms. API Priority and Fairness is not implemented in kubegate
-# yet, so this path has no APF cost in it.
+# request, p99 <= nginx's p99 + 0.2 ms. kubegate runs with its defaults, so API Priority and
+# Fairness classifies every request (nginx has no such step).
 #
 # Usage: bench/proxy.sh                  (settings are env vars)
 #   ROUNDS=2 DURATION=5 bench/proxy.sh
@@ -156,12 +156,15 @@ stop_kubegate
 # direct_tls connections are not kubegate's and are filtered out by the owning process.
 SAMPLES=$OUT/upstream-conns.txt
 : >"$SAMPLES"
+# ss names a process by its command name (the binary's file name, at most 15 characters), so a
+# KUBEGATE_BIN copied under another name is still recognised.
+KG_COMM=$(basename "$KUBEGATE_BIN" | cut -c1-15)
 (
   while :; do
     echo "T $EPOCHREALTIME"
-    ss -Htnpi state established "( dport = :$BACKEND_TLS_PORT )" 2>/dev/null | awk '
+    ss -Htnpi state established "( dport = :$BACKEND_TLS_PORT )" 2>/dev/null | awk -v comm="$KG_COMM" '
       function flush() { if (port != "") print "C " port " " rx; port = "" }
-      /users:\(\(/ { flush(); if ($0 ~ /"kubegate",pid=/) { n = split($3, a, ":"); port = a[n]; rx = 0 }; next }
+      /users:\(\(/ { flush(); if (index($0, "\"" comm "\",pid=")) { n = split($3, a, ":"); port = a[n]; rx = 0 }; next }
       port != "" && match($0, /bytes_received:[0-9]+/) { rx = substr($0, RSTART + 15, RLENGTH - 15) }
       END { flush() }'
     sleep "$SAMPLE_INTERVAL"

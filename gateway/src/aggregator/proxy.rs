@@ -156,18 +156,12 @@ pub fn peer(
     peer
 }
 
-/// Request headers that carry a client's credentials or claimed identity: none of them may
-/// reach a backend, which trusts kubegate's certificate for whatever `X-Remote-*` says.
-/// `name` is an `http::HeaderName`, always lower case.
-fn is_client_identity_header(name: &str) -> bool {
-    name == "authorization"
-        || name == "proxy-authorization"
-        || name.starts_with("impersonate-")
-        || name.starts_with("x-remote-")
-}
-
 /// Rewrites the upstream request: path (the normalized one that was authorized, under the
 /// backend's base path), Host, and identity headers for `user`.
+///
+/// This runs for every proxied request, so it avoids per-header work it does not need: the
+/// client's target is kept when it already is the one to send, and header names are built
+/// once, not per value.
 pub fn rewrite_request(
     request: &mut RequestHeader,
     user: &UserInfo,
@@ -180,27 +174,11 @@ pub fn rewrite_request(
         .as_ref()
         .map(|l| l.base_path.as_str())
         .unwrap_or("");
-    let mut uri = format!("{base}{escaped_path}");
-    if let Some(query) = raw_query.filter(|q| !q.is_empty()) {
-        uri.push('?');
-        uri.push_str(query);
+    let query = raw_query.filter(|q| !q.is_empty());
+    if !sends_target(request, base, escaped_path, query) {
+        request.set_uri(backend_uri(base, escaped_path, query)?);
     }
-    let uri: http::Uri = uri.parse().map_err(|e| {
-        pingora::Error::explain(
-            pingora::ErrorType::InternalError,
-            format!("building the backend URI: {e}"),
-        )
-    })?;
-    request.set_uri(uri);
-    let names: Vec<http::HeaderName> = request
-        .headers
-        .keys()
-        .filter(|name| is_client_identity_header(name.as_str()))
-        .cloned()
-        .collect();
-    for name in names {
-        request.remove_header(&name);
-    }
+    strip_client_identity(request);
     if let Ok(location) = &backend.location {
         request.insert_header(http::header::HOST, location.server_name.as_str())?;
     }
@@ -222,15 +200,21 @@ pub fn rewrite_request(
             "Impersonate-Extra-",
         ),
     };
-    request.insert_header(user_header, user.name.as_str())?;
+    // Every identity header was removed above, so appending cannot add to a client's value.
+    request.append_header(user_header, user.name.as_str())?;
     if !user.uid.is_empty() {
-        request.insert_header(uid_header, user.uid.as_str())?;
+        request.append_header(uid_header, user.uid.as_str())?;
     }
     for group in &user.groups {
         request.append_header(group_header, group.as_str())?;
     }
     for (key, values) in &user.extra {
-        let name = format!("{extra_prefix}{}", escape_extra_key(key));
+        // Room for a few `%XX` escapes (a key usually has one `/`) without growing.
+        let mut name = String::with_capacity(extra_prefix.len() + key.len() + 8);
+        name.push_str(extra_prefix);
+        push_escaped_extra_key(&mut name, key);
+        // One buffer for the name, shared by every value's header.
+        let name = bytes::Bytes::from(name);
         for value in values {
             request.append_header(name.clone(), value.as_str())?;
         }
@@ -238,10 +222,86 @@ pub fn rewrite_request(
     Ok(())
 }
 
-/// kube's `headerKeyEscape`: every byte that is not a legal header-name character (and `%`
-/// itself) becomes `%XX`, so any extra key survives the trip and is unescaped by the backend.
-pub fn escape_extra_key(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
+/// Whether the request already targets `base` + `escaped_path` + `?query` in origin form
+/// (the usual case: a client's path is normally already normalized, and most backends have
+/// no base path), so the URI need not be rebuilt and reparsed.
+fn sends_target(
+    request: &RequestHeader,
+    base: &str,
+    escaped_path: &str,
+    query: Option<&str>,
+) -> bool {
+    if request.uri.scheme().is_some() || request.uri.authority().is_some() {
+        return false;
+    }
+    let Some(target) = request.uri.path_and_query() else {
+        return false;
+    };
+    // The raw bytes are what goes on an HTTP/1.1 wire; they differ from the URI for
+    // absolute-form or non-UTF-8 targets, which are rebuilt.
+    if request.raw_path() != target.as_str().as_bytes() {
+        return false;
+    }
+    let Some(rest) = target.as_str().strip_prefix(base) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(escaped_path) else {
+        return false;
+    };
+    match query {
+        None => rest.is_empty(),
+        Some(query) => rest.strip_prefix('?') == Some(query),
+    }
+}
+
+/// `base` + `escaped_path` + `?query` as a URI.
+fn backend_uri(base: &str, escaped_path: &str, query: Option<&str>) -> pingora::Result<http::Uri> {
+    let query_len = query.map_or(0, |q| q.len() + 1);
+    let mut target = String::with_capacity(base.len() + escaped_path.len() + query_len);
+    target.push_str(base);
+    target.push_str(escaped_path);
+    if let Some(query) = query {
+        target.push('?');
+        target.push_str(query);
+    }
+    // From a String, the URI keeps the buffer instead of copying it.
+    http::Uri::try_from(target).map_err(|e| {
+        pingora::Error::explain(
+            pingora::ErrorType::InternalError,
+            format!("building the backend URI: {e}"),
+        )
+    })
+}
+
+/// Removes every request header that carries a client's credentials or claimed identity:
+/// none of them may reach a backend, which trusts kubegate's certificate for whatever
+/// `X-Remote-*` says.
+fn strip_client_identity(request: &mut RequestHeader) {
+    request.remove_header(&http::header::AUTHORIZATION);
+    request.remove_header(&http::header::PROXY_AUTHORIZATION);
+    // Collecting nothing allocates nothing: the usual request has none of these.
+    let claimed: Vec<http::HeaderName> = request
+        .headers
+        .keys()
+        .filter(|name| is_claimed_identity_header(name.as_str()))
+        .cloned()
+        .collect();
+    for name in &claimed {
+        request.remove_header(name);
+    }
+}
+
+/// `Impersonate-*` and `X-Remote-*`: an identity a client claims rather than proves.
+/// `name` is an `http::HeaderName`, always lower case.
+fn is_claimed_identity_header(name: &str) -> bool {
+    name.starts_with("impersonate-") || name.starts_with("x-remote-")
+}
+
+/// kube's `headerKeyEscape`, appended to `out`: every byte that is not a legal header-name
+/// character (and `%` itself) becomes `%XX`, so any extra key survives the trip and is
+/// unescaped by the backend.
+fn push_escaped_extra_key(out: &mut String, key: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for byte in key.bytes() {
         let legal = byte.is_ascii_alphanumeric()
             || matches!(
@@ -261,14 +321,13 @@ pub fn escape_extra_key(key: &str) -> String {
                     | b'~'
             );
         if legal {
-            out.push(byte as char);
+            out.push(char::from(byte));
         } else {
-            use std::fmt::Write;
-            // Writing to a String cannot fail.
-            let _ = write!(out, "%{byte:02X}");
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -405,6 +464,51 @@ mod tests {
     }
 
     #[test]
+    fn peers_differing_only_by_ca_bundle_do_not_share_connections() {
+        use pingora::upstreams::peer::Peer;
+        let dirs = [
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        ];
+        let front = crate::certs::ensure_front_proxy(dirs[0].path()).expect("front-proxy pki");
+        let other_front =
+            crate::certs::ensure_front_proxy(dirs[1].path()).expect("second front-proxy pki");
+        let identity =
+            Arc::new(ProxyIdentity::load(&front.client_cert, &front.client_key).expect("identity"));
+        let first_ca = std::fs::read(&front.ca_cert).expect("ca");
+        let second_ca = std::fs::read(&other_front.ca_cert).expect("second ca");
+        assert_ne!(first_ca, second_ca);
+        // Same APIService name, address, server name, client certificate and options: only
+        // the caBundle differs.
+        let with_ca = |pem: Vec<u8>| {
+            let plain = backend_with(identity.clone());
+            let mut service = plain.service.clone();
+            service.ca_bundle = Some(pem);
+            Backend::new(service, plain.location.clone(), identity.clone())
+        };
+        let first = with_ca(first_ca);
+        let second = with_ca(second_ca);
+        assert!(first.ca_error.is_none() && second.ca_error.is_none());
+        let address = "127.0.0.1:8443".parse().expect("addr");
+        for upgrade in [false, true] {
+            let first_peer = peer(&first, address, upgrade, None);
+            let second_peer = peer(&second, address, upgrade, None);
+            assert_eq!(first_peer._address, second_peer._address);
+            assert_eq!(first_peer.sni, second_peer.sni);
+            assert_ne!(
+                first_peer.reuse_hash(),
+                second_peer.reuse_hash(),
+                "a connection verified against one caBundle must not serve the other"
+            );
+            // Each request's peer for the same backend finds the same pool.
+            assert_eq!(
+                first_peer.reuse_hash(),
+                peer(&first, address, upgrade, None).reuse_hash()
+            );
+        }
+    }
+
+    #[test]
     fn impersonation_carries_the_caller_on_kubegates_token() {
         let dir = tempfile::tempdir().expect("tempdir");
         let token_file = dir.path().join("token");
@@ -466,10 +570,194 @@ mod tests {
         );
     }
 
+    fn escape_extra_key(key: &str) -> String {
+        let mut escaped = String::new();
+        push_escaped_extra_key(&mut escaped, key);
+        escaped
+    }
+
     #[test]
     fn extra_keys_escape_like_kube() {
         assert_eq!(escape_extra_key("scopes"), "scopes");
         assert_eq!(escape_extra_key("a/b c%"), "a%2Fb%20c%25");
+        assert_eq!(escape_extra_key(""), "");
+        // Every legal header-name byte stays; each byte of a UTF-8 character is escaped.
+        assert_eq!(
+            escape_extra_key("!#$&'*+-.^_`|~09AZaz"),
+            "!#$&'*+-.^_`|~09AZaz"
+        );
+        assert_eq!(escape_extra_key("café:\"\n"), "caf%C3%A9%3A%22%0A");
+        assert_eq!(
+            escape_extra_key("authentication.kubernetes.io/credential-id"),
+            "authentication.kubernetes.io%2Fcredential-id"
+        );
+    }
+
+    fn rewritten(
+        method: &str,
+        target: &[u8],
+        base: &str,
+        escaped_path: &str,
+        raw_query: Option<&str>,
+    ) -> RequestHeader {
+        let mut b = backend();
+        if let Ok(location) = &mut b.location {
+            location.base_path = base.into();
+        }
+        let mut request = RequestHeader::build(method, target, None).expect("request");
+        let user = UserInfo::new("bob", vec!["dev".into()]);
+        rewrite_request(&mut request, &user, &b, escaped_path, raw_query).expect("rewritten");
+        request
+    }
+
+    #[test]
+    fn the_authorized_path_is_what_the_backend_gets() {
+        let path = "/apis/wardle.example.com/v1alpha1/flunders";
+        // The client's target is the authorized one: sent as it came.
+        for (target, query, sent) in [
+            (path.to_string(), None, path.to_string()),
+            (
+                format!("{path}?watch=1"),
+                Some("watch=1"),
+                format!("{path}?watch=1"),
+            ),
+            // An empty query is no query.
+            (format!("{path}?"), Some(""), path.to_string()),
+            (format!("{path}?"), None, path.to_string()),
+            // The path that was authorized is sent, not a differently spelled one.
+            (
+                "/apis/wardle.example.com/v1alpha1/./flunders".to_string(),
+                None,
+                path.to_string(),
+            ),
+            (
+                format!("{path}?watch=1"),
+                Some("watch=0"),
+                format!("{path}?watch=0"),
+            ),
+            (format!("{path}?watch=1"), None, path.to_string()),
+            (path.to_string(), Some("watch=1"), format!("{path}?watch=1")),
+            // Absolute form becomes origin form.
+            (
+                format!("https://kubegate.example:6443{path}"),
+                None,
+                path.to_string(),
+            ),
+        ] {
+            let request = rewritten("GET", target.as_bytes(), "", path, query);
+            assert_eq!(request.uri.to_string(), sent, "client target {target}");
+            assert_eq!(
+                request.raw_path(),
+                sent.as_bytes(),
+                "client target {target}"
+            );
+        }
+        // Under a backend URL's base path.
+        let request = rewritten("GET", path.as_bytes(), "/base", path, Some("limit=5"));
+        assert_eq!(request.uri.to_string(), format!("/base{path}?limit=5"));
+        assert_eq!(
+            request.raw_path(),
+            format!("/base{path}?limit=5").as_bytes()
+        );
+        // Whatever the client's target, the backend gets base + authorized path.
+        for target in [
+            format!("/base{path}"),
+            format!("/base/base{path}"),
+            path.to_string(),
+        ] {
+            let authorized = format!("/base{path}");
+            let request = rewritten("GET", target.as_bytes(), "/base", &authorized, None);
+            assert_eq!(
+                request.uri.to_string(),
+                format!("/base/base{path}"),
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
+    fn identity_headers_are_stripped_in_any_spelling_and_written_once() {
+        let mut request =
+            RequestHeader::build("GET", b"/apis/wardle.example.com/v1alpha1/flunders", None)
+                .expect("request");
+        for (name, value) in [
+            ("AUTHORIZATION", "Bearer secret"),
+            ("Proxy-Authorization", "Basic c2VjcmV0"),
+            ("x-REMOTE-uid", "forged"),
+            ("X-Remote-Group", "system:masters"),
+            ("X-Remote-Group", "other"),
+            ("x-remote-extra-example.org%2Fscope", "all"),
+            ("IMPERSONATE-GROUP", "system:masters"),
+            ("Impersonate-Extra-Scopes", "all"),
+            ("X-Remote", "not an identity header"),
+            ("User-Agent", "kubectl"),
+        ] {
+            request.append_header(name, value).expect("header");
+        }
+        let mut extra = BTreeMap::new();
+        extra.insert(
+            "example.org/scope".to_string(),
+            vec!["one".to_string(), "two".to_string(), "three".to_string()],
+        );
+        extra.insert("empty".to_string(), Vec::new());
+        let user = UserInfo {
+            name: "bob".into(),
+            uid: String::new(),
+            groups: Vec::new(),
+            extra,
+        };
+        rewrite_request(
+            &mut request,
+            &user,
+            &backend(),
+            "/apis/wardle.example.com/v1alpha1/flunders",
+            None,
+        )
+        .expect("rewritten");
+        let mut names: Vec<(String, String)> = request
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_string(),
+                    value.to_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        names.sort();
+        let expected: Vec<(String, String)> = [
+            ("host", "api.wardle.svc"),
+            ("user-agent", "kubectl"),
+            ("x-remote", "not an identity header"),
+            ("x-remote-extra-example.org%2fscope", "one"),
+            ("x-remote-extra-example.org%2fscope", "three"),
+            ("x-remote-extra-example.org%2fscope", "two"),
+            ("x-remote-user", "bob"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(names, expected);
+        // On an HTTP/1.1 wire, in the case kube writes them, values in order; this also
+        // checks that pingora's case-preserving name map stayed in step with the headers.
+        let mut wire = Vec::new();
+        request.header_to_h1_wire(&mut wire);
+        let wire = String::from_utf8(wire).expect("utf-8");
+        assert!(wire.contains("X-Remote-User: bob\r\n"), "{wire}");
+        assert!(
+            wire.contains(
+                "X-Remote-Extra-example.org%2Fscope: one\r\n\
+                 X-Remote-Extra-example.org%2Fscope: two\r\n\
+                 X-Remote-Extra-example.org%2Fscope: three\r\n"
+            ),
+            "{wire}"
+        );
+        assert!(
+            !wire.to_ascii_lowercase().contains("authorization"),
+            "{wire}"
+        );
+        assert!(!wire.to_ascii_lowercase().contains("impersonate"), "{wire}");
+        assert!(!wire.contains("system:masters"), "{wire}");
     }
 
     #[test]
