@@ -114,11 +114,27 @@ impl Delegate {
     /// preferred-version order: `(group, version, versionPriority)`; the core group is `""`.
     pub async fn discover(&self) -> Result<Vec<(String, String, i32)>, String> {
         let location = self.locate().await.map_err(|e| e.message)?;
-        let address = location
-            .addresses
-            .first()
-            .copied()
-            .ok_or("the delegate's host has no address")?;
+        // Every address the delegate's host resolves to is tried in turn, so one address
+        // that is down does not hide a cluster the others still serve.
+        let mut last_error = String::from("the delegate's host has no address");
+        for address in &location.addresses {
+            match self.discover_at(&location, *address).await {
+                Ok(found) => return Ok(found),
+                Err(e) => {
+                    tracing::debug!(%address, error = %e, "delegate discovery failed at one address");
+                    last_error = e;
+                }
+            }
+        }
+        Err(last_error)
+    }
+
+    /// `/api` and `/apis` of the delegate at one of its addresses.
+    async fn discover_at(
+        &self,
+        location: &super::resolve::Location,
+        address: std::net::SocketAddr,
+    ) -> Result<Vec<(String, String, i32)>, String> {
         let client = https_client_to(
             self.ca_pem.as_deref(),
             false,
