@@ -4,6 +4,7 @@
 //! (kube's `authenticator.WrapAudienceAgnosticToken`) and [`BearerAuthenticator`], which plugs
 //! all of it into the request [`Authenticator`] chain.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -37,22 +38,24 @@ const RAW_URL: GeneralPurpose = GeneralPurpose::new(
 ///
 /// `Ok(None)`: no token (no `Authorization` header, another scheme such as `Basic`, or no
 /// token subprotocol). `Err`: a token was clearly meant but is malformed; the caller answers
-/// 401. The error text never contains the token.
+/// 401. The error text never contains the token. A token from the `Authorization` header is
+/// borrowed from it: tokens are large (a ServiceAccount JWT is about 1 KiB) and read on every
+/// request.
 ///
 /// Differences from kube, on purpose: kube treats `Authorization: Bearer` with nothing after
 /// it (or with two spaces before the token) as no credential at all, which with anonymous
 /// auth enabled silently serves the request as `system:anonymous`; kubegate makes a presented
 /// but empty bearer credential a 401 instead.
-pub fn bearer_token(headers: &http::HeaderMap) -> Result<Option<String>, String> {
+pub fn bearer_token(headers: &http::HeaderMap) -> Result<Option<Cow<'_, str>>, String> {
     let from_header = authorization_bearer(headers);
     if let Ok(Some(token)) = from_header {
-        return Ok(Some(token));
+        return Ok(Some(Cow::Borrowed(token)));
     }
     // kube runs the websocket authenticator after the Authorization one; a websocket token
     // still counts when the Authorization header holds another scheme.
     match websocket_bearer(headers) {
-        Ok(Some(token)) => Ok(Some(token)),
-        Ok(None) => from_header,
+        Ok(Some(token)) => Ok(Some(Cow::Owned(token))),
+        Ok(None) => from_header.map(|none| none.map(Cow::Borrowed)),
         Err(e) => match from_header {
             Err(header_error) => Err(header_error),
             Ok(_) => Err(e),
@@ -63,31 +66,39 @@ pub fn bearer_token(headers: &http::HeaderMap) -> Result<Option<String>, String>
 /// `Authorization: Bearer <token>`, parsed as kube does: only the first `Authorization`
 /// header, surrounding whitespace trimmed, the scheme compared case-insensitively, the token
 /// is the text between the first and second space.
-fn authorization_bearer(headers: &http::HeaderMap) -> Result<Option<String>, String> {
+fn authorization_bearer(headers: &http::HeaderMap) -> Result<Option<&str>, String> {
     let Some(value) = headers.get(http::header::AUTHORIZATION) else {
         return Ok(None);
     };
     let value = value.as_bytes().trim_ascii();
-    if value.is_empty() {
-        return Ok(None);
-    }
-    let mut parts = value.splitn(3, |b| *b == b' ');
-    let scheme = parts.next().unwrap_or_default();
+    let (scheme, rest) = match value.iter().position(|b| *b == b' ') {
+        Some(space) => (&value[..space], Some(&value[space + 1..])),
+        None => (value, None),
+    };
     if !scheme.eq_ignore_ascii_case(b"bearer") {
         return Ok(None);
     }
-    let Some(token) = parts.next() else {
+    let Some(rest) = rest else {
         return Err("empty bearer token".to_string());
+    };
+    // The token ends at the next space. It has to be UTF-8 up to there; what follows does not
+    // matter. Validating first lets the search for the space run over `str`, which is
+    // word-at-a-time rather than byte-at-a-time.
+    let text = match std::str::from_utf8(rest) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    let token = match text.find(' ') {
+        Some(end) => &text[..end],
+        None if text.len() == rest.len() => text,
+        None => return Err(INVALID_BEARER_TOKEN.to_string()),
     };
     if token.is_empty() {
         // kube warns "the provided Authorization header contains extra space before the
         // bearer token, and is ignored" in this case.
         return Err("empty bearer token (extra space before the token?)".to_string());
     }
-    match std::str::from_utf8(token) {
-        Ok(token) => Ok(Some(token.to_string())),
-        Err(_) => Err(INVALID_BEARER_TOKEN.to_string()),
-    }
+    Ok(Some(token))
 }
 
 /// Whether the request asks for a websocket upgrade, as kube's `wsstream.IsWebSocketRequest`:
@@ -217,6 +228,15 @@ pub struct TokenUnion {
 impl TokenUnion {
     pub fn new(authenticators: Vec<Arc<dyn TokenAuthenticator>>) -> Self {
         TokenUnion { authenticators }
+    }
+
+    /// The authenticator a union of one is equivalent to: its answers pass through unchanged
+    /// (a single rejection is reported as is), so callers may skip the union's own layer.
+    fn single(&self) -> Option<&Arc<dyn TokenAuthenticator>> {
+        match self.authenticators.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        }
     }
 }
 
@@ -390,11 +410,17 @@ impl Authenticator for BearerAuthenticator {
             Ok(None) => return AuthnOutcome::NoCredential,
             Err(message) => return AuthnOutcome::Failed(message),
         };
-        match self
-            .union
-            .authenticate_token(&token, &self.api_audiences)
-            .await
-        {
+        // The gateway configures one (caching) token authenticator here; calling it directly
+        // saves a boxed future per request.
+        let outcome = match self.union.single() {
+            Some(only) => only.authenticate_token(&token, &self.api_audiences).await,
+            None => {
+                self.union
+                    .authenticate_token(&token, &self.api_audiences)
+                    .await
+            }
+        };
+        match outcome {
             TokenOutcome::Authenticated(result) => {
                 // kube checks this in the authentication filter after the whole chain.
                 if !audiences_acceptable(&self.api_audiences, &result.audiences) {
@@ -445,7 +471,9 @@ mod tests {
 
     #[test]
     fn authorization_header_forms() {
-        let ok = |v: &str| bearer_token(&headers(&[("authorization", v)]));
+        let ok = |v: &str| {
+            bearer_token(&headers(&[("authorization", v)])).map(|t| t.map(Cow::into_owned))
+        };
         assert_eq!(ok("Bearer abc"), Ok(Some("abc".into())));
         assert_eq!(ok("bEaReR abc"), Ok(Some("abc".into())));
         assert_eq!(ok("  Bearer abc  "), Ok(Some("abc".into())));
@@ -480,6 +508,39 @@ mod tests {
         );
         let err = bearer_token(&map).expect_err("not UTF-8");
         assert!(!err.contains("cret"));
+    }
+
+    #[test]
+    fn only_the_token_itself_must_be_utf8() {
+        let bearer = |value: &[u8]| {
+            let mut map = http::HeaderMap::new();
+            map.insert(
+                http::header::AUTHORIZATION,
+                http::HeaderValue::from_bytes(value).expect("obs-text is allowed"),
+            );
+            bearer_token(&map).map(|t| t.map(Cow::into_owned))
+        };
+        assert_eq!(bearer(b"Bearer abc \xff"), Ok(Some("abc".into())));
+        assert_eq!(
+            bearer(b"Bearer ab\xff"),
+            Err(INVALID_BEARER_TOKEN.to_string())
+        );
+        assert_eq!(
+            bearer(b"Bearer \xff abc"),
+            Err(INVALID_BEARER_TOKEN.to_string())
+        );
+        assert!(
+            bearer(b"Bearer  \xff").is_err(),
+            "extra space before the token"
+        );
+        assert_eq!(bearer(b"B\xffarer abc"), Ok(None), "another scheme");
+        // A token from the header is borrowed, not copied.
+        let mut map = http::HeaderMap::new();
+        map.insert(
+            http::header::AUTHORIZATION,
+            http::HeaderValue::from_static("Bearer abc"),
+        );
+        assert!(matches!(bearer_token(&map), Ok(Some(Cow::Borrowed("abc")))));
     }
 
     #[test]

@@ -6,16 +6,27 @@
 //! Cache keys are a salted SHA-256 of the audiences and the token, never the token itself, so
 //! memory (or a debug dump of the cache) does not hold usable credentials. A cached success is
 //! never served past the token's own `expires_at`.
+//!
+//! A hit is the common case (every request of a client re-presents the same token), so it is
+//! answered from a small direct-mapped table of recently used entries before moka is asked:
+//! one slot lookup under an uncontended lock, instead of moka's hashing, read recording and
+//! housekeeping. Moka stays the store of record (capacity, miss coalescing); the table only
+//! holds clones of its entries and never serves one past the deadline moka expires it at.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use super::bearer::{TokenAuthenticator, TokenOutcome};
 
 /// Upper bound on remembered tokens; kube's striped cache holds 32 × 4096 entries.
 const MAX_ENTRIES: u64 = 32 * 4096;
+
+/// Slots in the table of recently used entries (about 48 bytes each). Tokens whose keys share
+/// a slot take turns in it; the loser of a turn is still answered by moka.
+const RECENT_SLOTS: usize = 2048;
 
 type Key = [u8; 32];
 
@@ -24,15 +35,88 @@ type Key = [u8; 32];
 struct Entry {
     outcome: TokenOutcome,
     ttl: Duration,
+    /// When the entry was made plus `ttl`: the table of recent entries stops serving it here,
+    /// no later than moka (which starts the same TTL when the entry is inserted, just after).
+    deadline: Instant,
 }
 
 impl Entry {
+    fn new(outcome: TokenOutcome, ttl: Duration) -> Self {
+        Entry {
+            outcome,
+            ttl,
+            deadline: Instant::now() + ttl,
+        }
+    }
+
     /// Whether the entry may still be served: moka expires it on its monotonic clock, but a
     /// success is also re-checked against the wall clock its `expires_at` is written in.
     fn usable(&self, now: SystemTime) -> bool {
         match &self.outcome {
             TokenOutcome::Authenticated(result) => result.expires_at.is_none_or(|at| at > now),
             _ => true,
+        }
+    }
+}
+
+/// One slot of the table of recent entries.
+struct RecentEntry {
+    key: Key,
+    entry: Arc<Entry>,
+}
+
+/// A direct-mapped table of entries recently served or stored, consulted before moka. Keys
+/// are SHA-256 outputs under a secret salt, so their first bytes are a uniform slot index
+/// that others cannot aim at one slot.
+struct RecentEntries {
+    slots: Box<[Mutex<Option<RecentEntry>>]>,
+}
+
+impl RecentEntries {
+    fn new() -> Self {
+        RecentEntries {
+            slots: (0..RECENT_SLOTS).map(|_| Mutex::new(None)).collect(),
+        }
+    }
+
+    fn slot(&self, key: &Key) -> &Mutex<Option<RecentEntry>> {
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&key[..8]);
+        // The modulo keeps the index in range whatever the table size.
+        &self.slots[(u64::from_le_bytes(prefix) % self.slots.len() as u64) as usize]
+    }
+
+    /// The live entry stored under `key`, if the slot holds it. A poisoned lock only means
+    /// another thread panicked between two plain assignments; the slot is still consistent.
+    fn get(&self, key: &Key, now: Instant) -> Option<Arc<Entry>> {
+        let slot = self
+            .slot(key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let recent = slot.as_ref()?;
+        // Keys are digests of secrets: compared in constant time like the secrets themselves.
+        (bool::from(recent.key.ct_eq(key)) && now < recent.entry.deadline)
+            .then(|| recent.entry.clone())
+    }
+
+    fn put(&self, key: Key, entry: Arc<Entry>) {
+        *self
+            .slot(&key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(RecentEntry { key, entry });
+    }
+
+    /// Empties the slot if it holds `key` (its entry turned out stale).
+    fn forget(&self, key: &Key) {
+        let mut slot = self
+            .slot(key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if slot
+            .as_ref()
+            .is_some_and(|recent| bool::from(recent.key.ct_eq(key)))
+        {
+            *slot = None;
         }
     }
 }
@@ -60,6 +144,8 @@ pub struct CachedTokenAuthenticator {
     /// so a key seen in memory cannot be checked against guessed tokens offline.
     salt: [u8; 32],
     cache: moka::future::Cache<Key, Arc<Entry>>,
+    /// Answers repeated hits without going through moka; see the module documentation.
+    recent: RecentEntries,
 }
 
 impl std::fmt::Debug for CachedTokenAuthenticator {
@@ -92,6 +178,7 @@ impl CachedTokenAuthenticator {
                 .max_capacity(MAX_ENTRIES)
                 .expire_after(PerEntryTtl)
                 .build(),
+            recent: RecentEntries::new(),
         }
     }
 
@@ -134,11 +221,20 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
 
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
         let key = self.key(token, audiences);
-        // Fast path: a plain lookup for the common case of a live cached answer, without the
-        // bookkeeping `try_get_with` does to coalesce concurrent misses.
-        if let Some(entry) = self.cache.get(&key).await {
+        // Fastest path: the entry was served or stored recently.
+        if let Some(entry) = self.recent.get(&key, Instant::now()) {
             if entry.usable(SystemTime::now()) {
                 return entry.outcome.clone();
+            }
+            self.recent.forget(&key);
+        }
+        // Fast path: a plain lookup for a live cached answer, without the bookkeeping
+        // `try_get_with` does to coalesce concurrent misses.
+        if let Some(entry) = self.cache.get(&key).await {
+            if entry.usable(SystemTime::now()) {
+                let outcome = entry.outcome.clone();
+                self.recent.put(key, entry);
+                return outcome;
             }
         }
         // Two rounds at most: a hit that outlived its token's expiry is dropped and looked up
@@ -149,7 +245,7 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
                 .try_get_with(key, async {
                     let outcome = self.inner.authenticate_token(token, audiences).await;
                     match self.ttl_for(&outcome, SystemTime::now()) {
-                        Some(ttl) => Ok(Arc::new(Entry { outcome, ttl })),
+                        Some(ttl) => Ok(Arc::new(Entry::new(outcome, ttl))),
                         // Not stored, but still handed to every caller waiting on this key,
                         // which is how concurrent checks share one call.
                         None => Err(outcome),
@@ -157,7 +253,11 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
                 })
                 .await;
             match looked_up {
-                Ok(entry) if entry.usable(SystemTime::now()) => return entry.outcome.clone(),
+                Ok(entry) if entry.usable(SystemTime::now()) => {
+                    let outcome = entry.outcome.clone();
+                    self.recent.put(key, entry);
+                    return outcome;
+                }
                 Ok(_) => self.cache.invalidate(&key).await,
                 Err(shared) => return (*shared).clone(),
             }
@@ -283,20 +383,56 @@ mod tests {
     #[test]
     fn stale_entries_are_not_usable() {
         let past = SystemTime::now() - Duration::from_secs(1);
-        let entry = Entry {
-            outcome: TokenOutcome::Authenticated(TokenReviewResult {
+        let entry = Entry::new(
+            TokenOutcome::Authenticated(TokenReviewResult {
                 user: UserInfo::new("alice", vec![]),
                 audiences: vec![],
                 expires_at: Some(past),
             }),
-            ttl: LONG,
-        };
+            LONG,
+        );
         assert!(!entry.usable(SystemTime::now()));
-        let failure = Entry {
-            outcome: TokenOutcome::NotMine,
-            ttl: LONG,
-        };
+        let failure = Entry::new(TokenOutcome::NotMine, LONG);
         assert!(failure.usable(SystemTime::now()));
+    }
+
+    #[test]
+    fn recent_entries_serve_only_their_own_live_key() {
+        let recent = RecentEntries::new();
+        let key: Key = [7; 32];
+        let now = Instant::now();
+        assert!(recent.get(&key, now).is_none());
+        recent.put(key, Arc::new(Entry::new(TokenOutcome::NotMine, LONG)));
+        assert!(recent.get(&key, now).is_some());
+        assert!(
+            recent.get(&key, now + LONG + LONG).is_none(),
+            "never served past its deadline"
+        );
+        // Same slot (same first eight bytes), another key: not served, and not forgotten.
+        let mut neighbour = key;
+        neighbour[31] ^= 1;
+        assert!(recent.get(&neighbour, now).is_none());
+        recent.forget(&neighbour);
+        assert!(recent.get(&key, now).is_some());
+        recent.forget(&key);
+        assert!(recent.get(&key, now).is_none());
+    }
+
+    #[tokio::test]
+    async fn hits_are_served_from_recent_entries_within_the_ttl() {
+        let inner = counting(Duration::ZERO, None);
+        let cached = CachedTokenAuthenticator::new(inner.clone(), SHORT, Duration::ZERO);
+        let first = cached.authenticate_token("good", &[]).await;
+        let key = cached.key("good", &[]);
+        assert!(cached.recent.get(&key, Instant::now()).is_some());
+        // Served even once moka no longer holds it, until the entry's own deadline.
+        cached.cache.invalidate(&key).await;
+        assert_eq!(cached.authenticate_token("good", &[]).await, first);
+        assert_eq!(calls(&inner), 1);
+        tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+        assert!(cached.recent.get(&key, Instant::now()).is_none());
+        assert_eq!(cached.authenticate_token("good", &[]).await, first);
+        assert_eq!(calls(&inner), 2, "asked again after the TTL");
     }
 
     #[tokio::test]
