@@ -67,6 +67,24 @@ impl Registry {
             .map(|_| ())
     }
 
+    /// Deletes `namespace/name` only if it is still at `resource_version` (409 Conflict when it
+    /// was written since, 404 when it is gone), as a DELETE with that precondition does.
+    pub async fn delete_internal_at(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+    ) -> ApiResult<()> {
+        let options = DeleteOptions {
+            precondition_resource_version: Some(resource_version.to_string()),
+            ..DeleteOptions::default()
+        };
+        self.delete_object(def, namespace, name, &options)
+            .await
+            .map(|_| ())
+    }
+
     /// Every stored object of `def` (all namespaces), from the watch cache once it has caught
     /// up with the store, with the cache revision they were read at.
     pub async fn list_internal(&self, def: &ResourceDef) -> ApiResult<(Vec<Value>, u64)> {

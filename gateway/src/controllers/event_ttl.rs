@@ -8,7 +8,7 @@
 //! shows it to it: a few milliseconds after the write, never before. Events already stored when
 //! kubegate starts are timed from the start, so they go at most one TTL after a restart.
 //!
-//! Expired Events are deleted through the registry's ordinary DELETE with a `resourceVersion`
+//! Expired Events are deleted through the registry (`delete_internal_at`) with a `resourceVersion`
 //! precondition on the revision that was timed: watchers see DELETED, the watch cache follows,
 //! and an Event written again meanwhile is kept (the delete fails with a conflict and the newer
 //! write is timed afresh). Deadlines are batched like kube's shared leases: an Event goes
@@ -18,13 +18,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::StreamExt;
-use kubegate_backends::api::{ApiRequest, ApiResponse};
 use kubegate_backends::registry::Registry;
 use kubegate_backends::storage::cacher::CacheEventKind;
 use kubegate_backends::storage::Revision;
-use kubegate_policy::user::UserInfo;
 use tokio::time::Instant;
 
 /// Longest wait past a deadline, so expiries close together share one wake-up (kube's
@@ -132,49 +129,28 @@ async fn delete_expired(registry: &Registry, prefix: &str, key: &str, revision: 
         tracing::warn!(key, "event key outside its namespace layout; not expired");
         return true;
     };
-    let path = format!("/api/v1/namespaces/{namespace}/events/{name}");
-    let info = match kubegate_policy::request_info::resolve("DELETE", &path, "") {
-        Ok(info) => info,
-        Err(e) => {
-            tracing::warn!(key, error = %e, "cannot address an expired event");
-            return true;
+    let Some(def) = registry.find("", "events") else {
+        return true;
+    };
+    match registry
+        .delete_internal_at(&def, namespace, name, &revision.to_string())
+        .await
+    {
+        Ok(()) => {
+            tracing::debug!(namespace, name, "event expired");
+            true
         }
-    };
-    let options = serde_json::json!({
-        "kind": "DeleteOptions",
-        "apiVersion": "v1",
-        "preconditions": {"resourceVersion": revision.to_string()},
-    });
-    let request = ApiRequest {
-        method: "DELETE".into(),
-        info: Arc::new(info),
-        query: Vec::new(),
-        content_type: Some("application/json".into()),
-        accept: Some("application/json".into()),
-        if_none_match: None,
-        body: Bytes::from(options.to_string()),
-        // kube-apiserver's own loopback identity.
-        user: UserInfo::new("system:apiserver", vec!["system:masters".into()]),
-    };
-    match registry.handle(request).await {
-        ApiResponse::Body(body) => match body.status {
-            200 | 202 => {
-                tracing::debug!(namespace, name, "event expired");
-                true
-            }
-            404 | 409 => true,
-            status => {
-                tracing::warn!(
-                    namespace,
-                    name,
-                    status,
-                    body = %String::from_utf8_lossy(&body.bytes()),
-                    "deleting an expired event failed; trying again later"
-                );
-                false
-            }
-        },
-        ApiResponse::Watch(_) => true,
+        Err(e) if e.code == 404 || e.code == 409 => true,
+        Err(e) => {
+            tracing::warn!(
+                namespace,
+                name,
+                status = e.code,
+                error = %e.message,
+                "deleting an expired event failed; trying again later"
+            );
+            false
+        }
     }
 }
 
