@@ -22,6 +22,8 @@ pub struct ApiRequest {
     pub query: Vec<(String, String)>,
     pub content_type: Option<String>,
     pub accept: Option<String>,
+    /// `User-Agent`: names the field manager of writes that do not name one.
+    pub user_agent: Option<String>,
     /// `If-None-Match`, for documents served with an ETag (discovery, OpenAPI).
     pub if_none_match: Option<String>,
     pub body: Bytes,

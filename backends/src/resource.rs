@@ -271,6 +271,9 @@ pub struct ResourceDef {
     /// The kind's OpenAPI v3 schema when k8s-openapi has none (a CRD version's
     /// `openAPIV3Schema`).
     pub openapi_schema: Option<Arc<Value>>,
+    /// The kind's shape for server-side apply and managed fields, built from its schema on
+    /// the first write that needs it.
+    pub field_model: Arc<std::sync::OnceLock<Arc<crate::machinery::managed::TypeModel>>>,
 }
 
 /// Judges a client's create or update by who makes it, once the object is final and valid and

@@ -309,6 +309,7 @@ impl Gateway {
         let request = ApiRequest {
             method,
             content_type: header_string(session, http::header::CONTENT_TYPE),
+            user_agent: header_string(session, http::header::USER_AGENT),
             accept: header_string(session, http::header::ACCEPT),
             if_none_match: header_string(session, http::header::IF_NONE_MATCH),
             info: info.clone(),

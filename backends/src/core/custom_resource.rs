@@ -174,6 +174,7 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
             subresource_handlers: Vec::new(),
             admission: None,
             openapi_schema: schema_json.map(|s| Arc::new(s.clone())),
+            field_model: Default::default(),
         });
     }
     defs

@@ -15,7 +15,7 @@ mod apiregistration_validation;
 pub mod authentication;
 pub mod authorization;
 pub mod b64;
-mod causes;
+pub(crate) mod causes;
 pub mod configmaps;
 pub mod crd;
 pub mod crd_status;
@@ -132,6 +132,7 @@ pub(crate) fn base_def(names: Names, strategy: Arc<dyn Strategy>) -> ResourceDef
         subresource_handlers: Vec::new(),
         admission: None,
         openapi_schema: None,
+        field_model: Default::default(),
     }
 }
 

@@ -487,6 +487,7 @@ mod tests {
             }),
             query: Vec::new(),
             content_type: Some("application/json".into()),
+            user_agent: None,
             accept: None,
             if_none_match: None,
             body: bytes::Bytes::new(),

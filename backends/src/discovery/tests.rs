@@ -44,6 +44,7 @@ pub(crate) fn resource(
         subresource_handlers: Vec::new(),
         admission: None,
         openapi_schema: None,
+        field_model: Default::default(),
     }
 }
 

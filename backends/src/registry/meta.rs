@@ -176,7 +176,13 @@ pub(crate) fn unchanged(new: &Value, old: &Value) -> bool {
         let mut v = v.clone();
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
-            m.remove("managedFields");
+            // Ownership changes are changes; a manager's timestamp alone is not (kube keeps
+            // the stored timestamps of a no-op write).
+            if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+                for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+                    entry.remove("time");
+                }
+            }
         }
         v
     };

@@ -6,6 +6,7 @@
 //! compare-and-swap on the revision, then wait for the cache to catch up so a read after a
 //! write sees it.
 
+mod apply;
 mod encode;
 mod fields;
 mod internal;

@@ -48,6 +48,7 @@ fn request(
         info: info.into(),
         query: kubegate_policy::request_info::parse_query(query),
         content_type: Some(content_type.into()),
+        user_agent: None,
         accept: Some("application/json".into()),
         if_none_match: None,
         body: body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use super::apply::{check_no_force, Tracker};
 use super::encode;
 use super::meta::{
     check_namespace, check_type, finalizers, meta_str, metadata_mut, now_rfc3339, object_name,
@@ -65,7 +66,7 @@ impl<'a> WriteMode<'a> {
     }
 }
 
-fn field_validation(request: &ApiRequest) -> ApiResult<FieldValidation> {
+pub(super) fn field_validation(request: &ApiRequest) -> ApiResult<FieldValidation> {
     match request.param("fieldValidation").unwrap_or("") {
         "" | "Warn" => Ok(FieldValidation::Warn),
         "Ignore" => Ok(FieldValidation::Ignore),
@@ -116,7 +117,7 @@ pub(super) fn warning_header(message: &str) -> String {
     format!("299 - {}", serde_json::Value::String(message.to_string()))
 }
 
-fn respond(
+pub(super) fn respond(
     status: u16,
     def: &ResourceDef,
     output: &Negotiated,
@@ -169,7 +170,7 @@ impl Registry {
     /// Unknown fields per `fieldValidation`: an error under Strict, warnings under Warn; in
     /// every mode they are then dropped, as kube's typed decoding drops them, so they are
     /// never stored.
-    fn handle_unknown_fields(
+    pub(super) fn handle_unknown_fields(
         &self,
         def: &ResourceDef,
         object: &mut Value,
@@ -275,6 +276,9 @@ impl Registry {
         check_type(&mut object, def, &def.kind)?;
         check_namespace(&mut object, def, &request.info.namespace)?;
         let warnings = self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
+        if let Some(tracker) = Tracker::for_request(def, request, "CreateOptions")? {
+            tracker.created(&mut object);
+        }
         let mut written = self
             .create_object(def, object, WriteMode::client(request)?)
             .await?;
@@ -506,17 +510,33 @@ impl Registry {
         let subresource = info.subresource.clone();
         let mode = WriteMode::client(request)?;
         let create_on_update = subresource.is_empty() && def.strategy.allow_create_on_update();
+        let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
         // With create on update, a missing object is created and one created meanwhile is
         // updated, as kube's guaranteed update retries against what it finds.
         for _ in 0..MAX_CONFLICT_RETRIES {
             let updated = self
-                .update_object(def, &info.namespace, &info.name, &subresource, mode, |_| {
-                    Ok(body.clone())
-                })
+                .update_object(
+                    def,
+                    &info.namespace,
+                    &info.name,
+                    &subresource,
+                    mode,
+                    |current| {
+                        let mut new = body.clone();
+                        if let Some(tracker) = &tracker {
+                            tracker.updated(current, &mut new);
+                        }
+                        Ok(new)
+                    },
+                )
                 .await;
             let (status, written) = match updated {
                 Err(e) if create_on_update && e.code == 404 => {
-                    match self.create_on_update(def, body.clone(), mode).await {
+                    let mut new = body.clone();
+                    if let Some(tracker) = &tracker {
+                        tracker.created(&mut new);
+                    }
+                    match self.create_on_update(def, new, mode).await {
                         Err(e) if e.reason == "AlreadyExists" => continue,
                         created => (201, created?),
                     }
@@ -567,12 +587,10 @@ impl Registry {
         let output = negotiate_output(request.accept.as_deref(), true)?;
         let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
         if patch_type == PatchType::Apply {
-            return Err(ApiError::new(
-                415,
-                "UnsupportedMediaType",
-                "server-side apply (application/apply-patch+yaml) is not supported by this server yet; use client-side apply (kubectl apply without --server-side)",
-            ));
+            return self.apply_patch(def, request, &output).await;
         }
+        check_no_force(request)?;
+        let tracker = Tracker::for_request(def, request, "PatchOptions")?;
         if patch_type == PatchType::StrategicMerge && !def.strategy.supports_strategic_merge_patch()
         {
             // kube's custom-resource handler does not list strategic merge patch at all.
@@ -612,6 +630,9 @@ impl Registry {
                     if meta_str(&patched, "resourceVersion") == meta_str(current, "resourceVersion")
                     {
                         metadata_mut(&mut patched).remove("resourceVersion");
+                    }
+                    if let Some(tracker) = &tracker {
+                        tracker.updated(current, &mut patched);
                     }
                     // Unknown fields are judged before anything is written.
                     let found = self.handle_unknown_fields(def, &mut patched, mode)?;
@@ -740,10 +761,20 @@ impl Registry {
                 }
                 meta.remove("selfLink");
             }
+            // The strategy takes everything but status from the stored object; the field
+            // manager's record of this write stays (kube's ResetObjectMetaForStatus keeps
+            // managedFields).
+            let managed_fields = object.pointer("/metadata/managedFields").cloned();
             match subresource {
-                "status" => def
-                    .strategy
-                    .prepare_for_status_update(&mut object, &current),
+                "status" => {
+                    def.strategy
+                        .prepare_for_status_update(&mut object, &current);
+                    let meta = metadata_mut(&mut object);
+                    match managed_fields {
+                        Some(m) => meta.insert("managedFields".into(), m),
+                        None => meta.remove("managedFields"),
+                    };
+                }
                 "finalize" => def.strategy.prepare_for_finalize(&mut object, &current),
                 _ => def.strategy.prepare_for_update(&mut object, &current),
             }
@@ -1167,6 +1198,7 @@ mod tests {
             info: info.into(),
             query: kubegate_policy::request_info::parse_query(query),
             content_type: Some("application/json".into()),
+            user_agent: None,
             accept: Some("application/json".into()),
             if_none_match: None,
             body: body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),

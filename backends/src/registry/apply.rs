@@ -1,0 +1,377 @@
+//! Server-side apply (`PATCH` with `application/apply-patch+yaml`) and the `managedFields`
+//! every client write records: the field manager of a request (its `fieldManager`, else its
+//! User-Agent), the kind's shape, and what each endpoint resets.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::meta::{check_namespace, meta_str, metadata_mut, now_rfc3339, object_name};
+use super::write::{field_validation, respond, WriteMode};
+use super::Registry;
+use crate::api::{ApiRequest, ApiResponse};
+use crate::core::causes::too_long;
+use crate::machinery::managed::{ApplyError, FieldManager, FieldSet, PathElement, TypeModel};
+use crate::machinery::negotiation::{self, MediaType, Negotiated};
+use crate::openapi::schema_for_definition;
+use crate::resource::ResourceDef;
+use crate::status::{self, ApiError, ApiResult, StatusCause, StatusDetails};
+
+/// kube's `FieldManagerMaxLength`.
+const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+/// How many times an apply that finds its object created meanwhile starts over.
+const MAX_APPLY_ATTEMPTS: usize = 8;
+
+/// The kind's shape, built once per served version.
+pub(crate) fn field_model(def: &ResourceDef) -> Arc<TypeModel> {
+    def.field_model
+        .get_or_init(|| {
+            Arc::new(match &def.openapi_schema {
+                Some(schema) => {
+                    let meta = schema_for_definition(OBJECT_META);
+                    TypeModel::build_custom(schema, meta.as_ref().map(|(r, d)| (r, d)))
+                }
+                None => match schema_for_definition(&def.definition) {
+                    Some((root, definitions)) => TypeModel::build(&root, &definitions),
+                    None => TypeModel::untyped(),
+                },
+            })
+        })
+        .clone()
+}
+
+/// The fields an endpoint resets and so never gives to its writers: with a status
+/// subresource, the object's endpoint resets `.status` and `status` resets the rest, as
+/// kube's strategies' `GetResetFields` do.
+fn reset_fields(def: &ResourceDef, subresource: &str) -> FieldSet {
+    let mut set = FieldSet::new();
+    if !def.subresources.iter().any(|s| s.name == "status") {
+        return set;
+    }
+    let fields: &[&str] = if subresource == "status" {
+        &["spec", "metadata"]
+    } else {
+        &["status"]
+    };
+    for f in fields {
+        set.insert(&[PathElement::Field((*f).to_string())]);
+    }
+    set
+}
+
+/// kube's `prefixFromUserAgent`: what comes before the first `/`, printable characters only,
+/// at most 128 bytes.
+fn manager_from_user_agent(user_agent: &str) -> String {
+    let mut out = String::new();
+    for c in user_agent.split('/').next().unwrap_or("").chars() {
+        if c.is_control() {
+            continue;
+        }
+        if out.len() + c.len_utf8() > FIELD_MANAGER_MAX_LENGTH {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// kube's `ValidateFieldManager`.
+fn field_manager_causes(manager: &str) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    if manager.len() > FIELD_MANAGER_MAX_LENGTH {
+        causes.push(too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH));
+    }
+    for (i, c) in manager.char_indices() {
+        if c.is_control() {
+            causes.push(status::field_invalid(
+                "fieldManager",
+                manager,
+                &format!("invalid character U+{:04X} (at position {i})", c as u32),
+            ));
+        }
+    }
+    causes
+}
+
+fn options_invalid(options_kind: &str, causes: Vec<StatusCause>) -> ApiError {
+    ApiError::invalid("meta.k8s.io", options_kind, "", causes)
+}
+
+/// Records who writes which fields for one client request.
+pub(crate) struct Tracker {
+    model: Arc<TypeModel>,
+    reset: FieldSet,
+    api_version: String,
+    kind: String,
+    subresource: String,
+    manager: String,
+    now: String,
+}
+
+impl Tracker {
+    /// The tracker of a create, update or non-apply patch: validates `fieldManager` (422 on
+    /// the request's options kind), defaulting it from the User-Agent. `None` for endpoints
+    /// whose writes are not tracked (subresources other than `status`).
+    pub(crate) fn for_request(
+        def: &ResourceDef,
+        request: &ApiRequest,
+        options_kind: &str,
+    ) -> ApiResult<Option<Tracker>> {
+        let manager = request.param("fieldManager").unwrap_or("");
+        let causes = field_manager_causes(manager);
+        if !causes.is_empty() {
+            return Err(options_invalid(options_kind, causes));
+        }
+        let subresource = request.info.subresource.as_str();
+        if !subresource.is_empty() && subresource != "status" {
+            return Ok(None);
+        }
+        let manager = if manager.is_empty() {
+            manager_from_user_agent(request.user_agent.as_deref().unwrap_or(""))
+        } else {
+            manager.to_string()
+        };
+        Ok(Some(Tracker::new(def, subresource, manager)))
+    }
+
+    fn new(def: &ResourceDef, subresource: &str, manager: String) -> Tracker {
+        Tracker {
+            model: field_model(def),
+            reset: reset_fields(def, subresource),
+            api_version: def.api_version(),
+            kind: def.kind.clone(),
+            subresource: subresource.to_string(),
+            manager,
+            now: now_rfc3339(),
+        }
+    }
+
+    fn field_manager(&self) -> FieldManager<'_> {
+        FieldManager {
+            model: &self.model,
+            api_version: &self.api_version,
+            kind: &self.kind,
+            subresource: &self.subresource,
+            reset: &self.reset,
+        }
+    }
+
+    /// A create: everything the object sets becomes the writer's.
+    pub(crate) fn created(&self, object: &mut Value) {
+        let fm = self.field_manager();
+        fm.update(&fm.empty_object(), object, &self.manager, &self.now);
+    }
+
+    /// An update or patch of `live` into `new`.
+    pub(crate) fn updated(&self, live: &Value, new: &mut Value) {
+        self.field_manager()
+            .update(live, new, &self.manager, &self.now);
+    }
+
+    fn apply(&self, live: Option<&Value>, config: &Value, force: bool) -> ApiResult<Value> {
+        self.field_manager()
+            .apply(live, config, &self.manager, force, &self.now)
+            .map_err(|e| match e {
+                ApplyError::Conflicts(conflicts) => {
+                    let causes = conflicts
+                        .0
+                        .iter()
+                        .map(|(manager, path)| StatusCause {
+                            reason: "FieldManagerConflict".into(),
+                            message: format!("conflict with {manager}"),
+                            field: crate::machinery::managed::path_string(path),
+                        })
+                        .collect();
+                    ApiError {
+                        code: 409,
+                        reason: "Conflict",
+                        message: conflicts.message(),
+                        details: Some(StatusDetails {
+                            causes,
+                            ..Default::default()
+                        }),
+                    }
+                }
+                ApplyError::BadRequest(m) => ApiError::bad_request(m),
+                ApplyError::Internal(m) => ApiError::internal(m),
+            })
+    }
+}
+
+/// `force` is for apply patches only (kube's `ValidatePatchOptions`).
+pub(crate) fn check_no_force(request: &ApiRequest) -> ApiResult<()> {
+    if request.query.iter().any(|(k, _)| k == "force") {
+        return Err(options_invalid(
+            "PatchOptions",
+            vec![status::field_forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            )],
+        ));
+    }
+    Ok(())
+}
+
+/// The group/version/kind as Go prints a `GroupVersionKind` (`apps/v1, Kind=Deployment`,
+/// `/v1, Kind=ConfigMap`).
+fn gvk_string(api_version: &str, kind: &str) -> String {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    format!("{group}/{version}, Kind={kind}")
+}
+
+impl Registry {
+    /// `PATCH` with an apply configuration: merged into the object (created when missing)
+    /// with the manager's fields tracked, refused with 409 when it would change fields other
+    /// managers own, unless `force=true`.
+    pub(super) async fn apply_patch(
+        &self,
+        def: &Arc<ResourceDef>,
+        request: &ApiRequest,
+        output: &Negotiated,
+    ) -> ApiResult<ApiResponse> {
+        let info = &request.info;
+        let manager = request.param("fieldManager").unwrap_or("");
+        let mut causes = Vec::new();
+        if manager.is_empty() {
+            causes.push(status::field_required(
+                "fieldManager",
+                "is required for apply patch",
+            ));
+        }
+        causes.extend(field_manager_causes(manager));
+        if !causes.is_empty() {
+            return Err(options_invalid("PatchOptions", causes));
+        }
+        let force = match request.param("force") {
+            None | Some("") | Some("false") | Some("0") => false,
+            Some("true") | Some("1") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "failed to parse force={other:?}: must be true or false"
+                )))
+            }
+        };
+        let subresource = info.subresource.as_str();
+        if !subresource.is_empty() && subresource != "status" {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                format!("apply patches are not supported on the {subresource} subresource"),
+            ));
+        }
+        if request.body.is_empty() {
+            return Err(ApiError::bad_request("the body of the request was empty"));
+        }
+        let mut config = negotiation::decode_body(MediaType::Yaml, &request.body)?;
+        let api_version = config
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+        if api_version != def.api_version() || kind != def.kind {
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: {}",
+                gvk_string(api_version, kind)
+            )));
+        }
+        if !matches!(config.get("metadata"), None | Some(Value::Object(_))) {
+            return Err(ApiError::bad_request(
+                "metadata in the body of the request must be an object",
+            ));
+        }
+        let config_name = object_name(&config).to_string();
+        if config_name.is_empty() {
+            metadata_mut(&mut config).insert("name".into(), json!(info.name));
+        } else if config_name != info.name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({config_name}) does not match the name on the URL ({})",
+                info.name
+            )));
+        }
+        check_namespace(&mut config, def, &info.namespace)?;
+        let tracker = Tracker::new(def, subresource, manager.to_string());
+        let validation = field_validation(request)?;
+        let mode = WriteMode::client(request)?;
+        let warnings = std::sync::Mutex::new(Vec::new());
+        for _ in 0..MAX_APPLY_ATTEMPTS {
+            let updated = self
+                .update_object(
+                    def,
+                    &info.namespace,
+                    &info.name,
+                    subresource,
+                    mode,
+                    |current| {
+                        let mut applied = tracker.apply(Some(current), &config, force)?;
+                        // As for other patches: the stored resourceVersion riding along is not a
+                        // precondition; one the configuration sets is.
+                        if meta_str(&applied, "resourceVersion")
+                            == meta_str(current, "resourceVersion")
+                        {
+                            metadata_mut(&mut applied).remove("resourceVersion");
+                        }
+                        let found = self.handle_unknown_fields(def, &mut applied, validation)?;
+                        *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
+                        Ok(applied)
+                    },
+                )
+                .await;
+            let (code, mut written) = match updated {
+                Err(e) if e.code == 404 && subresource.is_empty() => {
+                    let mut object = tracker.apply(None, &config, force)?;
+                    let found = self.handle_unknown_fields(def, &mut object, validation)?;
+                    *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
+                    match self.create_object(def, object, mode).await {
+                        Err(e) if e.reason == "AlreadyExists" => continue,
+                        created => (201, created?),
+                    }
+                }
+                updated => (200, updated?),
+            };
+            written
+                .warnings
+                .extend(warnings.into_inner().unwrap_or_else(|p| p.into_inner()));
+            return respond(code, def, output, written);
+        }
+        Err(ApiError::conflict(
+            &def.group_resource(),
+            &info.name,
+            "too many concurrent modifications; please retry",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managers_default_from_the_user_agent_like_kube() {
+        assert_eq!(
+            manager_from_user_agent("kubectl/v1.32.0 (linux/amd64) kubernetes/abc"),
+            "kubectl"
+        );
+        assert_eq!(manager_from_user_agent("a\u{7}b/1"), "ab");
+        assert_eq!(manager_from_user_agent(&"x".repeat(300)).len(), 128);
+        assert_eq!(manager_from_user_agent(""), "");
+    }
+
+    #[test]
+    fn invalid_field_managers_are_refused_as_kube_words_it() {
+        let err = options_invalid("PatchOptions", field_manager_causes(&"m".repeat(129)));
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message
+                .starts_with("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long"),
+            "{}",
+            err.message
+        );
+        assert!(field_manager_causes("kubectl").is_empty());
+        assert_eq!(gvk_string("v1", "ConfigMap"), "/v1, Kind=ConfigMap");
+        assert_eq!(
+            gvk_string("apps/v1", "Deployment"),
+            "apps/v1, Kind=Deployment"
+        );
+    }
+}

@@ -1,0 +1,404 @@
+//! Server-side apply and managed fields with the real kubectl: `kubectl apply --server-side`
+//! creates, merges, conflicts with other managers' fields (kube's message), takes them with
+//! `--force-conflicts`, removes what it stops applying, takes over from client-side apply,
+//! merges list-map items by key on a custom resource and applies its status subresource; and
+//! bad apply requests get kube's Status bodies and change nothing.
+
+// Test helpers may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use kubegate_tests::crd_fixtures::serve_crd;
+use kubegate_tests::Kubegate;
+use serde_json::{json, Value};
+
+/// `{manager: fieldsV1}` of an object, read with `--show-managed-fields`.
+fn owners(gate: &Kubegate, args: &[&str]) -> Value {
+    let mut full = args.to_vec();
+    full.extend(["-o", "json", "--show-managed-fields"]);
+    let object = gate.json(&full);
+    let mut out = serde_json::Map::new();
+    for entry in object["metadata"]["managedFields"].as_array().unwrap() {
+        let mut key = entry["manager"].as_str().unwrap().to_string();
+        if let Some(sub) = entry.get("subresource").and_then(Value::as_str) {
+            key = format!("{key}/{sub}");
+        }
+        assert_eq!(entry["fieldsType"], "FieldsV1", "{entry}");
+        out.insert(key, entry["fieldsV1"].clone());
+    }
+    Value::Object(out)
+}
+
+fn apply(gate: &Kubegate, manifest: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["apply", "--server-side", "-f", "-"];
+    args.extend(extra);
+    gate.kubectl_stdin(&args, Some(manifest))
+}
+
+fn apply_ok(gate: &Kubegate, manifest: &str, extra: &[&str]) -> String {
+    let out = apply(gate, manifest, extra);
+    assert!(
+        out.status.success(),
+        "apply failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn configmap(data: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n{data}")
+}
+
+#[test]
+fn apply_creates_merges_conflicts_and_prunes() {
+    let gate = Kubegate::start();
+    gate.ok(&[
+        "create",
+        "configmap",
+        "app",
+        "--from-literal=a=1",
+        "--from-literal=b=2",
+    ]);
+    assert_eq!(
+        owners(&gate, &["get", "cm", "app"]),
+        json!({"kubectl-create": {"f:data": {".": {}, "f:a": {}, "f:b": {}}}})
+    );
+
+    // Changing a field kubectl-create owns is a conflict, and nothing changes.
+    let out = apply(&gate, &configmap("  a: \"9\"\n  c: \"3\"\n"), &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            r#"Apply failed with 1 conflict: conflict with "kubectl-create" using v1: .data.a"#
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        gate.json(&["get", "cm", "app", "-o", "json"])["data"],
+        json!({"a": "1", "b": "2"})
+    );
+
+    // Applying the value it already has shares the field; forcing takes it.
+    apply_ok(&gate, &configmap("  a: \"1\"\n  c: \"3\"\n"), &[]);
+    let shared = owners(&gate, &["get", "cm", "app"]);
+    assert_eq!(shared["kubectl"], json!({"f:data": {"f:a": {}, "f:c": {}}}));
+    assert_eq!(
+        shared["kubectl-create"],
+        json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}})
+    );
+    let out = apply_ok(
+        &gate,
+        &configmap("  a: \"9\"\n  c: \"3\"\n"),
+        &["--force-conflicts"],
+    );
+    assert!(out.contains("configmap/app serverside-applied"), "{out}");
+    let forced = owners(&gate, &["get", "cm", "app"]);
+    assert_eq!(
+        forced["kubectl-create"],
+        json!({"f:data": {".": {}, "f:b": {}}})
+    );
+    assert_eq!(
+        gate.json(&["get", "cm", "app", "-o", "json"])["data"],
+        json!({"a": "9", "b": "2", "c": "3"})
+    );
+
+    // A label another manager added stays when the applier stops applying its own.
+    apply_ok(
+        &gate,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels: {mine: x}\ndata:\n  a: \"9\"\n  c: \"3\"\n",
+        &[],
+    );
+    gate.ok(&["label", "cm", "app", "theirs=y"]);
+    assert_eq!(
+        owners(&gate, &["get", "cm", "app"])["kubectl-label"],
+        json!({"f:metadata": {"f:labels": {"f:theirs": {}}}})
+    );
+    apply_ok(&gate, &configmap("  a: \"9\"\n"), &[]);
+    let now = gate.json(&["get", "cm", "app", "-o", "json"]);
+    assert_eq!(
+        now["data"],
+        json!({"a": "9", "b": "2"}),
+        "c was the applier's alone"
+    );
+    assert_eq!(now["metadata"]["labels"], json!({"theirs": "y"}));
+
+    // Re-applying the same configuration writes nothing.
+    let rv = now["metadata"]["resourceVersion"].clone();
+    apply_ok(&gate, &configmap("  a: \"9\"\n"), &[]);
+    let again = gate.json(&["get", "cm", "app", "-o", "json"]);
+    assert_eq!(again["metadata"]["resourceVersion"], rv);
+
+    // A dry run answers the merged object and stores nothing.
+    let dry = apply_ok(
+        &gate,
+        &configmap("  a: \"9\"\n  d: \"4\"\n"),
+        &["--dry-run=server", "-o", "json"],
+    );
+    let dry: Value = serde_json::from_str(&dry).unwrap();
+    assert_eq!(dry["data"]["d"], "4");
+    assert!(gate.json(&["get", "cm", "app", "-o", "json"])["data"]
+        .get("d")
+        .is_none());
+
+    // Apply creates what does not exist.
+    let out = apply_ok(
+        &gate,
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: fresh\nstringData:\n  k: v\n",
+        &["--field-manager=deployer"],
+    );
+    assert!(out.contains("secret/fresh serverside-applied"), "{out}");
+    assert_eq!(
+        gate.json(&["get", "secret", "fresh", "-o", "json"])["data"]["k"],
+        "dg=="
+    );
+    let fresh = owners(&gate, &["get", "secret", "fresh"]);
+    assert!(fresh.get("deployer").is_some(), "{fresh}");
+}
+
+#[test]
+fn server_side_apply_takes_over_from_client_side_apply() {
+    let gate = Kubegate::start();
+    let v1 = configmap("  a: \"1\"\n  b: \"1\"\n");
+    gate.ok_stdin(&["apply", "-f", "-"], &v1);
+    // The same manifest, then a changed one, apply server-side without conflicts.
+    apply_ok(&gate, &v1, &[]);
+    apply_ok(&gate, &configmap("  a: \"2\"\n"), &[]);
+    let object = gate.json(&["get", "cm", "app", "-o", "json"]);
+    assert_eq!(object["data"], json!({"a": "2"}));
+    let annotation = object["metadata"]["annotations"]
+        ["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .unwrap();
+    let last: Value = serde_json::from_str(annotation).unwrap();
+    assert_eq!(last["data"], json!({"a": "2"}), "{annotation}");
+    let managers = owners(&gate, &["get", "cm", "app"]);
+    assert_eq!(
+        managers["kubectl"],
+        json!({"f:data": {"f:a": {}}}),
+        "{managers}"
+    );
+    // Back to client-side apply: it still works from the annotation.
+    gate.ok_stdin(&["apply", "-f", "-"], &configmap("  a: \"3\"\n"));
+    assert_eq!(
+        gate.json(&["get", "cm", "app", "-o", "json"])["data"],
+        json!({"a": "3"})
+    );
+}
+
+const WIDGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              tags: {type: array, items: {type: string}, x-kubernetes-list-type: set}
+              items:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    value: {type: string}
+          status:
+            type: object
+            properties:
+              ready: {type: boolean}
+"#;
+
+fn widget(body: &str) -> String {
+    format!("apiVersion: example.com/v1\nkind: Widget\nmetadata: {{name: w}}\n{body}")
+}
+
+#[test]
+fn custom_resources_merge_list_items_by_key_and_apply_status() {
+    let gate = Kubegate::start();
+    serve_crd(&gate, WIDGETS, "widgets.example.com");
+    apply_ok(
+        &gate,
+        &widget("spec:\n  size: 1\n  tags: [a]\n  items:\n  - {name: first, value: \"1\"}\n"),
+        &["--field-manager=team-a"],
+    );
+    apply_ok(
+        &gate,
+        &widget("spec:\n  tags: [b]\n  items:\n  - {name: second, value: \"2\"}\n"),
+        &["--field-manager=team-b"],
+    );
+    let spec = gate.json(&["get", "widget", "w", "-o", "json"])["spec"].clone();
+    assert_eq!(
+        spec,
+        json!({"size": 1, "tags": ["a", "b"], "items": [{"name": "first", "value": "1"}, {"name": "second", "value": "2"}]})
+    );
+    let managers = owners(&gate, &["get", "widget", "w"]);
+    assert_eq!(
+        managers["team-b"],
+        json!({"f:spec": {"f:items": {r#"k:{"name":"second"}"#: {".": {}, "f:name": {}, "f:value": {}}},
+                          "f:tags": {r#"v:"b""#: {}}}})
+    );
+    // Another team's item is theirs.
+    let out = apply(
+        &gate,
+        &widget("spec:\n  items:\n  - {name: first, value: \"9\"}\n"),
+        &["--field-manager=team-b"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(r#"conflict with "team-a": .spec.items[name="first"].value"#),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Team b dropping its item removes only that item.
+    apply_ok(
+        &gate,
+        &widget("spec:\n  tags: [b]\n"),
+        &["--field-manager=team-b"],
+    );
+    assert_eq!(
+        gate.json(&["get", "widget", "w", "-o", "json"])["spec"]["items"],
+        json!([{"name": "first", "value": "1"}])
+    );
+
+    // Status goes through its subresource, owned there; the object's endpoint ignores it.
+    apply_ok(
+        &gate,
+        &widget("status: {ready: true}\n"),
+        &["--subresource=status", "--field-manager=controller"],
+    );
+    apply_ok(
+        &gate,
+        &widget("spec:\n  size: 2\nstatus: {ready: false}\n"),
+        &["--field-manager=team-a", "--force-conflicts"],
+    );
+    let object = gate.json(&["get", "widget", "w", "-o", "json"]);
+    assert_eq!(object["status"], json!({"ready": true}));
+    assert_eq!(object["spec"]["size"], 2);
+    let managers = owners(&gate, &["get", "widget", "w"]);
+    assert_eq!(
+        managers["controller/status"],
+        json!({"f:status": {"f:ready": {}}})
+    );
+    assert!(managers["team-a"].get("f:status").is_none(), "{managers}");
+}
+
+fn status(body: &[u8]) -> Value {
+    let v: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)));
+    assert_eq!(v["kind"], "Status", "{v}");
+    v
+}
+
+const APPLY: &str = "Content-Type: application/apply-patch+yaml";
+
+#[test]
+fn bad_apply_requests_get_kube_status_bodies_and_change_nothing() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "configmap", "app", "--from-literal=a=1"]);
+    let path = "/api/v1/namespaces/default/configmaps/app";
+    let body = configmap("  a: \"2\"\n");
+
+    let (code, out) = gate.curl("PATCH", path, &[APPLY], Some(body.as_bytes()));
+    assert_eq!(code, 422);
+    assert_eq!(
+        status(&out)["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
+
+    let (code, out) = gate.curl(
+        "PATCH",
+        &format!("{path}?fieldManager=m&force=true"),
+        &["Content-Type: application/merge-patch+json"],
+        Some(br#"{"data":{"a":"2"}}"#),
+    );
+    assert_eq!(code, 422);
+    assert_eq!(
+        status(&out)["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+    );
+
+    let (code, out) = gate.curl(
+        "PATCH",
+        &format!("{path}?fieldManager=m"),
+        &[APPLY],
+        Some(b"apiVersion: v1\nkind: Secret\nmetadata: {name: app}\n"),
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        status(&out)["message"],
+        "invalid object type: /v1, Kind=Secret"
+    );
+
+    let (code, out) = gate.curl(
+        "PATCH",
+        &format!("{path}?fieldManager=m"),
+        &[APPLY],
+        Some(b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n"),
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        status(&out)["message"],
+        "the name of the object (other) does not match the name on the URL (app)"
+    );
+
+    let (code, out) = gate.curl(
+        "PATCH",
+        &format!("{path}?fieldManager=m"),
+        &[APPLY],
+        Some(b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, managedFields: []}\n"),
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        status(&out)["message"],
+        "metadata.managedFields must be nil"
+    );
+
+    let (code, out) = gate.curl(
+        "PATCH",
+        &format!("{path}?fieldManager=m"),
+        &[APPLY],
+        Some(b"a: [b"),
+    );
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&out));
+    assert_eq!(status(&out)["reason"], "BadRequest");
+
+    // The conflict as a Status: 409 Conflict with one FieldManagerConflict cause per field.
+    let (code, out) = gate.curl(
+        "PATCH",
+        &format!("{path}?fieldManager=m"),
+        &[APPLY],
+        Some(body.as_bytes()),
+    );
+    assert_eq!(code, 409);
+    let s = status(&out);
+    assert_eq!(s["reason"], "Conflict");
+    assert_eq!(
+        s["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"kubectl-create\" using v1", "field": ".data.a"}])
+    );
+
+    let object = gate.json(&["get", "cm", "app", "-o", "json", "--show-managed-fields"]);
+    assert_eq!(object["data"], json!({"a": "1"}));
+    assert_eq!(
+        object["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
