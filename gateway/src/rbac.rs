@@ -628,17 +628,16 @@ async fn authorize_create_on_update(
         name: name.to_string(),
         ..RequestInfo::default()
     };
-    let decision = authorizer
-        .authorize(&Attributes {
-            user,
-            request: &request,
-        })
-        .await;
-    match decision {
+    let attributes = Attributes {
+        user,
+        request: &request,
+    };
+    match authorizer.authorize(&attributes).await {
         Decision::Allow(_) => Ok(()),
         Decision::Deny(reason) | Decision::NoOpinion(reason) => {
             let gr = GroupResource::new(GROUP.to_string(), resource.to_string());
-            Err(ApiError::forbidden_resource(&gr, name, &reason))
+            let message = kubegate_policy::authz::forbidden_message(&attributes, &reason);
+            Err(ApiError::forbidden_resource(&gr, name, &message))
         }
     }
 }

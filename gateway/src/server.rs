@@ -357,11 +357,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
         let cacher = Cacher::start(store.clone(), config.storage.watch_cache_history)
             .await
             .map_err(|e| StartError::Storage(e.to_string()))?;
-        let registry = Arc::new(Registry::new(
-            all_resources,
-            cacher,
-            RegistryOptions::default(),
-        ));
+        let registry = Arc::new(
+            Registry::new(all_resources, cacher, RegistryOptions::default())
+                .with_authorizer(authorizer.clone()),
+        );
         // Every bootstrap step is idempotent; replicas starting together on one etcd can
         // race on them (AlreadyExists, Conflict), and whoever loses just runs them again.
         let mut crds_served = String::new();

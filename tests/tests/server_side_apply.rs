@@ -401,4 +401,34 @@ fn bad_apply_requests_get_kube_status_bodies_and_change_nothing() {
             .len(),
         1
     );
+
+    // Creating through apply needs `create`: a user who may only patch can apply to what
+    // exists, not bring new objects into being.
+    gate.ok(&[
+        "create",
+        "role",
+        "patcher",
+        "--verb=get,patch",
+        "--resource=configmaps",
+    ]);
+    gate.ok(&[
+        "create",
+        "rolebinding",
+        "patcher",
+        "--role=patcher",
+        "--user=patcher",
+    ]);
+    apply_ok(&gate, &configmap("  a: \"1\"\n"), &["--as=patcher"]);
+    let out = apply(
+        &gate,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: brand-new\n",
+        &["--as=patcher"],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"configmaps "brand-new" is forbidden: User "patcher" cannot create resource "configmaps""#),
+        "{stderr}"
+    );
+    assert!(!gate.kubectl(&["get", "cm", "brand-new"]).status.success());
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::meta::{check_namespace, meta_str, metadata_mut, now_rfc3339, object_name};
 use super::write::{field_validation, respond, WriteMode};
@@ -42,17 +42,18 @@ pub(crate) fn field_model(def: &ResourceDef) -> Arc<TypeModel> {
 }
 
 /// The fields an endpoint resets and so never gives to its writers: with a status
-/// subresource, the object's endpoint resets `.status` and `status` resets the rest, as
-/// kube's strategies' `GetResetFields` do.
+/// subresource, the object's endpoint resets `.status` and `status` resets `.spec`, as the
+/// `GetResetFields` of kube's strategies for these kinds (custom resources, services,
+/// namespaces, APIServices) do; flow-control objects' status also resets `.metadata`.
 fn reset_fields(def: &ResourceDef, subresource: &str) -> FieldSet {
     let mut set = FieldSet::new();
     if !def.subresources.iter().any(|s| s.name == "status") {
         return set;
     }
-    let fields: &[&str] = if subresource == "status" {
-        &["spec", "metadata"]
-    } else {
-        &["status"]
+    let fields: &[&str] = match subresource {
+        "status" if def.group == "flowcontrol.apiserver.k8s.io" => &["metadata", "spec"],
+        "status" => &["spec"],
+        _ => &["status"],
     };
     for f in fields {
         set.insert(&[PathElement::Field((*f).to_string())]);
@@ -60,12 +61,21 @@ fn reset_fields(def: &ResourceDef, subresource: &str) -> FieldSet {
     set
 }
 
+/// Go's `unicode.IsPrint`, closely enough for manager names: no control or format
+/// characters and no spaces other than U+0020.
+fn is_print(c: char) -> bool {
+    let format = matches!(c as u32, 0x00AD | 0x0600..=0x0605 | 0x061C | 0x06DD | 0x070F
+        | 0x180E | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F
+        | 0xFEFF | 0xFFF9..=0xFFFB);
+    !(c.is_control() || format || (c.is_whitespace() && c != ' '))
+}
+
 /// kube's `prefixFromUserAgent`: what comes before the first `/`, printable characters only,
 /// at most 128 bytes.
 fn manager_from_user_agent(user_agent: &str) -> String {
     let mut out = String::new();
     for c in user_agent.split('/').next().unwrap_or("").chars() {
-        if c.is_control() {
+        if !is_print(c) {
             continue;
         }
         if out.len() + c.len_utf8() > FIELD_MANAGER_MAX_LENGTH {
@@ -83,7 +93,7 @@ fn field_manager_causes(manager: &str) -> Vec<StatusCause> {
         causes.push(too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH));
     }
     for (i, c) in manager.char_indices() {
-        if c.is_control() {
+        if !is_print(c) {
             causes.push(status::field_invalid(
                 "fieldManager",
                 manager,
@@ -99,6 +109,7 @@ fn options_invalid(options_kind: &str, causes: Vec<StatusCause>) -> ApiError {
 }
 
 /// Records who writes which fields for one client request.
+#[derive(Debug)]
 pub(crate) struct Tracker {
     model: Arc<TypeModel>,
     reset: FieldSet,
@@ -107,6 +118,7 @@ pub(crate) struct Tracker {
     subresource: String,
     manager: String,
     now: String,
+    custom: bool,
 }
 
 impl Tracker {
@@ -144,6 +156,7 @@ impl Tracker {
             subresource: subresource.to_string(),
             manager,
             now: now_rfc3339(),
+            custom: def.openapi_schema.is_some(),
         }
     }
 
@@ -154,6 +167,7 @@ impl Tracker {
             kind: &self.kind,
             subresource: &self.subresource,
             reset: &self.reset,
+            custom: self.custom,
         }
     }
 
@@ -199,6 +213,18 @@ impl Tracker {
     }
 }
 
+/// An apply configuration: YAML (JSON is YAML) holding one object, decoded and its errors
+/// worded as kube's apply patcher does.
+fn decode_apply_configuration(body: &[u8]) -> ApiResult<Value> {
+    let blank = body.iter().all(u8::is_ascii_whitespace) || body.trim_ascii() == b"null";
+    if blank {
+        // An empty document or `null` is an object of no type.
+        return Err(ApiError::bad_request("invalid object type: /, Kind="));
+    }
+    negotiation::decode_body(MediaType::Yaml, body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {}", e.message)))
+}
+
 /// `force` is for apply patches only (kube's `ValidatePatchOptions`).
 pub(crate) fn check_no_force(request: &ApiRequest) -> ApiResult<()> {
     if request.query.iter().any(|(k, _)| k == "force") {
@@ -221,6 +247,34 @@ fn gvk_string(api_version: &str, kind: &str) -> String {
 }
 
 impl Registry {
+    /// An apply that creates must be allowed to `create` (kube's patch handler authorizes
+    /// the create it amounts to).
+    async fn authorize_create(&self, def: &ResourceDef, request: &ApiRequest) -> ApiResult<()> {
+        let Some(authorizer) = self.authorizer() else {
+            return Err(ApiError::internal(
+                "no authorizer provided, unable to authorize a create on update",
+            ));
+        };
+        let info = &request.info;
+        let create = kubegate_policy::RequestInfo {
+            verb: "create".to_string(),
+            ..(*info.as_ref()).clone()
+        };
+        let attributes = kubegate_policy::Attributes {
+            user: &request.user,
+            request: &create,
+        };
+        match authorizer.authorize(&attributes).await {
+            kubegate_policy::Decision::Allow(_) => Ok(()),
+            kubegate_policy::Decision::Deny(reason)
+            | kubegate_policy::Decision::NoOpinion(reason) => Err(ApiError::forbidden_resource(
+                &def.group_resource(),
+                &info.name,
+                &kubegate_policy::authz::forbidden_message(&attributes, &reason),
+            )),
+        }
+    }
+
     /// `PATCH` with an apply configuration: merged into the object (created when missing)
     /// with the manager's fields tracked, refused with 409 when it would change fields other
     /// managers own, unless `force=true`.
@@ -260,10 +314,7 @@ impl Registry {
                 format!("apply patches are not supported on the {subresource} subresource"),
             ));
         }
-        if request.body.is_empty() {
-            return Err(ApiError::bad_request("the body of the request was empty"));
-        }
-        let mut config = negotiation::decode_body(MediaType::Yaml, &request.body)?;
+        let mut config = decode_apply_configuration(&request.body)?;
         let api_version = config
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -280,20 +331,24 @@ impl Registry {
                 "metadata in the body of the request must be an object",
             ));
         }
+        // An absent name is taken from the object the configuration is merged into; one that
+        // differs from the URL's, or a create without one, is refused (kube's checkName).
         let config_name = object_name(&config).to_string();
-        if config_name.is_empty() {
-            metadata_mut(&mut config).insert("name".into(), json!(info.name));
-        } else if config_name != info.name {
-            return Err(ApiError::bad_request(format!(
+        let name_mismatch = || {
+            ApiError::bad_request(format!(
                 "the name of the object ({config_name}) does not match the name on the URL ({})",
                 info.name
-            )));
+            ))
+        };
+        if !config_name.is_empty() && config_name != info.name {
+            return Err(name_mismatch());
         }
         check_namespace(&mut config, def, &info.namespace)?;
         let tracker = Tracker::new(def, subresource, manager.to_string());
-        let validation = field_validation(request)?;
         let mode = WriteMode::client(request)?;
-        let warnings = std::sync::Mutex::new(Vec::new());
+        // Fields the kind does not have are dropped from the configuration (with the warnings
+        // or the error `fieldValidation` asks for), so nobody is made their owner.
+        let warnings = self.handle_unknown_fields(def, &mut config, field_validation(request)?)?;
         for _ in 0..MAX_APPLY_ATTEMPTS {
             let updated = self
                 .update_object(
@@ -311,17 +366,26 @@ impl Registry {
                         {
                             metadata_mut(&mut applied).remove("resourceVersion");
                         }
-                        let found = self.handle_unknown_fields(def, &mut applied, validation)?;
-                        *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
                         Ok(applied)
                     },
                 )
                 .await;
             let (code, mut written) = match updated {
                 Err(e) if e.code == 404 && subresource.is_empty() => {
-                    let mut object = tracker.apply(None, &config, force)?;
-                    let found = self.handle_unknown_fields(def, &mut object, validation)?;
-                    *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
+                    if config_name.is_empty() {
+                        return Err(name_mismatch());
+                    }
+                    if let Some(uid) = meta_str(&config, "uid").filter(|u| !u.is_empty()) {
+                        return Err(ApiError::conflict(
+                            &def.group_resource(),
+                            &info.name,
+                            &format!(
+                                "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
+                            ),
+                        ));
+                    }
+                    self.authorize_create(def, request).await?;
+                    let object = tracker.apply(None, &config, force)?;
                     match self.create_object(def, object, mode).await {
                         Err(e) if e.reason == "AlreadyExists" => continue,
                         created => (201, created?),
@@ -329,9 +393,7 @@ impl Registry {
                 }
                 updated => (200, updated?),
             };
-            written
-                .warnings
-                .extend(warnings.into_inner().unwrap_or_else(|p| p.into_inner()));
+            written.warnings.extend(warnings);
             return respond(code, def, output, written);
         }
         Err(ApiError::conflict(
@@ -352,7 +414,8 @@ mod tests {
             manager_from_user_agent("kubectl/v1.32.0 (linux/amd64) kubernetes/abc"),
             "kubectl"
         );
-        assert_eq!(manager_from_user_agent("a\u{7}b/1"), "ab");
+        assert_eq!(manager_from_user_agent("a\u{7}b\u{200b}c\u{a0}d/1"), "abcd");
+        assert_eq!(manager_from_user_agent("my tool/1"), "my tool");
         assert_eq!(manager_from_user_agent(&"x".repeat(300)).len(), 128);
         assert_eq!(manager_from_user_agent(""), "");
     }

@@ -93,6 +93,8 @@ pub struct Registry {
     changed: tokio::sync::watch::Sender<u64>,
     cacher: Arc<Cacher>,
     options: RegistryOptions,
+    /// Authorizes what a request amounts to beyond its own verb (an apply that creates).
+    authorizer: Option<Arc<dyn kubegate_policy::Authorizer>>,
 }
 
 impl Registry {
@@ -104,7 +106,19 @@ impl Registry {
             changed: tokio::sync::watch::channel(0).0,
             cacher,
             options,
+            authorizer: None,
         }
+    }
+
+    /// The authorizer that judges what a request amounts to beyond its own verb (an apply
+    /// that creates needs `create`). Without one, such requests fail as kube's do.
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn kubegate_policy::Authorizer>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    fn authorizer(&self) -> Option<&Arc<dyn kubegate_policy::Authorizer>> {
+        self.authorizer.as_ref()
     }
 
     /// Replaces the resources served besides the built-in ones. A custom resource may not

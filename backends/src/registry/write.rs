@@ -53,6 +53,10 @@ pub(crate) struct WriteMode<'a> {
     /// A create made by an update request (PUT of a missing object), judged by
     /// [`crate::resource::WriteAdmission::admit_create_on_update`].
     pub create_on_update: bool,
+    /// Records the write in `managedFields` once the strategy has prepared the object (so
+    /// defaults and pruning are what is owned). `None` for kubegate's own writes and for
+    /// applies, which record their fields while merging.
+    pub tracker: Option<&'a Tracker>,
 }
 
 impl<'a> WriteMode<'a> {
@@ -62,6 +66,7 @@ impl<'a> WriteMode<'a> {
             dry_run: dry_run(request)?,
             requester: Some(&request.user),
             create_on_update: false,
+            tracker: None,
         })
     }
 }
@@ -276,12 +281,12 @@ impl Registry {
         check_type(&mut object, def, &def.kind)?;
         check_namespace(&mut object, def, &request.info.namespace)?;
         let warnings = self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
-        if let Some(tracker) = Tracker::for_request(def, request, "CreateOptions")? {
-            tracker.created(&mut object);
-        }
-        let mut written = self
-            .create_object(def, object, WriteMode::client(request)?)
-            .await?;
+        let tracker = Tracker::for_request(def, request, "CreateOptions")?;
+        let mode = WriteMode {
+            tracker: tracker.as_ref(),
+            ..WriteMode::client(request)?
+        };
+        let mut written = self.create_object(def, object, mode).await?;
         written.warnings.extend(warnings);
         respond(201, def, &output, written)
     }
@@ -354,6 +359,9 @@ impl Registry {
         }
         def.strategy.check_decode(&object)?;
         def.strategy.prepare_for_create(&mut object);
+        if let Some(tracker) = mode.tracker {
+            tracker.created(&mut object);
+        }
         let mut causes = self.validate_meta(def, &object);
         causes.extend(def.strategy.validate(&object));
         if !causes.is_empty() {
@@ -508,35 +516,23 @@ impl Registry {
         }
         let warnings = self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
         let subresource = info.subresource.clone();
-        let mode = WriteMode::client(request)?;
-        let create_on_update = subresource.is_empty() && def.strategy.allow_create_on_update();
         let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
+        let mode = WriteMode {
+            tracker: tracker.as_ref(),
+            ..WriteMode::client(request)?
+        };
+        let create_on_update = subresource.is_empty() && def.strategy.allow_create_on_update();
         // With create on update, a missing object is created and one created meanwhile is
         // updated, as kube's guaranteed update retries against what it finds.
         for _ in 0..MAX_CONFLICT_RETRIES {
             let updated = self
-                .update_object(
-                    def,
-                    &info.namespace,
-                    &info.name,
-                    &subresource,
-                    mode,
-                    |current| {
-                        let mut new = body.clone();
-                        if let Some(tracker) = &tracker {
-                            tracker.updated(current, &mut new);
-                        }
-                        Ok(new)
-                    },
-                )
+                .update_object(def, &info.namespace, &info.name, &subresource, mode, |_| {
+                    Ok(body.clone())
+                })
                 .await;
             let (status, written) = match updated {
                 Err(e) if create_on_update && e.code == 404 => {
-                    let mut new = body.clone();
-                    if let Some(tracker) = &tracker {
-                        tracker.created(&mut new);
-                    }
-                    match self.create_on_update(def, new, mode).await {
+                    match self.create_on_update(def, body.clone(), mode).await {
                         Err(e) if e.reason == "AlreadyExists" => continue,
                         created => (201, created?),
                     }
@@ -612,7 +608,10 @@ impl Registry {
                 &info.namespace,
                 &info.name,
                 &info.subresource.clone(),
-                WriteMode::client(request)?,
+                WriteMode {
+                    tracker: tracker.as_ref(),
+                    ..WriteMode::client(request)?
+                },
                 |current| {
                     let mut patched = match patch_type {
                         PatchType::Json => patch::json_patch(current, &patch_bytes)?,
@@ -630,9 +629,6 @@ impl Registry {
                     if meta_str(&patched, "resourceVersion") == meta_str(current, "resourceVersion")
                     {
                         metadata_mut(&mut patched).remove("resourceVersion");
-                    }
-                    if let Some(tracker) = &tracker {
-                        tracker.updated(current, &mut patched);
                     }
                     // Unknown fields are judged before anything is written.
                     let found = self.handle_unknown_fields(def, &mut patched, mode)?;
@@ -777,6 +773,9 @@ impl Registry {
                 }
                 "finalize" => def.strategy.prepare_for_finalize(&mut object, &current),
                 _ => def.strategy.prepare_for_update(&mut object, &current),
+            }
+            if let Some(tracker) = mode.tracker {
+                tracker.updated(&current, &mut object);
             }
             if def.strategy.tracks_generation() && spec_changed(&object, &current) {
                 let generation = current

@@ -243,16 +243,23 @@ pub struct FieldManager<'a> {
     /// Fields this endpoint resets and so never owns (`.status` for the object of a kind
     /// with a status subresource; everything else for the subresource).
     pub reset: &'a FieldSet,
+    /// A custom resource, whose empty object (unstructured) has no fields at all.
+    pub custom: bool,
 }
 
 impl FieldManager<'_> {
-    /// The empty object a create is compared against: kube compares with a new Go object, in
-    /// which struct-typed top-level fields (`spec`, `status`) are present and empty.
+    /// The empty object a create is compared against: kube compares with a new object of the
+    /// kind — for a built-in kind a Go struct, in which struct-typed top-level fields (`spec`,
+    /// `status`) are present and empty; for a custom resource an unstructured object with
+    /// nothing in it.
     pub fn empty_object(&self) -> Value {
         let mut object = Map::new();
         object.insert("apiVersion".into(), json!(self.api_version));
         object.insert("kind".into(), json!(self.kind));
         object.insert("metadata".into(), json!({}));
+        if self.custom {
+            return Value::Object(object);
+        }
         if let Node::Object { fields, .. } = self.model.node(TypeModel::ROOT) {
             for (name, ty) in fields {
                 let is_struct = matches!(self.model.node(*ty),
@@ -348,20 +355,27 @@ impl FieldManager<'_> {
         let previous = entries
             .iter()
             .position(|e| e.same_owner(&me))
-            .map(|i| entries.remove(i).set)
-            .unwrap_or_default();
-        let set = previous
+            .map(|i| entries.remove(i));
+        // What this write itself set; only a write that set something moves the manager's
+        // timestamp (kube's managed-fields updater).
+        let mine = changed.difference(&stripped_fields());
+        let (previous_set, previous_time) = match previous {
+            Some(p) => (p.set, p.time),
+            None => (FieldSet::new(), None),
+        };
+        let set = previous_set
             .difference(&cmp.removed)
-            .union(&changed)
+            .union(&mine)
             .recursive_difference(self.reset)
             .difference(&stripped_fields());
         entries.retain(|e| !e.set.is_empty());
         if !set.is_empty() {
-            entries.push(Entry {
-                set,
-                time: Some(now.to_string()),
-                ..me
-            });
+            let time = if mine.is_empty() {
+                previous_time
+            } else {
+                Some(now.to_string())
+            };
+            entries.push(Entry { set, time, ..me });
         }
     }
 
@@ -424,14 +438,13 @@ impl FieldManager<'_> {
         cmp.exclude(self.reset);
         let changed = cmp.changed();
         let mut conflicts = Vec::new();
-        for e in &entries {
-            for path in e.set.intersection(&changed).paths() {
+        let mut by_manager: Vec<&Entry> = entries.iter().collect();
+        by_manager.sort_by_key(|e| e.display());
+        for e in by_manager {
+            for path in e.set.intersection(&changed).iterate() {
                 conflicts.push((e.display(), path));
             }
         }
-        conflicts.sort_by(|a, b| {
-            (a.0.as_str(), path_string(&a.1)).cmp(&(b.0.as_str(), path_string(&b.1)))
-        });
         if !conflicts.is_empty() && !force {
             let remaining = if manager == KUBECTL_MANAGER {
                 self.not_allowed_by_last_applied(live_object, &live_plain, conflicts)
@@ -520,12 +533,30 @@ fn keep_last_applied_in_step(live: &Value, config: &Value, merged: &mut Value) {
     {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
-    let encoded = format!("{applied}\n");
+    // Go encodes maps with sorted keys.
+    let encoded = format!("{}\n", sorted_keys(&applied));
     if let Some(annotations) = merged
         .pointer_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         annotations.insert(LAST_APPLIED_ANNOTATION.into(), Value::String(encoded));
+    }
+}
+
+/// A copy of `value` whose objects have their keys sorted (serde_json keeps insertion order).
+fn sorted_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted_keys(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
+        other => other.clone(),
     }
 }
 

@@ -79,14 +79,58 @@ impl PathElement {
 }
 
 impl Ord for PathElement {
+    /// structured-merge-diff's order: fields, then keys, then values, then indices; keys by
+    /// their fields (name, then value), values by value (numbers as numbers).
     fn cmp(&self, other: &Self) -> Ordering {
         match (self, other) {
-            (PathElement::Field(a), PathElement::Field(b))
-            | (PathElement::Key(a), PathElement::Key(b))
-            | (PathElement::Value(a), PathElement::Value(b)) => a.cmp(b),
+            (PathElement::Field(a), PathElement::Field(b)) => a.cmp(b),
+            (PathElement::Key(a), PathElement::Key(b))
+            | (PathElement::Value(a), PathElement::Value(b)) => {
+                if a == b {
+                    return Ordering::Equal;
+                }
+                let parse = |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null);
+                compare_values(&parse(a), &parse(b)).then_with(|| a.cmp(b))
+            }
             (PathElement::Index(a), PathElement::Index(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
+    }
+}
+
+/// A total order on JSON values: by type (null, booleans, numbers, strings, lists, maps),
+/// then by value; maps field by field in key order.
+fn compare_values(a: &Value, b: &Value) -> Ordering {
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Null => 0,
+            Value::Bool(_) => 1,
+            Value::Number(_) => 2,
+            Value::String(_) => 3,
+            Value::Array(_) => 4,
+            Value::Object(_) => 5,
+        }
+    }
+    match (a, b) {
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+            x.partial_cmp(&y).unwrap_or(Ordering::Equal)
+        }
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        (Value::Array(x), Value::Array(y)) => x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| compare_values(p, q))
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| x.len().cmp(&y.len())),
+        (Value::Object(x), Value::Object(y)) => x
+            .iter()
+            .zip(y)
+            .map(|((kp, p), (kq, q))| kp.cmp(kq).then_with(|| compare_values(p, q)))
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| x.len().cmp(&y.len())),
+        _ => rank(a).cmp(&rank(b)),
     }
 }
 
@@ -261,6 +305,28 @@ impl FieldSet {
         out
     }
 
+    /// Every member path in structured-merge-diff's iteration order: a node's members first,
+    /// then what lies below each of its children.
+    pub fn iterate(&self) -> Vec<Path> {
+        let mut out = Vec::new();
+        let mut prefix = Vec::new();
+        self.collect_members_first(&mut prefix, &mut out);
+        out
+    }
+
+    fn collect_members_first(&self, prefix: &mut Path, out: &mut Vec<Path>) {
+        for pe in &self.members {
+            prefix.push(pe.clone());
+            out.push(prefix.clone());
+            prefix.pop();
+        }
+        for (pe, child) in &self.children {
+            prefix.push(pe.clone());
+            child.collect_members_first(prefix, out);
+            prefix.pop();
+        }
+    }
+
     fn collect_paths(&self, prefix: &mut Path, out: &mut Vec<Path>) {
         // Members and children interleaved in element order, as SMD iterates a set.
         let mut keys: BTreeSet<&PathElement> = self.members.iter().collect();
@@ -399,6 +465,19 @@ mod tests {
             ]
         );
         assert!(FieldSet::from_fields_v1(&json!({"x:y": {}})).is_err());
+        // Members come before children when iterating, as in structured-merge-diff.
+        assert_eq!(
+            a.iterate(),
+            vec![
+                vec![f("status")],
+                vec![f("spec"), f("x")],
+                vec![f("status"), f("phase")]
+            ]
+        );
+        // Keys and values order by value: port 80 before 8080, numbers before strings.
+        let port = |p: i64| PathElement::key(vec![("port".into(), json!(p))]);
+        assert!(port(80) < port(8080) && port(9) < port(80));
+        assert!(PathElement::value(&json!(10)) < PathElement::value(&json!("1")));
         assert!(FieldSet::from_fields_v1(&json!([])).is_err());
     }
 }

@@ -48,6 +48,7 @@ impl Kind {
             kind: self.kind,
             subresource: "",
             reset: &self.reset,
+            custom: false,
         }
     }
 
@@ -343,4 +344,75 @@ fn merge_keeps_live_order_and_adds_applied_items_in_order() {
     let cmp = compare(&m, &live, &merged);
     assert_eq!(cmp.added.paths().len(), 3, "{:?}", cmp.added.paths());
     assert!(cmp.removed.is_empty() && cmp.modified.is_empty());
+}
+
+#[test]
+fn a_list_config_reorders_is_merged_as_structured_merge_diff_orders_it() {
+    let m = model("io.k8s.api.core.v1.Service");
+    let port = |p: i64| json!({"port": p});
+    let live = json!({"spec": {"ports": [port(1), port(9), port(2)]}});
+    let config = json!({"spec": {"ports": [port(2), port(1)]}});
+    let merged = merge(&m, &live, &config);
+    assert_eq!(merged["spec"]["ports"], json!([port(9), port(2), port(1)]));
+}
+
+#[test]
+fn a_map_replaced_by_a_scalar_takes_its_fields_away_from_their_owners() {
+    let k = Kind::configmap();
+    let cmp = compare(
+        &k.model,
+        &json!({"metadata": {"labels": {"a": "1"}}}),
+        &json!({"metadata": {"labels": "x"}}),
+    );
+    let label_a = vec![
+        PathElement::Field("metadata".into()),
+        PathElement::Field("labels".into()),
+        PathElement::Field("a".into()),
+    ];
+    assert!(cmp.removed.has(&label_a), "{:?}", cmp.removed.paths());
+    assert!(
+        cmp.modified.has(&label_a[..2]),
+        "{:?}",
+        cmp.modified.paths()
+    );
+}
+
+#[test]
+fn a_write_that_changes_nothing_of_its_own_keeps_its_managers_timestamp() {
+    let k = Kind::configmap();
+    let live = k.create(cm(json!({"a": "1", "b": "1"})), "editor");
+    // The same manager only removes a field: its set shrinks, its time stays.
+    let mut next = live.clone();
+    next["data"] = json!({"a": "1"});
+    k.manager().update(&live, &mut next, "editor", LATER);
+    assert_eq!(entry(&next, "editor")["time"], NOW);
+    assert_eq!(
+        entry(&next, "editor")["fieldsV1"],
+        json!({"f:data": {".": {}, "f:a": {}}})
+    );
+}
+
+#[test]
+fn atomic_extensions_next_to_references_and_opaque_objects_are_owned_whole() {
+    let defs = json!({
+        "Sel": {"type": "object", "properties": {"a": {"type": "string"}}},
+        "Raw": {"type": "object"},
+        "Top": {"type": "object", "properties": {
+            "selector": {"allOf": [{"$ref": "#/components/schemas/Sel"}], "x-kubernetes-map-type": "atomic"},
+            "plain": {"$ref": "#/components/schemas/Sel"},
+            "raw": {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.runtime.RawExtension"},
+            "opaque": {"type": "object", "x-kubernetes-map-type": "atomic"}}}
+    });
+    let m = TypeModel::build(
+        &json!({"$ref": "#/components/schemas/Top"}),
+        defs.as_object().unwrap(),
+    );
+    let set = to_field_set(
+        &m,
+        &json!({"selector": {"a": "x"}, "plain": {"a": "x"}, "raw": {"k": 1}, "opaque": {"k": 1}}),
+    );
+    assert_eq!(
+        set.to_fields_v1(),
+        json!({"f:opaque": {}, "f:plain": {"f:a": {}}, "f:raw": {}, "f:selector": {}})
+    );
 }

@@ -49,6 +49,22 @@ pub struct TypeModel {
 
 const UNTYPED: TypeId = 1;
 const SCALAR: TypeId = 2;
+/// An object owned as a whole (`RawExtension`, `x-kubernetes-map-type: atomic` without
+/// properties).
+const ATOMIC_OBJECT: TypeId = 3;
+
+fn base_nodes() -> Vec<Node> {
+    vec![
+        Node::Untyped,
+        Node::Untyped,
+        Node::Scalar,
+        Node::Object {
+            fields: HashMap::new(),
+            elements: Some(UNTYPED),
+            atomic: true,
+        },
+    ]
+}
 const REF_PREFIXES: &[&str] = &["#/components/schemas/", "#/definitions/"];
 
 impl TypeModel {
@@ -58,10 +74,15 @@ impl TypeModel {
 
     /// A model from a schema whose `$ref`s point into `definitions`.
     pub fn build(root: &Value, definitions: &Map<String, Value>) -> TypeModel {
+        Self::build_with(root, definitions, true)
+    }
+
+    fn build_with(root: &Value, definitions: &Map<String, Value>, builtin: bool) -> TypeModel {
         let mut builder = Builder {
-            nodes: vec![Node::Untyped, Node::Untyped, Node::Scalar],
+            nodes: base_nodes(),
             definitions,
             named: HashMap::new(),
+            builtin,
         };
         let root_node = builder.node_of(root);
         builder.nodes[Self::ROOT] = builder.nodes[root_node].clone();
@@ -96,12 +117,12 @@ impl TypeModel {
                 }
             }
         }
-        TypeModel::build(&root, &definitions)
+        TypeModel::build_with(&root, &definitions, false)
     }
 
     pub fn untyped() -> TypeModel {
         TypeModel {
-            nodes: vec![Node::Untyped, Node::Untyped, Node::Scalar],
+            nodes: base_nodes(),
         }
     }
 
@@ -129,6 +150,8 @@ struct Builder<'a> {
     nodes: Vec<Node>,
     definitions: &'a Map<String, Value>,
     named: HashMap<String, TypeId>,
+    /// Built-in kinds: ports' `protocol` keys default to TCP even where the schema says not.
+    builtin: bool,
 }
 
 impl Builder<'_> {
@@ -136,16 +159,20 @@ impl Builder<'_> {
         let Some(obj) = schema.as_object() else {
             return UNTYPED;
         };
-        if let Some(name) = ref_name(obj) {
-            return self.named(name);
-        }
-        // `allOf: [{$ref}]` (kube's v3 documents wrap a described reference this way).
-        if let Some(Value::Array(all)) = obj.get("allOf") {
-            if let [only] = all.as_slice() {
-                if obj.get("properties").is_none() && obj.get("items").is_none() {
-                    return self.node_of(only);
-                }
+        // A reference (or `allOf: [{$ref}]`, as kube's v3 documents wrap a described one)
+        // takes the referenced type, made atomic when the referring schema says so.
+        let referenced = match obj.get("allOf") {
+            Some(Value::Array(all))
+                if all.len() == 1
+                    && obj.get("properties").is_none()
+                    && obj.get("items").is_none() =>
+            {
+                Some(self.node_of(&all[0]))
             }
+            _ => ref_name(obj).map(|name| self.named(name)),
+        };
+        if let Some(id) = referenced {
+            return self.with_sibling_extensions(id, obj);
         }
         if obj.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
             return SCALAR;
@@ -188,8 +215,7 @@ impl Builder<'_> {
                     }
                     _ => None,
                 };
-                let atomic =
-                    obj.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic");
+                let atomic = is_atomic_map(obj);
                 self.nodes[id] = Node::Object {
                     fields,
                     elements,
@@ -197,6 +223,7 @@ impl Builder<'_> {
                 };
                 return id;
             }
+            "object" | "" if is_atomic_map(obj) => return ATOMIC_OBJECT,
             "object" | "" => return UNTYPED,
             _ => return SCALAR,
         };
@@ -213,8 +240,8 @@ impl Builder<'_> {
             | "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
             | "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime" => return SCALAR,
             // Opaque JSON: no structure to merge by.
-            "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"
-            | "io.k8s.apimachinery.pkg.runtime.RawExtension" => return UNTYPED,
+            "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1" => return UNTYPED,
+            "io.k8s.apimachinery.pkg.runtime.RawExtension" => return ATOMIC_OBJECT,
             _ => {}
         }
         let Some(schema) = self.definitions.get(name) else {
@@ -232,6 +259,9 @@ impl Builder<'_> {
     /// `TCP` for `protocol`, which kube's defaulting sets on every port before SSA sees it.
     fn key_default(&self, items: Option<&Value>, key: &str) -> Option<Value> {
         let mut schema = items?.as_object()?;
+        if let Some(Value::Array(all)) = schema.get("allOf") {
+            schema = all.first()?.as_object()?;
+        }
         if let Some(name) = ref_name(schema) {
             schema = self.definitions.get(name)?.as_object()?;
         }
@@ -240,7 +270,33 @@ impl Builder<'_> {
             .and_then(|p| p.get(key))
             .and_then(|p| p.get("default"))
             .cloned();
-        declared.or_else(|| (key == "protocol").then(|| Value::String("TCP".into())))
+        declared
+            .or_else(|| (self.builtin && key == "protocol").then(|| Value::String("TCP".into())))
+    }
+
+    /// A referenced type as the referring schema sees it: `x-kubernetes-map-type` or
+    /// `x-kubernetes-list-type: atomic` next to the reference make it atomic.
+    fn with_sibling_extensions(&mut self, id: TypeId, obj: &Map<String, Value>) -> TypeId {
+        let list_atomic =
+            obj.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("atomic");
+        if !is_atomic_map(obj) && !list_atomic {
+            return id;
+        }
+        match self.nodes[id].clone() {
+            Node::Object {
+                fields, elements, ..
+            } => self.push(Node::Object {
+                fields,
+                elements,
+                atomic: true,
+            }),
+            Node::List { items, .. } => self.push(Node::List {
+                items,
+                kind: ListKind::Atomic,
+            }),
+            Node::Untyped => ATOMIC_OBJECT,
+            Node::Scalar => id,
+        }
     }
 
     fn reserve(&mut self) -> TypeId {
@@ -258,6 +314,10 @@ fn ref_name(obj: &Map<String, Value>) -> Option<&str> {
     REF_PREFIXES
         .iter()
         .find_map(|prefix| reference.strip_prefix(prefix))
+}
+
+fn is_atomic_map(obj: &Map<String, Value>) -> bool {
+    obj.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
 }
 
 fn has_elements(obj: &Map<String, Value>) -> bool {

@@ -218,8 +218,16 @@ fn compare_walk(
     let both_empty = is_empty_container(l) && is_empty_container(r);
     let differ_in_kind = matches!((l, r), (Some(a), Some(b))
         if a.is_object() != b.is_object() || a.is_array() != b.is_array());
+    if differ_in_kind {
+        // A map that became a list or a scalar (or the reverse): the value is modified, and
+        // what was under the old one is gone, what is under the new one added.
+        compare_leaf(l, r, path, c);
+        compare_children(model, ty, l, None, path, c);
+        compare_children(model, ty, None, r, path, c);
+        return;
+    }
     match shape(model, ty, r.or(l)) {
-        _ if both_empty || differ_in_kind => compare_leaf(l, r, path, c),
+        _ if both_empty => compare_leaf(l, r, path, c),
         Shape::Leaf
         | Shape::Object { atomic: true, .. }
         | Shape::List {
@@ -261,6 +269,46 @@ fn compare_walk(
             }
             mark_container(l, r, path, c);
         }
+    }
+}
+
+/// Compares what lies under `l` and `r` (at most one of them given) item by item.
+fn compare_children(
+    model: &TypeModel,
+    ty: TypeId,
+    l: Option<&Value>,
+    r: Option<&Value>,
+    path: &mut Path,
+    c: &mut Comparison,
+) {
+    let Some(v) = l.or(r) else {
+        return;
+    };
+    let side = |child: &Value| -> (Option<Value>, Option<Value>) {
+        if l.is_some() {
+            (Some(child.clone()), None)
+        } else {
+            (None, Some(child.clone()))
+        }
+    };
+    match (shape(model, ty, Some(v)), v) {
+        (Shape::Object { atomic: false, ty }, Value::Object(map)) => {
+            for (key, child) in map {
+                let (a, b) = side(child);
+                path.push(PathElement::Field(key.clone()));
+                compare_walk(model, model.field(ty, key), a.as_ref(), b.as_ref(), path, c);
+                path.pop();
+            }
+        }
+        (Shape::List { items, kind }, Value::Array(list)) if *kind != ListKind::Atomic => {
+            for (pe, item) in items_by_element(kind, list) {
+                let (a, b) = side(item);
+                path.push(pe);
+                compare_walk(model, items, a.as_ref(), b.as_ref(), path, c);
+                path.pop();
+            }
+        }
+        _ => {}
     }
 }
 
@@ -352,8 +400,9 @@ fn merge_walk(
     }
 }
 
-/// Merges two keyed lists: items only in `live` keep their place, items of `config` come in
-/// `config`'s order, shared items merged where `config` puts them.
+/// Merges two keyed lists as structured-merge-diff does: items only in `live` keep their
+/// place, `config`'s items come in `config`'s order, and a shared item that `config` moves is
+/// placed where `config` puts it.
 fn merge_lists(
     model: &TypeModel,
     items: TypeId,
@@ -361,39 +410,66 @@ fn merge_lists(
     ll: &[Value],
     rl: &[Value],
 ) -> Vec<Value> {
-    let lhs = items_by_element(kind, ll);
-    let rhs = items_by_element(kind, rl);
+    let lhs = first_of_each(items_by_element(kind, ll));
+    let rhs = first_of_each(items_by_element(kind, rl));
+    let in_lhs: HashSet<&PathElement> = lhs.iter().map(|(pe, _)| pe).collect();
     let in_rhs: HashSet<&PathElement> = rhs.iter().map(|(pe, _)| pe).collect();
-    let mut emitted: HashSet<PathElement> = HashSet::new();
+    // The shared items in config's order; the next one is where live and config meet again.
+    let mut shared = rhs
+        .iter()
+        .map(|(pe, _)| pe)
+        .filter(|pe| in_lhs.contains(pe));
+    let mut next_shared = shared.next();
+    let mut merged_rhs: HashSet<&PathElement> = HashSet::new();
     let mut out = Vec::with_capacity(ll.len().max(rl.len()));
     let (mut li, mut ri) = (0, 0);
     while li < lhs.len() || ri < rhs.len() {
-        if li < lhs.len() {
-            let (pe, item) = &lhs[li];
-            if emitted.contains(pe) {
+        if li < lhs.len() && ri < rhs.len() {
+            let pe = &lhs[li].0;
+            if *pe == rhs[ri].0 {
+                merged_rhs.insert(pe);
+                out.extend(merge_walk(model, items, Some(lhs[li].1), Some(rhs[ri].1)));
+                li += 1;
+                ri += 1;
+                next_shared = shared.next();
+                continue;
+            }
+            if in_rhs.contains(pe) && next_shared.is_some_and(|n| n != pe) {
                 li += 1;
                 continue;
             }
+        }
+        if li < lhs.len() {
+            let pe = &lhs[li].0;
             if !in_rhs.contains(pe) {
-                out.push((*item).clone());
+                out.push(lhs[li].1.clone());
                 li += 1;
                 continue;
+            }
+            if merged_rhs.contains(pe) {
+                li += 1;
             }
         }
         if ri < rhs.len() {
-            let (pe, item) = &rhs[ri];
+            let pe = &rhs[ri].0;
+            merged_rhs.insert(pe);
+            out.extend(merge_walk(model, items, find(&lhs, pe), Some(rhs[ri].1)));
             ri += 1;
-            if !emitted.insert(pe.clone()) {
-                continue;
+            if next_shared == Some(pe) {
+                next_shared = shared.next();
             }
-            if let Some(merged) = merge_walk(model, items, find(&lhs, pe), Some(item)) {
-                out.push(merged);
-            }
-        } else {
-            li += 1;
         }
     }
     out
+}
+
+/// The first item of each element (later duplicates dropped).
+fn first_of_each(items: Vec<(PathElement, &Value)>) -> Vec<(PathElement, &Value)> {
+    let mut seen = HashSet::new();
+    items
+        .into_iter()
+        .filter(|(pe, _)| seen.insert(pe.clone()))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
