@@ -26,6 +26,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::{EventKind, KeyValue, Revision, Store, StoreError, StoreEvent, WatchReceiver};
 
+/// Objects read per page when the cache loads the store.
+const LOAD_PAGE: usize = 256;
 /// Events buffered per watcher before it counts as too slow and is ended.
 const WATCH_BUFFER: usize = 1024;
 /// Store events applied under one write lock.
@@ -218,11 +220,7 @@ impl Cacher {
     /// Lists everything in `store`, then keeps the cache current from a background task.
     /// `history` is how many events the ring keeps for resuming watches and old lists.
     pub async fn start(store: Arc<dyn Store>, history: usize) -> Result<Arc<Cacher>, StoreError> {
-        let (items, revision, rx) = list_then_watch(&store).await?;
-        let objects = items
-            .into_iter()
-            .map(|kv| (kv.key.clone(), Arc::new(object_from(kv))))
-            .collect();
+        let (objects, revision, rx) = load_then_watch(&store, |_| None).await?;
         let cacher = Arc::new(Cacher {
             store: Arc::clone(&store),
             history,
@@ -534,25 +532,21 @@ impl Cacher {
     }
 
     /// Replaces the contents after a re-list at `revision`.
-    fn replace(&self, items: Vec<KeyValue>, revision: Revision) {
+    /// The cached object for `kv` when the cache already holds that version of it.
+    fn unchanged_object(&self, kv: &KeyValue) -> Option<Arc<CachedObject>> {
+        self.read()
+            .objects
+            .get(&kv.key)
+            .filter(|o| o.revision == kv.mod_revision)
+            .cloned()
+    }
+
+    fn replace(&self, objects: BTreeMap<String, Arc<CachedObject>>, revision: Revision) {
         let old_revision = self.revision();
         if revision == old_revision {
             // Nothing happened in between: the cache already is this state, keep the watchers.
             return;
         }
-        let objects: BTreeMap<String, Arc<CachedObject>> = {
-            let state = self.read();
-            items
-                .into_iter()
-                .map(|kv| {
-                    let object = match state.objects.get(&kv.key) {
-                        Some(o) if o.revision == kv.mod_revision => Arc::clone(o),
-                        _ => Arc::new(object_from(kv)),
-                    };
-                    (object.key.clone(), object)
-                })
-                .collect()
-        };
         let mut state = self.write();
         state.objects = objects;
         state.ring.clear();
@@ -664,15 +658,42 @@ fn object_from(kv: KeyValue) -> CachedObject {
     }
 }
 
-/// Lists the whole store and starts a watch right after the list's revision.
-async fn list_then_watch(
+/// Lists the whole store, page by page at one revision, into cached objects, and starts a
+/// watch right after that revision. Pages keep the raw values of only one page alive next to
+/// the cache being built (one list of everything would hold all of them at once: the peak
+/// memory of a start). `reuse` returns an already cached object for a value it holds.
+async fn load_then_watch(
     store: &Arc<dyn Store>,
-) -> Result<(Vec<KeyValue>, Revision, WatchReceiver), StoreError> {
+    reuse: impl Fn(&KeyValue) -> Option<Arc<CachedObject>>,
+) -> Result<(BTreeMap<String, Arc<CachedObject>>, Revision, WatchReceiver), StoreError> {
     let mut attempts = 0;
-    loop {
-        let list = store.list("", None, 0, None).await?;
-        match store.watch("", list.revision).await {
-            Ok(rx) => return Ok((list.items, list.revision, rx)),
+    'list: loop {
+        let mut objects = BTreeMap::new();
+        let mut at: Option<Revision> = None;
+        let mut after: Option<String> = None;
+        loop {
+            let page = match store.list("", after.as_deref(), LOAD_PAGE, at).await {
+                Ok(page) => page,
+                // The store moved past the revision between pages: start over.
+                Err(StoreError::Compacted { .. }) if attempts < 5 => {
+                    attempts += 1;
+                    continue 'list;
+                }
+                Err(e) => return Err(e),
+            };
+            at = Some(page.revision);
+            after = page.items.last().map(|kv| kv.key.clone());
+            for kv in page.items {
+                let object = reuse(&kv).unwrap_or_else(|| Arc::new(object_from(kv)));
+                objects.insert(object.key.clone(), object);
+            }
+            if !page.more || after.is_none() {
+                break;
+            }
+        }
+        let revision = at.unwrap_or(0);
+        match store.watch("", revision).await {
+            Ok(rx) => return Ok((objects, revision, rx)),
             // History moved past the list before the watch started: list again.
             Err(StoreError::Compacted { .. }) if attempts < 5 => attempts += 1,
             Err(e) => return Err(e),
@@ -728,13 +749,15 @@ async fn resync(cacher: &Weak<Cacher>, store: &Arc<dyn Store>) -> Option<WatchRe
             let cacher = cacher.upgrade()?;
             match store.watch("", cacher.revision()).await {
                 Ok(rx) => Ok(rx),
-                Err(StoreError::Compacted { .. }) => match list_then_watch(store).await {
-                    Ok((items, revision, rx)) => {
-                        cacher.replace(items, revision);
-                        Ok(rx)
+                Err(StoreError::Compacted { .. }) => {
+                    match load_then_watch(store, |kv| cacher.unchanged_object(kv)).await {
+                        Ok((objects, revision, rx)) => {
+                            cacher.replace(objects, revision);
+                            Ok(rx)
+                        }
+                        Err(e) => Err(e),
                     }
-                    Err(e) => Err(e),
-                },
+                }
                 Err(e) => Err(e),
             }
         };
