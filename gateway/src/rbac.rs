@@ -628,16 +628,17 @@ async fn authorize_create_on_update(
         name: name.to_string(),
         ..RequestInfo::default()
     };
-    let attributes = Attributes {
-        user,
-        request: &request,
-    };
-    match authorizer.authorize(&attributes).await {
+    let decision = authorizer
+        .authorize(&Attributes {
+            user,
+            request: &request,
+        })
+        .await;
+    match decision {
         Decision::Allow(_) => Ok(()),
         Decision::Deny(reason) | Decision::NoOpinion(reason) => {
             let gr = GroupResource::new(GROUP.to_string(), resource.to_string());
-            let message = kubegate_policy::authz::forbidden_message(&attributes, &reason);
-            Err(ApiError::forbidden_resource(&gr, name, &message))
+            Err(ApiError::forbidden_resource(&gr, name, &reason))
         }
     }
 }

@@ -196,7 +196,9 @@ spec:
   - name: v1
     served: true
     storage: true
-    subresources: {status: {}}
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.count}
     schema:
       openAPIV3Schema:
         type: object
@@ -220,6 +222,7 @@ spec:
             type: object
             properties:
               ready: {type: boolean}
+              count: {type: integer}
 "#;
 
 fn widget(body: &str) -> String {
@@ -293,6 +296,30 @@ fn custom_resources_merge_list_items_by_key_and_apply_status() {
     assert_eq!(
         managers["controller/status"],
         json!({"f:status": {"f:ready": {}}})
+    );
+
+    // Scaling is recorded as a change of the object through the scale subresource (kubectl
+    // scale names no field manager: its User-Agent does), so an apply that would undo it
+    // conflicts with the scaler.
+    gate.ok(&["scale", "widget", "w", "--replicas=5"]);
+    let managers = owners(&gate, &["get", "widget", "w"]);
+    assert_eq!(
+        managers["kubectl/scale"],
+        json!({"f:spec": {"f:size": {}}}),
+        "{managers}"
+    );
+    let out = apply(
+        &gate,
+        &widget("spec:\n  size: 2\n"),
+        &["--field-manager=team-a"],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            r#"conflict with "kubectl" with subresource "scale" using example.com/v1: .spec.size"#
+        ),
+        "{stderr}"
     );
     assert!(managers["team-a"].get("f:status").is_none(), "{managers}");
 }
@@ -403,7 +430,8 @@ fn bad_apply_requests_get_kube_status_bodies_and_change_nothing() {
     );
 
     // Creating through apply needs `create`: a user who may only patch can apply to what
-    // exists, not bring new objects into being.
+    // exists, not bring new objects into being (403 with kube's wording for it: the
+    // authorizer's reason alone, which RBAC leaves empty).
     gate.ok(&[
         "create",
         "role",
@@ -427,7 +455,7 @@ fn bad_apply_requests_get_kube_status_bodies_and_change_nothing() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(r#"configmaps "brand-new" is forbidden: User "patcher" cannot create resource "configmaps""#),
+        stderr.contains(r#"Error from server (Forbidden): configmaps "brand-new" is forbidden"#),
         "{stderr}"
     );
     assert!(!gate.kubectl(&["get", "cm", "brand-new"]).status.success());

@@ -124,7 +124,9 @@ pub(crate) struct Tracker {
 impl Tracker {
     /// The tracker of a create, update or non-apply patch: validates `fieldManager` (422 on
     /// the request's options kind), defaulting it from the User-Agent. `None` for endpoints
-    /// whose writes are not tracked (subresources other than `status`).
+    /// whose writes are not tracked (subresources other than `status` and `scale`; a scale
+    /// write is recorded as the change of the parent object it makes, as kube's scale
+    /// handler records it).
     pub(crate) fn for_request(
         def: &ResourceDef,
         request: &ApiRequest,
@@ -136,7 +138,7 @@ impl Tracker {
             return Err(options_invalid(options_kind, causes));
         }
         let subresource = request.info.subresource.as_str();
-        if !subresource.is_empty() && subresource != "status" {
+        if !matches!(subresource, "" | "status" | "scale") {
             return Ok(None);
         }
         let manager = if manager.is_empty() {
@@ -267,10 +269,11 @@ impl Registry {
         match authorizer.authorize(&attributes).await {
             kubegate_policy::Decision::Allow(_) => Ok(()),
             kubegate_policy::Decision::Deny(reason)
+            // kube's withAuthorization: the authorizer's reason alone (RBAC gives none).
             | kubegate_policy::Decision::NoOpinion(reason) => Err(ApiError::forbidden_resource(
                 &def.group_resource(),
                 &info.name,
-                &kubegate_policy::authz::forbidden_message(&attributes, &reason),
+                &reason,
             )),
         }
     }

@@ -7,6 +7,7 @@
 
 use serde_json::{json, Value};
 
+use super::apply::{check_no_force, Tracker};
 use super::encode;
 use super::write::{decode_request_body, WriteMode};
 use super::Registry;
@@ -39,13 +40,17 @@ impl Registry {
             "update" => {
                 let mut scale = decode_request_body(request)?;
                 check_scale_type(&mut scale)?;
+                let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
                 let written = self
                     .update_object(
                         def,
                         &info.namespace,
                         &info.name,
                         "scale",
-                        WriteMode::client(request)?,
+                        WriteMode {
+                            tracker: tracker.as_ref(),
+                            ..WriteMode::client(request)?
+                        },
                         |current| apply(def, current, &scale),
                     )
                     .await?;
@@ -53,13 +58,20 @@ impl Registry {
             }
             "patch" => {
                 let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
+                if patch_type != PatchType::Apply {
+                    check_no_force(request)?;
+                }
+                let tracker = Tracker::for_request(def, request, "PatchOptions")?;
                 let written = self
                     .update_object(
                         def,
                         &info.namespace,
                         &info.name,
                         "scale",
-                        WriteMode::client(request)?,
+                        WriteMode {
+                            tracker: tracker.as_ref(),
+                            ..WriteMode::client(request)?
+                        },
                         |current| {
                             let before = view(current)?;
                             let mut after = match patch_type {
@@ -72,7 +84,7 @@ impl Registry {
                                     return Err(ApiError::new(
                                         415,
                                         "UnsupportedMediaType",
-                                        "server-side apply is not supported by this server yet",
+                                        "server-side apply of the scale subresource is not supported by this server",
                                     ))
                                 }
                             };
