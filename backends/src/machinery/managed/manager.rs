@@ -157,20 +157,18 @@ fn encode(entries: &mut [Entry], object: &mut Value) {
     }
 }
 
-fn without_managed_fields(object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    object
-}
-
 fn field(name: &str) -> PathElement {
     PathElement::Field(name.to_string())
 }
 
-/// The system fields nobody owns (kube's strip-meta manager).
-fn stripped_fields() -> FieldSet {
+/// The system fields nobody owns (kube's strip-meta manager), built once.
+fn stripped_fields() -> &'static FieldSet {
+    static STRIPPED: std::sync::LazyLock<FieldSet> =
+        std::sync::LazyLock::new(build_stripped_fields);
+    &STRIPPED
+}
+
+fn build_stripped_fields() -> FieldSet {
     let mut set = FieldSet::new();
     set.insert(&[field("apiVersion")]);
     set.insert(&[field("kind")]);
@@ -305,16 +303,18 @@ impl FieldManager<'_> {
             }
             return;
         }
-        let stripped_new = without_managed_fields(new);
+        // Comparisons skip `metadata.managedFields`, so neither object is copied without it.
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
         self.record_update(
-            &without_managed_fields(live),
-            &stripped_new,
+            live,
+            new,
             &mut entries,
             self.entry(manager, Operation::Update),
             now,
         );
         cap_update_managers(&mut entries);
-        *new = stripped_new;
         encode(&mut entries, new);
     }
 
@@ -348,29 +348,41 @@ impl FieldManager<'_> {
     ) {
         let mut cmp = compare(self.model, live, new);
         cmp.exclude(self.reset);
-        let changed = cmp.changed();
-        for e in entries.iter_mut().filter(|e| !e.same_owner(&me)) {
-            e.set = e.set.difference(&changed).difference(&cmp.removed);
-        }
-        let previous = entries
-            .iter()
-            .position(|e| e.same_owner(&me))
-            .map(|i| entries.remove(i));
         // What this write itself set; only a write that set something moves the manager's
         // timestamp (kube's managed-fields updater).
-        let mine = changed.difference(&stripped_fields());
-        let (previous_set, previous_time) = match previous {
-            Some(p) => (p.set, p.time),
+        let mut mine = std::mem::take(&mut cmp.modified);
+        if mine.is_empty() {
+            mine = std::mem::take(&mut cmp.added);
+        } else {
+            mine.union_in_place(&cmp.added);
+        }
+        for e in entries.iter_mut().filter(|e| !e.same_owner(&me)) {
+            e.set.difference_in_place(&mine);
+            e.set.difference_in_place(&cmp.removed);
+        }
+        mine.difference_in_place(stripped_fields());
+        let (mut set, previous_time) = match entries.iter().position(|e| e.same_owner(&me)) {
+            Some(i) => {
+                let previous = entries.remove(i);
+                (previous.set, previous.time)
+            }
             None => (FieldSet::new(), None),
         };
-        let set = previous_set
-            .difference(&cmp.removed)
-            .union(&mine)
-            .recursive_difference(self.reset)
-            .difference(&stripped_fields());
+        let set_something = !mine.is_empty();
+        set.difference_in_place(&cmp.removed);
+        if set.is_empty() {
+            set = mine;
+        } else {
+            set.union_in_place(&mine);
+        }
+        // A set a client wrote may name system or reset fields; the writer never keeps them.
+        set.difference_in_place(stripped_fields());
+        if !self.reset.is_empty() {
+            set = set.recursive_difference(self.reset);
+        }
         entries.retain(|e| !e.set.is_empty());
         if !set.is_empty() {
-            let time = if mine.is_empty() {
+            let time = if !set_something {
                 previous_time
             } else {
                 Some(now.to_string())
@@ -402,13 +414,12 @@ impl FieldManager<'_> {
         let live_object = live.unwrap_or(&empty);
         let mut entries = decode(live_object)
             .map_err(|e| ApplyError::Internal(format!("failed to decode managed fields: {e}")))?;
-        let live_plain = without_managed_fields(live_object);
         if entries.is_empty() && live.is_some() {
             // Everything already there belongs to one placeholder owner, so the apply
             // conflicts with it rather than silently taking it over.
             self.record_update(
                 &self.empty_object(),
-                &live_plain,
+                live_object,
                 &mut entries,
                 self.entry(BEFORE_FIRST_APPLY, Operation::Update),
                 now,
@@ -416,7 +427,7 @@ impl FieldManager<'_> {
         }
         let me = self.entry(manager, Operation::Apply);
         let config_set = to_field_set(self.model, config).recursive_difference(self.reset);
-        let mut merged = merge(self.model, &live_plain, config);
+        let mut merged = merge(self.model, live_object, config);
         let last = entries
             .iter()
             .position(|e| e.same_owner(&me))
@@ -434,7 +445,7 @@ impl FieldManager<'_> {
             remove_items(self.model, &mut merged, &dropped);
         }
 
-        let mut cmp = compare(self.model, &live_plain, &merged);
+        let mut cmp = compare(self.model, live_object, &merged);
         cmp.exclude(self.reset);
         let changed = cmp.changed();
         let mut conflicts = Vec::new();
@@ -447,7 +458,7 @@ impl FieldManager<'_> {
         }
         if !conflicts.is_empty() && !force {
             let remaining = if manager == KUBECTL_MANAGER {
-                self.not_allowed_by_last_applied(live_object, &live_plain, conflicts)
+                self.not_allowed_by_last_applied(live_object, conflicts)
             } else {
                 conflicts
             };
@@ -459,8 +470,8 @@ impl FieldManager<'_> {
             e.set = e.set.difference(&changed).difference(&cmp.removed);
         }
         entries.retain(|e| !e.set.is_empty());
-        let set = config_set.difference(&stripped_fields());
-        let changed_object = merged != live_plain || live.is_none();
+        let set = config_set.difference(stripped_fields());
+        let changed_object = merged != *live_object || live.is_none();
         if !set.is_empty() {
             let time = if changed_object {
                 Some(now.to_string())
@@ -486,7 +497,6 @@ impl FieldManager<'_> {
     fn not_allowed_by_last_applied(
         &self,
         live: &Value,
-        live_plain: &Value,
         conflicts: Vec<(String, Path)>,
     ) -> Vec<(String, Path)> {
         let Some(annotation) = live
@@ -503,7 +513,7 @@ impl FieldManager<'_> {
         if last_applied.get("apiVersion").and_then(Value::as_str) != Some(self.api_version) {
             return conflicts;
         }
-        let cmp = compare(self.model, &last_applied, live_plain);
+        let cmp = compare(self.model, &last_applied, live);
         let allowed = to_field_set(self.model, &last_applied)
             .difference(&cmp.modified)
             .difference(&cmp.added)

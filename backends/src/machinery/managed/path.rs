@@ -48,12 +48,16 @@ impl PathElement {
 
     /// The `FieldsV1` form: `f:name`, `k:{...}`, `v:...`, `i:n`.
     fn encode(&self) -> String {
-        match self {
-            PathElement::Field(name) => format!("f:{name}"),
-            PathElement::Key(json) => format!("k:{json}"),
-            PathElement::Value(json) => format!("v:{json}"),
-            PathElement::Index(i) => format!("i:{i}"),
-        }
+        let (prefix, text) = match self {
+            PathElement::Field(name) => ("f:", name.as_str()),
+            PathElement::Key(json) => ("k:", json.as_str()),
+            PathElement::Value(json) => ("v:", json.as_str()),
+            PathElement::Index(i) => return format!("i:{i}"),
+        };
+        let mut out = String::with_capacity(prefix.len() + text.len());
+        out.push_str(prefix);
+        out.push_str(text);
+        out
     }
 
     fn decode(s: &str) -> Result<PathElement, String> {
@@ -263,6 +267,20 @@ impl FieldSet {
         FieldSet { members, children }
     }
 
+    /// Removes the paths of `other` from `self` (exactly those paths, as [`FieldSet::difference`]).
+    pub fn difference_in_place(&mut self, other: &FieldSet) {
+        if other.members.is_empty() && other.children.is_empty() {
+            return;
+        }
+        self.members.retain(|pe| !other.members.contains(pe));
+        self.children.retain(|pe, child| {
+            if let Some(o) = other.children.get(pe) {
+                child.difference_in_place(o);
+            }
+            !child.is_empty()
+        });
+    }
+
     /// The paths of `self` that are neither in `other` nor below one of its members (an
     /// exclusion filter: excluding `.status` drops everything under it).
     pub fn recursive_difference(&self, other: &FieldSet) -> FieldSet {
@@ -353,13 +371,18 @@ impl FieldSet {
         if member {
             out.insert(".".into(), Value::Object(Map::new()));
         }
-        let mut keys: BTreeSet<&PathElement> = self.members.iter().collect();
+        // Members and children, each sorted, in one element order.
+        let mut keys: Vec<&PathElement> =
+            Vec::with_capacity(self.members.len() + self.children.len());
+        keys.extend(self.members.iter());
         keys.extend(
             self.children
                 .iter()
                 .filter(|(_, c)| !c.is_empty())
                 .map(|(k, _)| k),
         );
+        keys.sort_unstable();
+        keys.dedup();
         for pe in keys {
             let is_member = self.members.contains(pe);
             let inner = match self.children.get(pe).filter(|c| !c.is_empty()) {

@@ -164,6 +164,9 @@ pub struct Comparison {
 impl Comparison {
     /// Drops every path at or under a path of `excluded` (fields a subresource resets).
     pub fn exclude(&mut self, excluded: &FieldSet) {
+        if excluded.is_empty() {
+            return;
+        }
         self.added = self.added.recursive_difference(excluded);
         self.modified = self.modified.recursive_difference(excluded);
         self.removed = self.removed.recursive_difference(excluded);
@@ -178,7 +181,7 @@ impl Comparison {
     }
 }
 
-/// The fields added, modified and removed from `old` to `new`.
+/// The fields added, modified and removed from `old` to `new` (`metadata.managedFields` aside).
 pub fn compare(model: &TypeModel, old: &Value, new: &Value) -> Comparison {
     let mut c = Comparison::default();
     let mut path = Vec::new();
@@ -239,7 +242,12 @@ fn compare_walk(
             let lm = l.and_then(Value::as_object).unwrap_or(&empty);
             let rm = r.and_then(Value::as_object).unwrap_or(&empty);
             let keys = lm.keys().chain(rm.keys().filter(|k| !lm.contains_key(*k)));
+            // The record of ownership is not itself owned or compared.
+            let in_metadata = matches!(path.as_slice(), [PathElement::Field(m)] if m == "metadata");
             for key in keys {
+                if in_metadata && key == "managedFields" {
+                    continue;
+                }
                 path.push(PathElement::Field(key.clone()));
                 compare_walk(
                     model,
