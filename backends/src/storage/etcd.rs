@@ -758,9 +758,9 @@ impl Store for EtcdStore {
         if !resp.succeeded() {
             return Err(StoreError::AlreadyExists(key.to_string()));
         }
-        Ok(from_rev(
-            resp.header().map(|h| h.revision()).unwrap_or_default(),
-        ))
+        let revision = from_rev(resp.header().map(|h| h.revision()).unwrap_or_default());
+        self.progress.acknowledged(revision);
+        Ok(revision)
     }
 
     async fn update(
@@ -787,9 +787,9 @@ impl Store for EtcdStore {
             })
             .await?;
         if resp.succeeded() {
-            return Ok(from_rev(
-                resp.header().map(|h| h.revision()).unwrap_or_default(),
-            ));
+            let revision = from_rev(resp.header().map(|h| h.revision()).unwrap_or_default());
+            self.progress.acknowledged(revision);
+            return Ok(revision);
         }
         Err(self.failed_compare(key, expected_revision, &resp))
     }
@@ -827,6 +827,7 @@ impl Store for EtcdStore {
             return Err(self.failed_compare(key, expected_revision.unwrap_or(0), &resp));
         }
         let revision = from_rev(resp.header().map(|h| h.revision()).unwrap_or_default());
+        self.progress.acknowledged(revision);
         let prev = resp.op_responses().into_iter().find_map(|r| match r {
             TxnOpResponse::Delete(mut d) => d.take_prev_kvs().into_iter().next(),
             _ => None,

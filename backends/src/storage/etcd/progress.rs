@@ -31,8 +31,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Shared between the store and the tracking task.
 pub(super) struct Progress {
-    /// The revision of the last write under the prefix seen so far (never ahead of
-    /// `complete`; a value no newer than any list the caller made since connecting).
+    /// The revision of the last write under the prefix seen so far, by the watch or as this
+    /// process's own acknowledged write (which may put it ahead of `complete` until the
+    /// watch catches up).
     last_write: AtomicU64,
     /// Every event under the prefix up to this revision has been seen.
     complete: signal::Sender<Revision>,
@@ -80,6 +81,15 @@ impl Progress {
                 *self.complete.borrow()
             ))),
         }
+    }
+
+    /// A write this process made under the prefix and etcd acknowledged at `revision`: later
+    /// answers include it even before the tracking watch delivers its event. etcd before
+    /// 3.4.31 / 3.5.8 may send a progress notification ahead of events the watch has not
+    /// delivered yet (etcd-io/etcd#15220), which would otherwise answer a revision older than
+    /// a write the caller saw acknowledged. Writes of other replicas still rely on the watch.
+    pub(super) fn acknowledged(&self, revision: Revision) {
+        self.last_write.fetch_max(revision, Ordering::AcqRel);
     }
 
     /// The last write seen, without waiting (for a closed store).
