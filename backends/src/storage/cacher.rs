@@ -954,6 +954,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_store_larger_than_a_page_loads_whole_and_at_one_revision() {
+        let f = fixture(1000);
+        let count = LOAD_PAGE * 2 + 7;
+        let mut last = 0;
+        for i in 0..count {
+            let name = format!("o{i:04}");
+            last = f
+                .store
+                .create(
+                    &format!("/cm/ns/{name}"),
+                    obj(&name, json!({"n": i.to_string()}), "x"),
+                )
+                .await
+                .unwrap();
+        }
+        let cacher = Cacher::start(f.store.clone(), 100).await.unwrap();
+        assert_eq!(cacher.revision(), last);
+        let (items, at) = cacher.list("/cm/ns/", None, None).unwrap();
+        assert_eq!((items.len(), at), (count, last));
+        // Every object kept its own revision and labels across the page boundaries.
+        for (i, item) in items.iter().enumerate() {
+            assert_eq!(item.revision, i as u64 + 1);
+            assert_eq!(item.labels.get("n"), Some(&i.to_string()));
+        }
+        // The watch starts right after the loaded revision: the next write is seen.
+        let next = f
+            .store
+            .create("/cm/ns/zz", obj("zz", json!({}), "x"))
+            .await
+            .unwrap();
+        cacher.wait_for_revision(next, WAIT).await.unwrap();
+        assert!(cacher.get("/cm/ns/zz").is_some());
+    }
+
+    #[tokio::test]
     async fn get_and_list_reflect_writes() {
         let f = fixture(1000);
         f.store
