@@ -20,6 +20,7 @@ use serde_json::{json, Map, Value};
 use super::flowcontrol_validation::{validate_flow_schema, validate_priority_level};
 use super::gojson::GoJson;
 use super::{age, base_def, items, str_at, Names};
+use crate::machinery::json_kind;
 use crate::resource::{
     age_column, name_column, ResourceDef, Strategy, SubresourceDef, TableColumn,
 };
@@ -525,17 +526,6 @@ fn check_conditions(go: &GoJson, object: &Value, condition: &str) -> ApiResult<(
         }
     }
     Ok(())
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-        Value::Null => "null",
-    }
 }
 
 /// Go's type checks of a FlowSchema body.

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::machinery::json_kind;
 use crate::status::{ApiError, ApiResult};
 
 /// Type-checks the fields of one kind's body. `go_struct` is the innermost Go struct holding
@@ -37,14 +38,7 @@ impl GoJson {
         path: &str,
         go_type: &str,
     ) -> ApiError {
-        let found = match value {
-            Value::Bool(_) => "bool",
-            Value::Number(_) => "number",
-            Value::String(_) => "string",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
-            Value::Null => "null",
-        };
+        let found = json_kind(value);
         ApiError::bad_request(format!(
             "{kind} in version \"v1\" cannot be handled as a {kind}: json: cannot unmarshal {found} into Go struct field {go_struct}.{path} of type {go_type}",
             kind = self.kind

@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 use super::causes::invalid_raw;
 use super::str_at;
 use crate::api::ApiRequest;
+use crate::machinery::json_kind;
 use crate::resource::SubresourceHandler;
 use crate::status::{field_invalid, ApiError, ApiResult, GroupResource};
 
@@ -97,7 +98,7 @@ impl TokenRequestHandler {
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| decode_error("string", "spec.audiences", "string"))?,
             Some(other) => {
-                return Err(decode_error(json_type(other), "spec.audiences", "[]string"))
+                return Err(decode_error(json_kind(other), "spec.audiences", "[]string"))
             }
         };
         let audiences = if audiences.is_empty() {
@@ -112,7 +113,7 @@ impl TokenRequestHandler {
                 .ok_or_else(|| decode_error("number", "spec.expirationSeconds", "int64"))?,
             Some(other) => {
                 return Err(decode_error(
-                    json_type(other),
+                    json_kind(other),
                     "spec.expirationSeconds",
                     "int64",
                 ))
@@ -123,7 +124,7 @@ impl TokenRequestHandler {
             Some(Value::Object(r)) => Some(BoundRef::parse(r)?),
             Some(other) => {
                 return Err(decode_error(
-                    json_type(other),
+                    json_kind(other),
                     "spec.boundObjectRef",
                     "v1.BoundObjectReference",
                 ))
@@ -294,7 +295,7 @@ impl BoundRef {
                 None | Some(Value::Null) => Ok(String::new()),
                 Some(Value::String(s)) => Ok(s.clone()),
                 Some(other) => Err(decode_error(
-                    json_type(other),
+                    json_kind(other),
                     &format!("spec.boundObjectRef.{key}"),
                     "string",
                 )),
@@ -338,21 +339,10 @@ fn object_field<'a>(
     if entry.is_null() {
         *entry = Value::Object(Map::new());
     }
-    let kind = json_type(entry);
+    let kind = json_kind(entry);
     entry
         .as_object_mut()
         .ok_or_else(|| decode_error(kind, key, "object"))
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// The 400 kube's decoder gives for a field of the wrong JSON type.

@@ -9,3 +9,17 @@ pub mod schema;
 pub mod selectors;
 pub mod table;
 pub mod validation;
+
+/// The word Go's `encoding/json` uses for a JSON value's type in its unmarshal errors
+/// (`cannot unmarshal string into Go struct field ...`).
+pub(crate) fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

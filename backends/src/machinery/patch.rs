@@ -12,6 +12,7 @@
 
 use serde_json::{Map, Value};
 
+use super::json_kind;
 use crate::status::{field_invalid, ApiError, ApiResult, StatusDetails};
 
 /// kube-apiserver refuses JSON patches with more operations than this (`maxJSONPatchOperations`).
@@ -118,18 +119,6 @@ fn ensure_object(value: Value) -> ApiResult<Value> {
         "",
         vec![field_invalid("patch", &value.to_string(), &detail)],
     ))
-}
-
-/// The word Go's encoding/json uses for a JSON value's type in unmarshal errors.
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// A parse error message; an empty body gets Go's wording since it is the common case.

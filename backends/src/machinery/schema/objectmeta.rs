@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde_json::{Map, Value};
 
+use crate::machinery::json_kind;
+
 /// What a `metadata` value decodes to.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Decoded {
@@ -93,18 +95,6 @@ struct Immediate(String);
 struct Decoder {
     saved: Option<String>,
     unknown: Vec<String>,
-}
-
-/// JSON's name for a value in Go's `UnmarshalTypeError` (`Value`).
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// The keys of an object in the order Go's `json.Marshal` writes a map (sorted), which is
