@@ -290,10 +290,16 @@ impl Decoder {
         }
     }
 
-    /// `[]metav1.OwnerReference`: `apiVersion`, `kind`, `name` and `uid` are always written,
-    /// `controller` and `blockOwnerDeletion` when set.
-    fn owner_references(&mut self, v: &Value) -> Option<Value> {
-        const S: &str = "OwnerReference";
+    /// The items of an ObjectMeta field that is a list of Go structs, with their indices: a
+    /// `null` item decodes as an empty struct, an item or list of another JSON type is a type
+    /// mismatch (the item is skipped; the list is `None`, as for `null`).
+    fn struct_items<'v>(
+        &mut self,
+        v: &'v Value,
+        field: &str,
+        item_type: &str,
+    ) -> Option<Vec<(usize, &'v Map<String, Value>)>> {
+        static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
         let items = match v {
             Value::Null => return None,
             Value::Array(items) => items,
@@ -301,28 +307,30 @@ impl Decoder {
                 self.mismatch(
                     json_kind(other),
                     "ObjectMeta",
-                    "ownerReferences",
-                    "[]v1.OwnerReference",
+                    field,
+                    &format!("[]{item_type}"),
                 );
                 return None;
             }
         };
-        let empty = Map::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let fields = match item {
-                Value::Null => &empty,
-                Value::Object(fields) => fields,
-                other => {
-                    self.mismatch(
-                        json_kind(other),
-                        "ObjectMeta",
-                        "ownerReferences",
-                        "v1.OwnerReference",
-                    );
-                    continue;
-                }
-            };
+            match item {
+                Value::Null => out.push((i, &*EMPTY)),
+                Value::Object(fields) => out.push((i, fields)),
+                other => self.mismatch(json_kind(other), "ObjectMeta", field, item_type),
+            }
+        }
+        Some(out)
+    }
+
+    /// `[]metav1.OwnerReference`: `apiVersion`, `kind`, `name` and `uid` are always written,
+    /// `controller` and `blockOwnerDeletion` when set.
+    fn owner_references(&mut self, v: &Value) -> Option<Value> {
+        const S: &str = "OwnerReference";
+        let items = self.struct_items(v, "ownerReferences", "v1.OwnerReference")?;
+        let mut out = Vec::with_capacity(items.len());
+        for (i, fields) in items {
             let mut reference = Map::new();
             for k in ["apiVersion", "kind", "name"] {
                 let value = self.required_string(fields.get(k), S, &format!("ownerReferences.{k}"));
@@ -357,35 +365,11 @@ impl Decoder {
     /// `[]metav1.ManagedFieldsEntry`, every field `omitempty`; `fieldsV1` is raw JSON.
     fn managed_fields(&mut self, v: &Value) -> Result<Option<Value>, Immediate> {
         const S: &str = "ManagedFieldsEntry";
-        let items = match v {
-            Value::Null => return Ok(None),
-            Value::Array(items) => items,
-            other => {
-                self.mismatch(
-                    json_kind(other),
-                    "ObjectMeta",
-                    "managedFields",
-                    "[]v1.ManagedFieldsEntry",
-                );
-                return Ok(None);
-            }
+        let Some(items) = self.struct_items(v, "managedFields", "v1.ManagedFieldsEntry") else {
+            return Ok(None);
         };
-        let empty = Map::new();
         let mut out = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            let fields = match item {
-                Value::Null => &empty,
-                Value::Object(fields) => fields,
-                other => {
-                    self.mismatch(
-                        json_kind(other),
-                        "ObjectMeta",
-                        "managedFields",
-                        "v1.ManagedFieldsEntry",
-                    );
-                    continue;
-                }
-            };
+        for (i, fields) in items {
             let mut entry = Map::new();
             for (k, v) in sorted(fields) {
                 let path = format!("managedFields.{k}");
