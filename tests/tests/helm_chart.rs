@@ -117,6 +117,17 @@ fn render_ok(values: &str) -> Vec<Value> {
     render(values).unwrap_or_else(|e| panic!("helm template failed:\n{e}\nvalues:\n{values}"))
 }
 
+/// Each set of values fails to render with its message.
+fn assert_render_errors(cases: &[(&str, &str)]) {
+    for (values, message) in cases {
+        let stderr = render_err(values);
+        assert!(
+            stderr.contains(message),
+            "values:\n{values}\nexpected {message:?} in:\n{stderr}"
+        );
+    }
+}
+
 fn render_err(values: &str) -> String {
     match render(values) {
         Ok(docs) => panic!(
@@ -576,13 +587,7 @@ fn invalid_combinations_fail_with_what_to_change() {
             "config.storage.etcd is managed by the chart",
         ),
     ];
-    for (values, message) in cases {
-        let stderr = render_err(values);
-        assert!(
-            stderr.contains(message),
-            "values:\n{values}\nexpected {message:?} in:\n{stderr}"
-        );
-    }
+    assert_render_errors(cases);
 }
 
 #[test]
@@ -629,13 +634,7 @@ fn schema_rejects_bad_values() {
             "tls.existingSecret: Does not match pattern",
         ),
     ];
-    for (values, message) in cases {
-        let stderr = render_err(values);
-        assert!(
-            stderr.contains(message),
-            "values:\n{values}\nexpected {message:?} in:\n{stderr}"
-        );
-    }
+    assert_render_errors(cases);
 }
 
 #[test]

@@ -119,16 +119,26 @@ fn helm_ok(gate: &Kubegate, home: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// kubectl in the release's namespace.
+fn in_shop(gate: &Kubegate, args: &[&str]) -> String {
+    gate.ok(&[&["-n", "shop"], args].concat())
+}
+
+fn shop_json(gate: &Kubegate, args: &[&str]) -> Value {
+    gate.json(&[&["-n", "shop"], args].concat())
+}
+
 fn color(gate: &Kubegate) -> String {
-    gate.ok(&[
-        "-n",
-        "shop",
-        "get",
-        "configmap",
-        "demo-settings",
-        "-o",
-        "jsonpath={.data.color}",
-    ])
+    in_shop(
+        gate,
+        &[
+            "get",
+            "configmap",
+            "demo-settings",
+            "-o",
+            "jsonpath={.data.color}",
+        ],
+    )
 }
 
 /// `helm history` as (revision, status, description) rows.
@@ -172,15 +182,7 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_release() {
         ],
     );
     assert_eq!(color(&gate), "blue");
-    let cm = gate.json(&[
-        "-n",
-        "shop",
-        "get",
-        "configmap",
-        "demo-settings",
-        "-o",
-        "json",
-    ]);
+    let cm = shop_json(&gate, &["get", "configmap", "demo-settings", "-o", "json"]);
     assert_eq!(
         cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "Helm"
@@ -189,22 +191,23 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_release() {
         cm["metadata"]["annotations"]["meta.helm.sh/release-name"],
         "demo"
     );
-    let password = gate.ok(&[
-        "-n",
-        "shop",
-        "get",
-        "secret",
-        "demo-credentials",
-        "-o",
-        "jsonpath={.data.password}",
-    ]);
+    let password = in_shop(
+        &gate,
+        &[
+            "get",
+            "secret",
+            "demo-credentials",
+            "-o",
+            "jsonpath={.data.password}",
+        ],
+    );
     assert_eq!(password, "czNjcjN0", "base64 of s3cr3t");
-    let service = gate.json(&["-n", "shop", "get", "service", "demo-web", "-o", "json"]);
+    let service = shop_json(&gate, &["get", "service", "demo-web", "-o", "json"]);
     assert_eq!(service["spec"]["ports"][0]["targetPort"], 8080);
     assert!(service["spec"]["clusterIP"]
         .as_str()
         .is_some_and(|ip| !ip.is_empty()));
-    gate.ok(&["-n", "shop", "get", "serviceaccount", "demo-runner"]);
+    in_shop(&gate, &["get", "serviceaccount", "demo-runner"]);
     let can = gate.ok(&[
         "auth",
         "can-i",
@@ -216,15 +219,10 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_release() {
         "system:serviceaccount:shop:demo-runner",
     ]);
     assert_eq!(can.trim(), "yes");
-    let release = gate.json(&[
-        "-n",
-        "shop",
-        "get",
-        "secret",
-        "sh.helm.release.v1.demo.v1",
-        "-o",
-        "json",
-    ]);
+    let release = shop_json(
+        &gate,
+        &["get", "secret", "sh.helm.release.v1.demo.v1", "-o", "json"],
+    );
     assert_eq!(release["type"], "helm.sh/release.v1");
     let listed = helm_ok(&gate, &home, &["list", "-n", "shop", "-o", "json"]);
     let listed: Vec<Value> = serde_json::from_str(&listed).expect("helm list json");
@@ -248,14 +246,7 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_release() {
     );
     assert_eq!(color(&gate), "green");
     // A change made outside helm to a field the chart does not own survives the upgrade.
-    gate.ok(&[
-        "-n",
-        "shop",
-        "label",
-        "configmap",
-        "demo-settings",
-        "owner=ops",
-    ]);
+    in_shop(&gate, &["label", "configmap", "demo-settings", "owner=ops"]);
     helm_ok(
         &gate,
         &home,
@@ -270,15 +261,16 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_release() {
         ],
     );
     assert_eq!(color(&gate), "red");
-    let labels = gate.ok(&[
-        "-n",
-        "shop",
-        "get",
-        "configmap",
-        "demo-settings",
-        "-o",
-        "jsonpath={.metadata.labels.owner}",
-    ]);
+    let labels = in_shop(
+        &gate,
+        &[
+            "get",
+            "configmap",
+            "demo-settings",
+            "-o",
+            "jsonpath={.metadata.labels.owner}",
+        ],
+    );
     assert_eq!(labels, "ops");
 
     // Rollback to the first revision, then the history shows every step.
@@ -299,14 +291,15 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_release() {
 
     // Uninstall removes the chart's objects and the release Secrets.
     helm_ok(&gate, &home, &["uninstall", "demo", "-n", "shop", "--wait"]);
-    let left = gate.ok(&[
-        "-n",
-        "shop",
-        "get",
-        "configmaps,secrets,services,serviceaccounts,roles,rolebindings",
-        "-o",
-        "name",
-    ]);
+    let left = in_shop(
+        &gate,
+        &[
+            "get",
+            "configmaps,secrets,services,serviceaccounts,roles,rolebindings",
+            "-o",
+            "name",
+        ],
+    );
     for gone in [
         "configmap/demo-settings",
         "secret/demo-credentials",
