@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use http::{HeaderName, HeaderValue};
 use kubegate_backends::registry::Registry;
 use kubegate_backends::status::ApiError;
 use kubegate_config::FlowControlConfig;
@@ -35,29 +36,38 @@ const SETTLE: Duration = Duration::from_millis(20);
 /// kube's answer to a refused request.
 const TOO_MANY: &str = "Too many requests, please try again later.";
 
-/// `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID` values: the
-/// request's match, shared with the engine (a clone is a reference count, not two strings).
+/// kube's `X-Kubernetes-PF-FlowSchema-UID` response header (sent lower-case, as on HTTP/2).
+pub const FLOW_SCHEMA_UID_HEADER: HeaderName =
+    HeaderName::from_static("x-kubernetes-pf-flowschema-uid");
+/// kube's `X-Kubernetes-PF-PriorityLevel-UID` response header.
+pub const PRIORITY_LEVEL_UID_HEADER: HeaderName =
+    HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
+
+/// The `X-Kubernetes-PF-*` header values of a request's (FlowSchema, priority level) pair,
+/// built once per pair: a request's copy costs two reference counts, and writing them parses
+/// and copies nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PfHeaders {
-    matched: Arc<Matched>,
+    flow_schema_uid: HeaderValue,
+    priority_level_uid: HeaderValue,
 }
 
 impl PfHeaders {
-    pub fn flow_schema_uid(&self) -> &str {
-        &self.matched.flow_schema_uid
+    pub(crate) fn new(matched: &Matched) -> PfHeaders {
+        // A UID the API server assigned is always a valid value; one from elsewhere that is
+        // not goes out empty rather than failing the response.
+        let value = |uid: &str| HeaderValue::from_str(uid).unwrap_or(HeaderValue::from_static(""));
+        PfHeaders {
+            flow_schema_uid: value(&matched.flow_schema_uid),
+            priority_level_uid: value(&matched.priority_level_uid),
+        }
     }
 
-    pub fn priority_level_uid(&self) -> &str {
-        &self.matched.priority_level_uid
-    }
-
-    pub fn pairs(&self) -> [(&'static str, &str); 2] {
+    /// The two headers, names and values.
+    pub fn pairs(&self) -> [(HeaderName, &HeaderValue); 2] {
         [
-            ("X-Kubernetes-PF-FlowSchema-UID", self.flow_schema_uid()),
-            (
-                "X-Kubernetes-PF-PriorityLevel-UID",
-                self.priority_level_uid(),
-            ),
+            (FLOW_SCHEMA_UID_HEADER, &self.flow_schema_uid),
+            (PRIORITY_LEVEL_UID_HEADER, &self.priority_level_uid),
         ]
     }
 }
@@ -183,17 +193,18 @@ type PairKey = (usize, usize);
 /// when it fills (and whenever the configuration is reloaded).
 const MAX_CACHED_PAIRS: usize = 1024;
 
-/// The metric children of one (FlowSchema, priority level) pair, resolved once: a
-/// `with_label_values` lookup hashes the label strings and takes the vector's lock, which cost
-/// more per request than the counting.
+/// What one (FlowSchema, priority level) pair's requests share, resolved once: the metric
+/// children (a `with_label_values` lookup hashes the label strings and takes the vector's
+/// lock, which cost more per request than the counting) and the response headers' values.
 struct PairMetrics {
+    headers: PfHeaders,
     in_queue: IntGauge,
     dispatched: IntCounter,
     /// `request_wait_duration_seconds{execute="true"}`.
     waited: Histogram,
     executing_seats: IntGauge,
-    /// Keeps the addresses in the key taken.
-    _names: (Name, Name),
+    /// The pair's FlowSchema and level; also keeps the addresses in the key taken.
+    names: (Name, Name),
 }
 
 impl FlowMetrics {
@@ -216,13 +227,14 @@ impl FlowMetrics {
             matched.priority_level.as_str(),
         ];
         let pair = Arc::new(PairMetrics {
+            headers: PfHeaders::new(matched),
             in_queue: self.in_queue.with_label_values(&labels),
             dispatched: self.dispatched.with_label_values(&labels),
             waited: self
                 .wait_duration
                 .with_label_values(&[labels[0], labels[1], "true"]),
             executing_seats: self.executing_seats.with_label_values(&labels),
-            _names: (matched.flow_schema.clone(), matched.priority_level.clone()),
+            names: (matched.flow_schema.clone(), matched.priority_level.clone()),
         });
         let mut children = self
             .children
@@ -465,8 +477,7 @@ impl FlowGate {
                     timeout,
                 };
                 let classification = control.classify(&digest);
-                let matched = classification.matched.clone();
-                let pair = self.metrics.pair(&matched);
+                let pair = self.metrics.pair(&classification.matched);
                 let estimate = estimator.estimate_raw(info, raw_query, classification.max_seats);
                 pair.in_queue.inc();
                 let outcome = control.admit_classified(classification, estimate).await;
@@ -484,14 +495,11 @@ impl FlowGate {
                             executing: Some(ExecutingSeats { gauge, seats }),
                             _watch: is_watch.then(|| watches.register(info)),
                             _slot: None,
-                            headers: Some(PfHeaders { matched }),
+                            headers: Some(pair.headers.clone()),
                         })
                     }
                     Err(rejection) => {
-                        let labels = [
-                            matched.flow_schema.as_str(),
-                            matched.priority_level.as_str(),
-                        ];
+                        let labels = [pair.names.0.as_str(), pair.names.1.as_str()];
                         self.metrics
                             .rejected
                             .with_label_values(&[labels[0], labels[1], rejection.reason.as_str()])
@@ -504,7 +512,7 @@ impl FlowGate {
                             u32::try_from(rejection.retry_after_seconds.max(1)).unwrap_or(1);
                         Err(Refused {
                             error: ApiError::too_many_requests(TOO_MANY, retry_after),
-                            headers: Some(PfHeaders { matched }),
+                            headers: Some(pair.headers.clone()),
                         })
                     }
                 }

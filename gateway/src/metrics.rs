@@ -1,7 +1,10 @@
 //! Prometheus metrics with kube-apiserver's names and labels, served at `/metrics`.
 
+use std::sync::OnceLock;
+
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry,
 };
 
 /// The labels kube-apiserver puts on `apiserver_request_duration_seconds`.
@@ -34,7 +37,22 @@ pub struct Metrics {
     pub proxy_request_duration: HistogramVec,
     /// Failures to connect to an APIService's backend.
     pub proxy_connect_errors: IntCounterVec,
+    /// Children that nearly every request touches, resolved on first use: a
+    /// `with_label_values` lookup hashes the labels and takes the vector's lock.
+    hot: HotChildren,
 }
+
+/// See [`Metrics::hot`].
+#[derive(Default)]
+struct HotChildren {
+    /// `authentication_attempts` and `authentication_duration_seconds` per [`AUTHN_RESULTS`].
+    authentication: [OnceLock<(IntCounter, Histogram)>; 3],
+    /// `apiserver_current_inflight_requests{request_kind}`: readOnly, mutating.
+    inflight: [OnceLock<IntGauge>; 2],
+}
+
+/// kube's `result` labels of the authentication metrics.
+const AUTHN_RESULTS: [&str; 3] = ["success", "failure", "error"];
 
 /// One finished request, as the metrics see it.
 pub struct RequestLabels<'a> {
@@ -159,6 +177,7 @@ impl Metrics {
             proxy_requests,
             proxy_request_duration,
             proxy_connect_errors,
+            hot: HotChildren::default(),
         })
     }
 
@@ -200,12 +219,36 @@ impl Metrics {
 
     /// Records one authentication: `success`, `failure` or `error`, as kube labels them.
     pub fn observe_authentication(&self, result: &str, seconds: f64) {
-        self.authentication_attempts
-            .with_label_values(&[result])
-            .inc();
-        self.authentication_duration
-            .with_label_values(&[result])
-            .observe(seconds);
+        let Some(index) = AUTHN_RESULTS.iter().position(|r| *r == result) else {
+            self.authentication_attempts
+                .with_label_values(&[result])
+                .inc();
+            self.authentication_duration
+                .with_label_values(&[result])
+                .observe(seconds);
+            return;
+        };
+        let (attempts, duration) = self.hot.authentication[index].get_or_init(|| {
+            (
+                self.authentication_attempts.with_label_values(&[result]),
+                self.authentication_duration.with_label_values(&[result]),
+            )
+        });
+        attempts.inc();
+        duration.observe(seconds);
+    }
+
+    /// `apiserver_current_inflight_requests` for a read-only (get, list, watch) or a
+    /// mutating request.
+    pub fn inflight_gauge(&self, read_only: bool) -> IntGauge {
+        let (index, kind) = if read_only {
+            (0, "readOnly")
+        } else {
+            (1, "mutating")
+        };
+        self.hot.inflight[index]
+            .get_or_init(|| self.inflight.with_label_values(&[kind]))
+            .clone()
     }
 
     /// Adds a collector owned by another module (flow control's metrics).

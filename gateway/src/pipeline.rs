@@ -125,6 +125,11 @@ impl From<ApiResponse> for Handled {
     }
 }
 
+/// kube's non-mutating verbs for `apiserver_current_inflight_requests` (`maxinflight.go`).
+fn is_read_only(verb: &str) -> bool {
+    matches!(verb, "get" | "list" | "watch")
+}
+
 /// Paths anyone may read without credentials: exactly those kube's
 /// `system:public-info-viewer` role lists (not the per-check sub-paths).
 fn is_public_info_path(path: &str) -> bool {
@@ -278,13 +283,7 @@ impl Gateway {
             let in_flight = (!info.long_running && !upgrade).then(|| {
                 InFlight::enter(
                     Some(self.lifecycle.clone()),
-                    self.routes
-                        .metrics
-                        .inflight
-                        .with_label_values(&[match info.verb.as_str() {
-                            "get" | "list" | "watch" => "readOnly",
-                            _ => "mutating",
-                        }]),
+                    self.routes.metrics.inflight_gauge(is_read_only(&info.verb)),
                 )
             });
             return Handled::Proxy(ProxyPlan {
@@ -321,13 +320,9 @@ impl Gateway {
         if info.long_running {
             return self.routes.serve(request).await.into();
         }
-        let kind = match info.verb.as_str() {
-            "get" | "list" | "watch" => "readOnly",
-            _ => "mutating",
-        };
         let _in_flight = InFlight::enter(
             Some(self.lifecycle.clone()),
-            metrics.inflight.with_label_values(&[kind]),
+            metrics.inflight_gauge(is_read_only(&info.verb)),
         );
         let timeout = request_timeout(&request, self.request_timeout);
         match tokio::time::timeout(timeout, self.routes.serve(request)).await {
@@ -647,7 +642,7 @@ impl ProxyHttp for Gateway {
         }
         if let Some(pf) = &ctx.pf_headers {
             for (name, value) in pf.pairs() {
-                upstream_response.insert_header(name, value)?;
+                upstream_response.insert_header(name, value.clone())?;
             }
         }
         // A proxied watch has started once the backend answers: its seats go back (kubegate

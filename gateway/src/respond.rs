@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 use kubegate_backends::api::{ApiResponse, Body, WatchStream};
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
@@ -17,6 +17,15 @@ use crate::flowcontrol::PfHeaders;
 /// How often a quiet watch checks whether the server is shutting down.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(500);
 
+/// kube's `Audit-Id` response header.
+const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
+const X_CONTENT_TYPE_OPTIONS: HeaderName = HeaderName::from_static("x-content-type-options");
+
+/// The response header of a local answer, built as a plain `http` header map and handed to
+/// pingora without its case-preserving name map: every name is a constant (or parsed once, for
+/// a backend's extra headers) and every fixed value static, so nothing is parsed twice or
+/// copied per request. On HTTP/1.1 pingora writes the standard names title-cased and the
+/// others lower-case (header names are case-insensitive; HTTP/2 sends them all lower-case).
 fn base_header(
     status: u16,
     content_type: &str,
@@ -24,36 +33,48 @@ fn base_header(
     extra: &[(String, String)],
     pf: Option<&PfHeaders>,
 ) -> Result<ResponseHeader> {
-    // Names as `&'static str` or `http` constants and values from constants where they are
-    // fixed: pingora then copies nothing for them.
-    let mut header = ResponseHeader::build(status, Some(8 + extra.len()))?;
-    header.insert_header(
+    let mut parts = http::Response::new(()).into_parts().0;
+    parts.status = http::StatusCode::from_u16(status).or_err(
+        pingora::ErrorType::InvalidHTTPHeader,
+        "invalid status of a local response",
+    )?;
+    let headers = &mut parts.headers;
+    headers.reserve(6 + extra.len());
+    headers.insert(
         http::header::CONTENT_TYPE,
         content_type_value(content_type)?,
-    )?;
-    header.insert_header("Audit-Id", audit_id)?;
+    );
+    headers.insert(AUDIT_ID, header_value(audit_id)?);
     if !extra
         .iter()
         .any(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
     {
-        header.insert_header(
+        headers.insert(
             http::header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache, private"),
-        )?;
+        );
     }
-    header.insert_header(
-        "X-Content-Type-Options",
-        HeaderValue::from_static("nosniff"),
-    )?;
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     for (name, value) in extra {
-        header.append_header(name.clone(), value.as_str())?;
+        let name = HeaderName::from_bytes(name.as_bytes()).or_err(
+            pingora::ErrorType::InvalidHTTPHeader,
+            "invalid header name of a local response",
+        )?;
+        headers.append(name, header_value(value)?);
     }
     if let Some(pf) = pf {
         for (name, value) in pf.pairs() {
-            header.append_header(name, value)?;
+            headers.append(name, value.clone());
         }
     }
-    Ok(header)
+    Ok(ResponseHeader::from(parts))
+}
+
+fn header_value(value: &str) -> Result<HeaderValue> {
+    HeaderValue::from_str(value).or_err(
+        pingora::ErrorType::InvalidHTTPHeader,
+        "invalid header value of a local response",
+    )
 }
 
 /// The `Content-Type` value, without a copy for the types kubegate answers with most.
@@ -233,4 +254,72 @@ async fn client_gone(session: &mut Session) {
         // the connection.
         let _ = downstream.read_body_or_idle(true).await;
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubegate_policy::flowcontrol::Matched;
+
+    fn wire(header: &ResponseHeader) -> String {
+        let mut buf = bytes::BytesMut::new();
+        header.header_to_h1_wire(&mut buf);
+        String::from_utf8(buf.to_vec()).expect("utf-8")
+    }
+
+    #[test]
+    fn local_response_headers_are_kubes_and_written_once() {
+        let matched = Matched {
+            flow_schema: "global-default".into(),
+            flow_schema_uid: "fs-uid-1".into(),
+            priority_level: "global-default".into(),
+            priority_level_uid: "pl-uid-2".into(),
+        };
+        let pf = PfHeaders::new(&matched);
+        let extra = vec![
+            ("Warning".to_string(), "299 - \"unknown field\"".to_string()),
+            ("Warning".to_string(), "299 - \"another\"".to_string()),
+        ];
+        let header =
+            base_header(201, "application/json", "audit-42", &extra, Some(&pf)).expect("header");
+        assert_eq!(header.status.as_u16(), 201);
+        let text = wire(&header);
+        let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+        assert_eq!(
+            lines,
+            [
+                "Content-Type: application/json",
+                "audit-id: audit-42",
+                "Cache-Control: no-cache, private",
+                "x-content-type-options: nosniff",
+                "warning: 299 - \"unknown field\"",
+                "warning: 299 - \"another\"",
+                "x-kubernetes-pf-flowschema-uid: fs-uid-1",
+                "x-kubernetes-pf-prioritylevel-uid: pl-uid-2",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_backend_cache_control_replaces_the_default_and_bad_headers_are_errors() {
+        let extra = vec![("Cache-Control".to_string(), "public".to_string())];
+        let header =
+            base_header(200, "text/plain; charset=utf-8", "a", &extra, None).expect("header");
+        let cache: Vec<_> = header
+            .headers
+            .get_all(http::header::CACHE_CONTROL)
+            .iter()
+            .collect();
+        assert_eq!(cache, ["public"]);
+        assert!(header.headers.get(FLOW_SCHEMA_UID).is_none());
+
+        let bad_name = vec![("bad name".to_string(), "x".to_string())];
+        assert!(base_header(200, "application/json", "a", &bad_name, None).is_err());
+        let bad_value = vec![("x-ok".to_string(), "line\nbreak".to_string())];
+        assert!(base_header(200, "application/json", "a", &bad_value, None).is_err());
+        assert!(base_header(200, "application/json", "bad\r\nid", &[], None).is_err());
+        assert!(base_header(1000, "application/json", "a", &[], None).is_err());
+    }
+
+    const FLOW_SCHEMA_UID: HeaderName = crate::flowcontrol::FLOW_SCHEMA_UID_HEADER;
 }

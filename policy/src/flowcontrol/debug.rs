@@ -23,6 +23,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use tokio::time::Instant;
 
 use super::classify::RequestDigest;
+use super::config::Distinguisher;
 use super::queueset::{QueueSetDump, RequestDump};
 use super::{lock, FlowControl};
 
@@ -89,6 +90,9 @@ pub struct RequestDetails {
     text: Arc<str>,
     /// End offsets in `text` of the fields, in [`REQUEST_DETAIL_HEADERS`] order.
     ends: [u32; 8],
+    /// Which field, if any, is the flow distinguisher (the user name or the namespace): kept
+    /// here rather than in a per-request copy of the request's [`super::Matched`].
+    distinguisher: Option<Distinguisher>,
 }
 
 thread_local! {
@@ -97,7 +101,9 @@ thread_local! {
 }
 
 impl RequestDetails {
-    pub fn new(digest: &RequestDigest<'_>) -> Self {
+    /// The request's details; `distinguisher` is how its flow is told apart (`None` when its
+    /// level does not queue by flow).
+    pub fn new(digest: &RequestDigest<'_>, distinguisher: Option<Distinguisher>) -> Self {
         let info = digest.request_info;
         let fields = [
             digest.user.name.as_str(),
@@ -129,6 +135,7 @@ impl RequestDetails {
             let details = RequestDetails {
                 text: Arc::from(text.as_str()),
                 ends,
+                distinguisher,
             };
             // A huge path should not stay allocated in every thread.
             if text.capacity() > 4096 {
@@ -149,6 +156,16 @@ impl RequestDetails {
 
     pub fn user_name(&self) -> &str {
         self.field(0)
+    }
+
+    /// The flow distinguisher (kube's `computeFlowDistinguisher`): the user name, the
+    /// namespace, or empty.
+    pub fn flow_distinguisher(&self) -> &str {
+        match self.distinguisher {
+            None => "",
+            Some(Distinguisher::ByUser) => self.user_name(),
+            Some(Distinguisher::ByNamespace) => self.namespace(),
+        }
     }
 
     pub fn verb(&self) -> &str {
@@ -276,7 +293,7 @@ fn dump_requests_at(fc: &FlowControl, include_request_details: bool, clock: Cloc
                 matched.flow_schema.to_string(),
                 queue.to_string(),
                 index.to_string(),
-                matched.flow_distinguisher.to_string(),
+                request.descr.details.flow_distinguisher().to_owned(),
                 go_rfc3339_nano(Some(clock.wall_time(request.descr.arrival))),
                 request.estimate.initial_seats.to_string(),
                 request.estimate.final_seats.to_string(),
@@ -807,12 +824,16 @@ work,              0,            true,   false,       0,               0,       
             Err(e) => panic!("{e}"),
         };
         let user = UserInfo::new("jane", vec![]);
-        let details = RequestDetails::new(&RequestDigest {
-            request_info: &info,
-            user: &user,
-            timeout: None,
-        });
+        let details = RequestDetails::new(
+            &RequestDigest {
+                request_info: &info,
+                user: &user,
+                timeout: None,
+            },
+            Some(Distinguisher::ByNamespace),
+        );
         assert_eq!(details.user_name(), "jane");
+        assert_eq!(details.flow_distinguisher(), "ns");
         assert_eq!(details.verb(), "patch");
         assert_eq!(
             details.path(),

@@ -180,7 +180,9 @@ impl PartialEq<String> for Name {
     }
 }
 
-/// The FlowSchema and priority level a request was classified into.
+/// The FlowSchema and priority level a request was classified into: one per schema of the
+/// configuration, shared by all its requests (the flow distinguisher is in the request's
+/// [`debug::RequestDetails`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matched {
     pub flow_schema: Name,
@@ -190,9 +192,6 @@ pub struct Matched {
     pub priority_level: Name,
     /// For `X-Kubernetes-PF-PriorityLevel-UID`.
     pub priority_level_uid: Name,
-    /// The user or namespace that, with the schema, identifies the flow (empty when the level
-    /// does not queue or the schema has no distinguisher).
-    pub flow_distinguisher: Name,
 }
 
 /// Why a request was rejected; [`RejectReason::as_str`] is kube's metric label.
@@ -242,7 +241,7 @@ pub struct Classification {
     hash: u64,
     level: Arc<Level>,
     /// Who asked for what, for `dump_requests`.
-    details: debug::RequestDetails,
+    pub details: debug::RequestDetails,
 }
 
 /// A request allowed to execute. It holds its seats until it is dropped or
@@ -439,7 +438,6 @@ impl SchemaEntry {
             flow_schema_uid: Name::from(schema.uid.as_str()),
             priority_level: Name::from(level.name.as_str()),
             priority_level_uid: Name::from(uid),
-            flow_distinguisher: Name::default(),
         });
         SchemaEntry {
             distinguishes: matches!(behavior, LevelBehavior::Queue(q) if q.queues > 1),
@@ -744,29 +742,25 @@ impl FlowControl {
                 &fallback
             }
         };
-        let (matched, hash) = if entry.distinguishes {
-            let distinguisher = distinguisher_of(digest, entry.schema.distinguisher);
-            let hash = hash_flow_id(&entry.schema.name, distinguisher);
-            let matched = if distinguisher.is_empty() {
-                entry.matched.clone()
-            } else {
-                Arc::new(Matched {
-                    flow_distinguisher: Name::from(distinguisher),
-                    ..(*entry.matched).clone()
-                })
-            };
-            (matched, hash)
+        // The flow is the schema and its distinguisher; the request shares the schema's
+        // `Matched` and its details say which of its fields distinguishes it.
+        let distinguisher = entry
+            .distinguishes
+            .then_some(entry.schema.distinguisher)
+            .flatten();
+        let hash = if entry.distinguishes {
+            hash_flow_id(&entry.schema.name, distinguisher_of(digest, distinguisher))
         } else {
-            (entry.matched.clone(), 0)
+            0
         };
         Classification {
-            matched,
+            matched: entry.matched.clone(),
             exempt: entry.exempt,
             max_seats: entry.max_seats,
             wait_limit: self.inner.options.wait_limit(digest.timeout),
             hash,
             level: entry.level.clone(),
-            details: debug::RequestDetails::new(digest),
+            details: debug::RequestDetails::new(digest, distinguisher),
         }
     }
 

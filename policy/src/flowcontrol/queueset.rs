@@ -1056,13 +1056,15 @@ mod tests {
                 flow_schema_uid: "".into(),
                 priority_level: "pl".into(),
                 priority_level_uid: "".into(),
-                flow_distinguisher: "u".into(),
             }),
-            details: RequestDetails::new(&RequestDigest {
-                request_info: &info,
-                user: &user,
-                timeout: None,
-            }),
+            details: RequestDetails::new(
+                &RequestDigest {
+                    request_info: &info,
+                    user: &user,
+                    timeout: None,
+                },
+                Some(crate::flowcontrol::config::Distinguisher::ByUser),
+            ),
             arrival: now,
         }
     }

@@ -431,7 +431,8 @@ fn classification_against_bootstrap_flow_schemas() {
         );
         assert_eq!(c.matched.flow_schema_uid, format!("uid-fs-{want_fs}"));
         assert_eq!(
-            c.matched.flow_distinguisher, want_dist,
+            c.details.flow_distinguisher(),
+            want_dist,
             "{method} {path} as {}",
             u.name
         );
