@@ -39,6 +39,8 @@
 #   PHASES=overhead OH_ROUNDS=6 bench/apf.sh        (c) alone;  PHASES=fairness: (a) and (b)
 #   REQUEST=list PHASES=fairness bench/apf.sh        LISTs instead of creates
 #   PHASES=overhead OH_PERF=1 bench/apf.sh           (c), then a perf profile of each server
+#   PHASES=overhead OH_CONTROL=1 bench/apf.sh        (c) with APF on both servers: the method's error
+#   PHASES=overhead OH_SIDE_BY_SIDE=0 bench/apf.sh   (c) with the servers loaded one after the other
 # Output: $RESULTS/apf/summary.txt (figures, verdicts, the command), runs.csv (overhead
 # rounds), raw loadgen output per run, meta.txt.
 set -euo pipefail
@@ -62,8 +64,13 @@ EQUAL_CONNS=${EQUAL_CONNS:-96}
 OH_CONNS=${OH_CONNS:-32}
 OH_ROUNDS=${OH_ROUNDS:-3}
 OH_DURATION=${OH_DURATION:-8}
+# 1: each round loads both servers at once (bench/lib.sh measured_pair), so both meet the same
+# machine state; 0: one after the other, alternating which goes first.
+OH_SIDE_BY_SIDE=${OH_SIDE_BY_SIDE:-1}
+# 1: a control run, the "off" server runs APF too; the ratio then shows the method's own error.
+OH_CONTROL=${OH_CONTROL:-0}
 PHASES=${PHASES:-"fairness overhead"}   # fairness: (a) and (b); overhead: (c)
-COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
+COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|OH_SIDE_BY_SIDE|OH_CONTROL|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
 
 need_tools kubectl python3
 [[ $REQUEST == create || $REQUEST == list ]] || die "REQUEST must be create or list"
@@ -330,7 +337,7 @@ echo "round,target,conns,$CSV_HEADER" >"$CSV"
 declare -A PORT=() DIR=() PIDS=()
 next_port=17471
 for t in apf off; do
-  if [[ $t == apf ]]; then kg_config priorityAndFairness 400 200; else kg_config maxInFlight 0 0; fi >"$RUN/$t.yaml"
+  if [[ $t == apf || $OH_CONTROL == 1 ]]; then kg_config priorityAndFairness 400 200; else kg_config maxInFlight 0 0; fi >"$RUN/$t.yaml"
   start_kubegate "$RUN/kubegate-$t" "$(free_port "$next_port")" --config "$RUN/$t.yaml"
   PORT[$t]=$KG_PORT; DIR[$t]=$KG_DIR; PIDS[$t]=$KG_PID; next_port=$(( KG_PORT + 1 ))
   populate "$KG_DIR" "$KG_PORT" 0
@@ -338,7 +345,9 @@ for t in apf off; do
     -H "Authorization: Bearer ${TOKEN[bench-overhead]}" "https://127.0.0.1:$KG_PORT/api/v1/namespaces/default/configmaps/bench-get"
 done
 grep -qi '^x-kubernetes-pf-prioritylevel-uid' "$OUT/overhead-apf.headers" || die "the APF kubegate sent no X-Kubernetes-PF-* headers"
-grep -qi '^x-kubernetes-pf-' "$OUT/overhead-off.headers" && die "the maxInFlight kubegate sent X-Kubernetes-PF-* headers"
+if [[ $OH_CONTROL != 1 ]] && grep -qi '^x-kubernetes-pf-' "$OUT/overhead-off.headers"; then
+  die "the maxInFlight kubegate sent X-Kubernetes-PF-* headers"
+fi
 oh_args() {  # target -> loadgen arguments (one per line)
   printf '%s\n' --url "https://127.0.0.1:${PORT[$1]}/api/v1/namespaces/default/configmaps/bench-get" \
     --ca "${DIR[$1]}/pki/ca.crt" --header "Authorization: Bearer ${TOKEN[bench-overhead]}"
@@ -347,14 +356,21 @@ for t in apf off; do
   mapfile -t a < <(oh_args "$t")
   (( WARMUP > 0 )) && { log "warm-up $t ${WARMUP}s"; run_loadgen "$RUN/warmup.out" "$OH_CONNS" "${a[@]}" -d "$WARMUP"; }
 done
+for t in apf off; do oh_args "$t" >"$RUN/args-$t"; done
 for ((r = 1; r <= OH_ROUNDS; r++)); do
   order=(apf off); (( r % 2 == 0 )) && order=(off apf)
+  if [[ $OH_SIDE_BY_SIDE == 1 ]]; then
+    measured_pair "$r" "$OH_CONNS" "$OH_DURATION" \
+      "${order[0]}" "${PIDS[${order[0]}]}" "$OUT/overhead-${order[0]}.r$r.txt" "$RUN/args-${order[0]}" \
+      "${order[1]}" "${PIDS[${order[1]}]}" "$OUT/overhead-${order[1]}.r$r.txt" "$RUN/args-${order[1]}"
+    continue
+  fi
   for t in "${order[@]}"; do
-    mapfile -t a < <(oh_args "$t")
+    mapfile -t a <"$RUN/args-$t"
     measured_run "$r,$t,$OH_CONNS" "$OUT/overhead-$t.r$r.txt" "$OH_CONNS" "${PIDS[$t]}" "${a[@]}" -d "$OH_DURATION"
   done
 done
-echo "overhead: apf pid=${PIDS[apf]} (400+200 seats) off pid=${PIDS[off]} (maxInFlight 0/0) conns=$OH_CONNS rounds=$OH_ROUNDS duration=$OH_DURATION" >>"$OUT/meta.txt"
+echo "overhead: apf pid=${PIDS[apf]} (400+200 seats) off pid=${PIDS[off]} ($([[ $OH_CONTROL == 1 ]] && echo 'APF too: control run' || echo 'maxInFlight 0/0')) conns=$OH_CONNS rounds=$OH_ROUNDS duration=$OH_DURATION side_by_side=$OH_SIDE_BY_SIDE control=$OH_CONTROL" >>"$OUT/meta.txt"
 # OH_PERF=1: after the rounds, measure each server under the same load with `perf stat`
 # (task-clock and context switches; instructions and cycles where the VM exposes them) and then
 # sample it (perf cpu-clock, flat; OH_PERF_CG=dwarf,16384 adds call graphs and a callers
@@ -462,10 +478,13 @@ def overhead():
     by = {}
     for r in rows:
         by.setdefault(r["target"], {})[int(r["round"])] = r
+    side_by_side, control = meta.get("side_by_side") == "1", meta.get("control") == "1"
+    how = "rounds, both servers loaded at once" if side_by_side else "interleaved rounds"
     print(f"(c) overhead: GET one ~1 KiB ConfigMap as a token user, closed loop, c={rows[0]['conns']}, "
-          f"{len(by.get('apf', {}))} interleaved rounds")
+          f"{len(by.get('apf', {}))} {how}" + (" -- CONTROL RUN: APF on both servers" if control else ""))
     print(f"    {'target':<26}{'rps':>8}{'p50 us':>8}{'p99 us':>8}{'srv us/req':>11}{'foreign cpu%':>13}")
-    for t, label in (("apf", "APF (400+200 seats)"), ("off", "maxInFlight 0/0 (off)")):
+    off_label = "APF again (control)" if control else "maxInFlight 0/0 (off)"
+    for t, label in (("apf", "APF (400+200 seats)"), ("off", off_label)):
         runs = by.get(t, {})
         f = lambda k: [float(x[k]) for x in runs.values()]
         flag = "  ERRORS" if any(int(x["errors"]) + int(x["non2xx"]) for x in runs.values()) else ""
@@ -476,8 +495,12 @@ def overhead():
              for i in by.get("apf", {}) if i in by.get("off", {}) and float(by["off"][i][k])]
         return st.median(v) if v else float("nan")
     rps_ratio, cpu_ratio = paired("rps"), paired("server_us_per_req")
-    print(f"    APF/off requests/s (median of paired rounds): {rps_ratio:.3f} (target >= 0.95): "
-          f"{verdict(rps_ratio >= 0.95)}; server CPU/request {cpu_ratio:.3f}x")
+    if control:
+        print(f"    APF/APF requests/s (median of paired rounds): {rps_ratio:.3f}, server CPU/request "
+              f"{cpu_ratio:.3f}x: the method's own error (1.000 is exact)")
+    else:
+        print(f"    APF/off requests/s (median of paired rounds): {rps_ratio:.3f} (target >= 0.95): "
+              f"{verdict(rps_ratio >= 0.95)}; server CPU/request {cpu_ratio:.3f}x")
     print()
 
 print()

@@ -298,6 +298,57 @@ EOF
   done
 }
 
+# measured_pair LINE_PREFIX CONNS SECONDS  NAME_A "PIDS_A" OUT_A ARGS_FILE_A  NAME_B "PIDS_B" OUT_B ARGS_FILE_B
+#   A side-by-side A/B: two servers on the same CPUs are loaded at the same time, each by its
+#   own load generator (CONNS connections, loadgen arguments one per line in ARGS_FILE_*), for
+#   SECONDS. Both meet the same machine state, which drifts by ±20 % over seconds on a shared VM
+#   and makes back-to-back rounds of the two a noisy comparison; the scheduler shares the CPU
+#   between the two servers, so each one's requests/s follows its own cost per request.
+#   Appends "<prefix>,NAME_A,CONNS,..." and "<prefix>,NAME_B,CONNS,..." to $CSV (measured_run's
+#   columns; cpu_loadgen_pct and cpu_foreign_pct are for the pair, the same on both lines).
+measured_pair() {
+  local prefix=$1 c=$2 d=$3 na=$4 pa=$5 oa=$6 fa=$7 nb=$8 pb=$9 ob=${10} fb=${11}
+  local -a aa ab f
+  mapfile -t aa <"$fa"; mapfile -t ab <"$fb"
+  local quiet sa0 sb0 sa1 sb1 w0 i0 st0 w1 i1 st1 l0 l1 la lb g0 g1 line
+  quiet=$(wait_quiet)
+  sa0=$(pid_jiffies $pa); sb0=$(pid_jiffies $pb); g0=$(tcp_out_segs); times >"$WORK/times0"
+  read -r w0 i0 st0 <<<"$(cpu_snapshot)"
+  "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$c" -t "$(loadgen_threads "$c")" "${aa[@]}" -d "$d" >"$oa" 2>"$oa.err" &
+  la=$!; STARTED+=("$la")
+  "${LG_PIN[@]}" "$LOADGEN_BIN" -c "$c" -t "$(loadgen_threads "$c")" "${ab[@]}" -d "$d" >"$ob" 2>"$ob.err" &
+  lb=$!; STARTED+=("$lb")
+  wait "$la" || die "loadgen failed ($na): $(head -c 300 "$oa.err")"
+  wait "$lb" || die "loadgen failed ($nb): $(head -c 300 "$ob.err")"
+  forget_pid "$la"; forget_pid "$lb"
+  read -r w1 i1 st1 <<<"$(cpu_snapshot)"; times >"$WORK/times1"; g1=$(tcp_out_segs)
+  sa1=$(pid_jiffies $pa); sb1=$(pid_jiffies $pb)
+  l0=$(children_seconds "$WORK/times0"); l1=$(children_seconds "$WORK/times1")
+  while read -r line; do
+    echo "$line" >>"$CSV"
+    IFS=, read -r -a f <<<"$line"
+    log "${f[0]},${f[1]} (side by side): rps=${f[5]} p50_us=${f[6]} p99_us=${f[8]} srvCPU=${f[11]}% us/req=${f[15]} non2xx=$(( f[9] + f[10] )) foreign=${f[13]}%"
+  done < <(python3 - "$oa" "$ob" "$prefix" "$na" "$nb" <<EOF
+import sys
+out_a, out_b, prefix, name_a, name_b = sys.argv[1:]
+hz = $HZ
+wall = ($w1 - $w0) / $NCPU / hz
+pct = lambda j: round(100.0 * j / hz / wall, 1)
+busy = ($w1 - $w0) - ($i1 - $i0) - ($st1 - $st0)
+lg = ($l1 - $l0) * hz
+srv = {"a": $sa1 - $sa0, "b": $sb1 - $sb0}
+segs = $g1 - $g0
+for side, path, name in (("a", out_a, name_a), ("b", out_b, name_b)):
+    kv = dict(x.split("=", 1) for x in open(path).read().split("RESULT", 1)[1].split() if "=" in x)
+    req = int(kv["requests"])
+    print(",".join(map(str, [prefix, name, $c, req, kv["duration_us"], kv["rps"], kv["p50_us"],
+        kv["p90_us"], kv["p99_us"], kv["errors"], kv["non2xx"], pct(srv[side]), pct(lg),
+        pct(busy - srv["a"] - srv["b"] - lg), pct($st1 - $st0),
+        round(1e6 * srv[side] / hz / req, 2) if req else 0, round(segs / 2 / req, 2) if req else 0, $quiet, 0])))
+EOF
+)
+}
+
 # ----------------------------------------------------------------------------- GET targets
 # start_get_targets RUN_DIR OUT_DIR : starts kubegate (fresh data dir), creates the ConfigMap
 # default/bench-get with kubectl (padded so the served JSON is CM_BYTES, default 1024), saves
