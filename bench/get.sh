@@ -10,6 +10,7 @@
 #
 # Usage: bench/get.sh                      (settings are env vars)
 #   CONNS="1 32 64" ROUNDS=3 DURATION=10 WARMUP=3 bench/get.sh
+#   SIDE_BY_SIDE=1 CONNS=32 ROUNDS=8 DURATION=5 bench/get.sh    (both servers loaded at once)
 # Output: $RESULTS/get/summary.txt, runs.csv, discarded.csv, raw loadgen output per run.
 # Targets to compare against (reported, not asserted): kubegate >= 0.7x nginx's requests/s and
 # <= 1.5x its CPU per request.
@@ -22,6 +23,11 @@ DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 CM_BYTES=${CM_BYTES:-1024}                  # size of the GET response body to aim for
 TARGETS=${TARGETS:-"kubegate nginx"}
+# 1: each round loads kubegate and nginx at the same time, each with its own load generator of
+# c connections (bench/lib.sh measured_pair): both meet the same machine state and share the
+# server CPU, so the requests/s ratio is the cost ratio. Meaningful where the server CPU is
+# saturated (c=32, 64), not at c=1. 0: one after the other, alternating the order.
+SIDE_BY_SIDE=${SIDE_BY_SIDE:-0}
 
 need_tools nginx kubectl
 prepare_common
@@ -55,13 +61,14 @@ if [[ " $TARGETS " == *" kubegate-jemalloc "* ]]; then
 fi
 {
   echo "kubegate_pid=$KG_PID nginx_pid=$NGINX_PID body_bytes=$GET_BODY_BYTES"
-  echo "CONNS='$CONNS' ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP TARGETS='$TARGETS'"
+  echo "CONNS='$CONNS' ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP TARGETS='$TARGETS' SIDE_BY_SIDE=$SIDE_BY_SIDE"
   echo "QUIET_MAX=$QUIET_MAX QUIET_WAIT=$QUIET_WAIT FOREIGN_MAX=$FOREIGN_MAX RETRIES=$RETRIES"
 } >>"$OUT/meta.txt"
 log "results -> $OUT"
 
 # ----------------------------------------------------------------------------- runs
 read -r -a TL <<<"$TARGETS"
+[[ $SIDE_BY_SIDE != 1 || ${#TL[@]} == 2 ]] || die "SIDE_BY_SIDE=1 compares exactly two TARGETS"
 for c in $CONNS; do
   for t in "${TL[@]}"; do
     (( WARMUP > 0 )) && { log "warm-up $t c=$c ${WARMUP}s"; run_loadgen "$RUN/warmup.out" "$c" --url "${URL[$t]}" -d "$WARMUP" "${LG_TLS[@]}"; }
@@ -69,6 +76,13 @@ for c in $CONNS; do
   for ((r = 1; r <= ROUNDS; r++)); do
     order=("${TL[@]}")
     if (( r % 2 == 0 )); then order=(); for ((i = ${#TL[@]} - 1; i >= 0; i--)); do order+=("${TL[i]}"); done; fi
+    if [[ $SIDE_BY_SIDE == 1 ]]; then
+      for t in "${order[@]}"; do printf '%s\n' --url "${URL[$t]}" "${LG_TLS[@]}" >"$RUN/args-$t"; done
+      measured_pair "$r" "$c" "$DURATION" \
+        "${order[0]}" "${PIDS[${order[0]}]}" "$OUT/${order[0]}.c$c.r$r.txt" "$RUN/args-${order[0]}" \
+        "${order[1]}" "${PIDS[${order[1]}]}" "$OUT/${order[1]}.c$c.r$r.txt" "$RUN/args-${order[1]}"
+      continue
+    fi
     for t in "${order[@]}"; do
       measured_run "$r,$t,$c" "$OUT/$t.c$c.r$r.txt" "$c" "${PIDS[$t]}" --url "${URL[$t]}" -d "$DURATION" "${LG_TLS[@]}"
     done

@@ -305,7 +305,8 @@ EOF
 #   and makes back-to-back rounds of the two a noisy comparison; the scheduler shares the CPU
 #   between the two servers, so each one's requests/s follows its own cost per request.
 #   Appends "<prefix>,NAME_A,CONNS,..." and "<prefix>,NAME_B,CONNS,..." to $CSV (measured_run's
-#   columns; cpu_loadgen_pct and cpu_foreign_pct are for the pair, the same on both lines).
+#   columns; cpu_loadgen_pct, cpu_foreign_pct and tcp_segs_per_req are for the pair, the same on
+#   both lines).
 measured_pair() {
   local prefix=$1 c=$2 d=$3 na=$4 pa=$5 oa=$6 fa=$7 nb=$8 pb=$9 ob=${10} fb=${11}
   local -a aa ab f
@@ -338,13 +339,17 @@ busy = ($w1 - $w0) - ($i1 - $i0) - ($st1 - $st0)
 lg = ($l1 - $l0) * hz
 srv = {"a": $sa1 - $sa0, "b": $sb1 - $sb0}
 segs = $g1 - $g0
-for side, path, name in (("a", out_a, name_a), ("b", out_b, name_b)):
-    kv = dict(x.split("=", 1) for x in open(path).read().split("RESULT", 1)[1].split() if "=" in x)
+results = {}
+for side, path in (("a", out_a), ("b", out_b)):
+    results[side] = dict(x.split("=", 1) for x in open(path).read().split("RESULT", 1)[1].split() if "=" in x)
+both = sum(int(kv["requests"]) for kv in results.values())
+for side, name in (("a", name_a), ("b", name_b)):
+    kv = results[side]
     req = int(kv["requests"])
     print(",".join(map(str, [prefix, name, $c, req, kv["duration_us"], kv["rps"], kv["p50_us"],
         kv["p90_us"], kv["p99_us"], kv["errors"], kv["non2xx"], pct(srv[side]), pct(lg),
         pct(busy - srv["a"] - srv["b"] - lg), pct($st1 - $st0),
-        round(1e6 * srv[side] / hz / req, 2) if req else 0, round(segs / 2 / req, 2) if req else 0, $quiet, 0])))
+        round(1e6 * srv[side] / hz / req, 2) if req else 0, round(segs / both, 2) if both else 0, $quiet, 0])))
 EOF
 )
 }
