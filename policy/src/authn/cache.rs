@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::bearer::{TokenAuthenticator, TokenOutcome};
+use super::bearer::{TokenAuthenticator, TokenOutcome, TokenReviewResult};
 
 /// Upper bound on remembered tokens; kube's striped cache holds 32 × 4096 entries.
 const MAX_ENTRIES: u64 = 32 * 4096;
@@ -42,6 +42,16 @@ struct Entry {
 
 impl Entry {
     fn new(outcome: TokenOutcome, ttl: Duration) -> Self {
+        // Every use of an authenticated outcome adds `system:authenticated` (kube's
+        // `AuthenticatedGroupAdder`, idempotent): adding it once here spares each hit a copy of
+        // the group list to grow it.
+        let outcome = match outcome {
+            TokenOutcome::Authenticated(result) => TokenOutcome::Authenticated(TokenReviewResult {
+                user: result.user.with_authenticated_group(),
+                ..result
+            }),
+            other => other,
+        };
         Entry {
             outcome,
             ttl,
