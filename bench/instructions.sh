@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# bench/instructions.sh - diagnosis: user-space instructions per GET under valgrind's callgrind,
+# a count that does not move with the VM's speed (the timing benchmarks drift by +-20 % here).
+#
+# For each flow-control mode in MODES (apf: API Priority and Fairness at its defaults; off:
+# flowControl.mode maxInFlight 0/0) a kubegate from KUBEGATE_BIN runs under callgrind with a
+# token file (one user, group bench-group), anonymous access and the AlwaysAllow authorizer; it
+# answers WARM unmeasured GETs of one ~1 KiB ConfigMap, then the counters are zeroed
+# (callgrind_control -z), N GETs are sent (c=4), and the counters dumped: instructions / N is
+# the figure. CREDS picks the credentials measured in turn on each server (token: the user's
+# bearer token, cached after the first request; anonymous: none).
+# Caveats: callgrind counts user-space instructions only (no kernel, no cache misses); under
+# valgrind SHA-256 runs its portable code (SHA-NI is hidden), so a token costs ~10,000
+# instructions of hashing that take ~0.2 us for real.
+#
+# Usage: bench/instructions.sh
+#   MODES="apf off" CREDS="token anonymous" N=3000 bench/instructions.sh
+#   KUBEGATE_BIN=/tmp/kg-old bench/instructions.sh        (another build)
+# Output: $RESULTS/instructions/summary.txt, callgrind.<mode>.<cred> (callgrind_annotate input),
+#         top.<mode>.<cred>.txt (the 40 functions with the most instructions of their own).
+# Needs valgrind (Debian: apt-get install valgrind).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+MODES=${MODES:-"apf off"}
+CREDS=${CREDS:-"token anonymous"}
+N=${N:-3000}
+WARM=${WARM:-500}
+COMMAND="$({ env | grep -E '^(MODES|CREDS|N|WARM)=' || true; } | sort | tr '\n' ' ')bench/instructions.sh"
+
+need_tools valgrind callgrind_control callgrind_annotate
+prepare_common
+OUT=$RESULTS/instructions
+RUN=$WORK/run/instructions
+rm -rf "$RUN"; mkdir -p "$OUT" "$RUN"
+machine_info >"$OUT/meta.txt"
+TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+echo "$TOKEN,bench-user,bench-uid,\"bench-group\"" >"$RUN/tokens.csv"
+
+: >"$RUN/results"
+port_want=17521
+for mode in $MODES; do
+  case $mode in
+    apf) flow='priorityAndFairness'; ri=400; mri=200 ;;
+    off) flow='maxInFlight'; ri=0; mri=0 ;;
+    *) die "MODES: apf or off" ;;
+  esac
+  printf 'authentication:\n  anonymous: true\n  tokenAuthFile: %s\nauthorization:\n  modes: [AlwaysAllow]\nflowControl:\n  mode: %s\n  maxRequestsInflight: %s\n  maxMutatingRequestsInflight: %s\n' \
+    "$RUN/tokens.csv" "$flow" "$ri" "$mri" >"$RUN/$mode.yaml"
+  dir=$RUN/kubegate-$mode; mkdir -p "$dir"
+  port=$(free_port "$port_want"); port_want=$(( port + 1 ))
+  "${SRV_PIN[@]}" valgrind --tool=callgrind --callgrind-out-file="$RUN/callgrind.$mode.%p" \
+    "$KUBEGATE_BIN" serve --data-dir "$dir" --secure-port "$port" --bind-address 127.0.0.1 \
+    --config "$RUN/$mode.yaml" >"$dir.log" 2>&1 &
+  pid=$!; STARTED+=("$pid")
+  for ((i = 0; i < 600; i++)); do
+    kill -0 "$pid" 2>/dev/null || { tail -20 "$dir.log" >&2; die "kubegate under valgrind exited"; }
+    [[ $(curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "https://127.0.0.1:$port/readyz" || true) == 200 && -s $dir/pki/admin.key ]] && break
+    sleep 0.5
+  done
+  KG_DIR=$dir KG_PORT=$port
+  configmap_json bench-get 1024 >"$RUN/cm.json"
+  kg_curl /api/v1/namespaces/default/configmaps -X POST -H 'Content-Type: application/json' \
+    --data-binary @"$RUN/cm.json" -o /dev/null --fail
+  for cred in $CREDS; do
+    args=(--url "https://127.0.0.1:$port/api/v1/namespaces/default/configmaps/bench-get" --ca "$dir/pki/ca.crt")
+    case $cred in
+      token) args+=(--header "Authorization: Bearer $TOKEN") ;;
+      anonymous) ;;
+      *) die "CREDS: token or anonymous" ;;
+    esac
+    run_loadgen "$RUN/warm.out" 4 "${args[@]}" -n "$WARM"
+    callgrind_control -z "$pid" >/dev/null
+    run_loadgen "$OUT/load.$mode.$cred.txt" 4 "${args[@]}" -n "$N"
+    [[ $(result_field "$OUT/load.$mode.$cred.txt" ok) == "$N" ]] ||
+      die "$mode/$cred: not every GET answered 200 ($(result_field "$OUT/load.$mode.$cred.txt" status))"
+    before=$(ls "$RUN"/callgrind."$mode".* 2>/dev/null | wc -l)
+    callgrind_control -d "$pid" >/dev/null
+    for ((i = 0; i < 100; i++)); do
+      (( $(ls "$RUN"/callgrind."$mode".* | wc -l) > before )) && break
+      sleep 0.2
+    done
+    dump=$(ls -t "$RUN"/callgrind."$mode".*.* | head -1)
+    cp "$dump" "$OUT/callgrind.$mode.$cred"
+    total=$(sed -n 's/^summary: //p' "$dump")
+    echo "$mode $cred $total" >>"$RUN/results"
+    callgrind_annotate --threshold=100 --auto=no "$dump" 2>/dev/null | grep -E '^ *[0-9,]+ \(' | sed -n '1,40p' >"$OUT/top.$mode.$cred.txt"
+    log "$mode/$cred: $(( total / N )) instructions per GET"
+  done
+  stop_pid "$pid" TERM; forget_pid "$pid"
+done
+
+python3 - "$RUN/results" "$N" "$COMMAND" <<'EOF' | tee "$OUT/summary.txt"
+import sys
+rows = [line.split() for line in open(sys.argv[1])]
+n, command = int(sys.argv[2]), sys.argv[3]
+print(f"user-space instructions per GET of a ~1 KiB ConfigMap (callgrind, {n} GETs, c=4)")
+print(f"{'flow control':<14}{'credential':<12}{'instructions/GET':>18}")
+per = {}
+for mode, cred, total in rows:
+    per[(mode, cred)] = int(total) / n
+    print(f"{mode:<14}{cred:<12}{int(total) / n:>18,.0f}")
+for cred in sorted({c for _, c in per}):
+    if ("apf", cred) in per and ("off", cred) in per:
+        print(f"APF's share ({cred}): {per[('apf', cred)] - per[('off', cred)]:,.0f} instructions")
+print(f"command: {command}")
+EOF
+log "done"
