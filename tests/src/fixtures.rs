@@ -24,6 +24,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use crate::openssl::{issue, make_ca, run, write, CLIENT_EXTENSIONS};
+
 /// The python server behind the fixtures. Arguments: mode (`oidc` | `webhook` | `sar`),
 /// state dir (holding `server.crt`, `server.key`, `jwks.json` / `tokens.json` /
 /// `decisions.json`, and optionally `client-ca.crt` and `credential`). Prints the port it
@@ -143,26 +145,6 @@ print(port, flush=True)
 server.serve_forever()
 "#;
 
-const CA_CNF: &str = "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = kubegate-fixture-ca\n[v3_ca]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\nsubjectKeyIdentifier = hash\n";
-
-/// Runs a command, panicking with its stderr when it fails.
-fn run(cmd: &mut Command) -> Vec<u8> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-fn write(path: &Path, contents: impl AsRef<[u8]>) {
-    std::fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-}
-
 /// A throwaway CA (EC P-256, made with the openssl CLI) that signs a server certificate for
 /// `127.0.0.1`/`localhost` and client certificates.
 pub struct FixturePki {
@@ -172,23 +154,7 @@ pub struct FixturePki {
 impl FixturePki {
     /// Creates the CA and the server certificate in `dir`.
     pub fn create(dir: &Path) -> FixturePki {
-        write(&dir.join("ca.cnf"), CA_CNF);
-        run(Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-            ])
-            .args(["-nodes", "-days", "2", "-extensions", "v3_ca"])
-            .arg("-config")
-            .arg(dir.join("ca.cnf"))
-            .arg("-keyout")
-            .arg(dir.join("ca.key"))
-            .arg("-out")
-            .arg(dir.join("ca.crt")));
+        make_ca(dir, "ca", "kubegate-fixture-ca");
         let pki = FixturePki {
             dir: dir.to_path_buf(),
         };
@@ -202,48 +168,8 @@ impl FixturePki {
 
     /// Issues `<name>.crt` / `<name>.key` for a subject CN with the given x509v3 extensions.
     fn issue(&self, name: &str, cn: &str, extensions: &str) -> (PathBuf, PathBuf) {
-        let dir = &self.dir;
-        let cnf = dir.join(format!("{name}.cnf"));
-        write(
-            &cnf,
-            format!("[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = {cn}\n"),
-        );
-        let ext = dir.join(format!("{name}.ext"));
-        write(&ext, extensions);
-        let (crt, key, csr) = (
-            dir.join(format!("{name}.crt")),
-            dir.join(format!("{name}.key")),
-            dir.join(format!("{name}.csr")),
-        );
-        run(Command::new("openssl")
-            .args([
-                "req",
-                "-new",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-            ])
-            .arg("-config")
-            .arg(&cnf)
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&csr));
-        run(Command::new("openssl")
-            .args(["x509", "-req", "-days", "2", "-CAcreateserial"])
-            .arg("-in")
-            .arg(&csr)
-            .arg("-CA")
-            .arg(dir.join("ca.crt"))
-            .arg("-CAkey")
-            .arg(dir.join("ca.key"))
-            .arg("-extfile")
-            .arg(&ext)
-            .arg("-out")
-            .arg(&crt));
-        (crt, key)
+        let (ca_crt, ca_key) = (self.dir.join("ca.crt"), self.dir.join("ca.key"));
+        issue(&self.dir, (&ca_crt, &ca_key), name, cn, extensions)
     }
 
     /// A client certificate for `cn` signed by this CA: (certificate, key) paths.
@@ -252,11 +178,7 @@ impl FixturePki {
             "client-{}",
             cn.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
         );
-        self.issue(
-            &name,
-            cn,
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
-        )
+        self.issue(&name, cn, CLIENT_EXTENSIONS)
     }
 
     /// The CA certificate file.

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub mod crd_fixtures;
 pub mod etcd;
 pub mod fixtures;
+pub mod openssl;
 pub mod wardle;
 
 /// A running kubegate process with its data dir.
