@@ -7,7 +7,8 @@
 #       Jain's index of their served rates (target >= 0.95);
 #   (c) overhead: the same closed-loop GET of one ~1 KiB ConfigMap through a kubegate with
 #       APF (defaults: 400 + 200 seats, never saturated here) and one with flow control off
-#       (flowControl.mode maxInFlight, both limits 0 = unlimited), interleaved rounds
+#       (flowControl.mode maxInFlight, both limits 0 = unlimited), both loaded at once in each
+#       round (bench/lib.sh measured_pair; OH_SIDE_BY_SIDE=0: one after the other)
 #       (target: APF requests/s >= 0.95x off).
 #
 # (a) and (b) run against one kubegate started with small limits (MAX_RI + MAX_MRI seats) in
