@@ -363,9 +363,10 @@ impl ObjectCounts for CachedCounts {
     }
 }
 
-/// kube's read-only verbs for max-in-flight.
-fn is_read_only(verb: &str) -> bool {
-    matches!(verb, "get" | "list" | "watch" | "proxy")
+/// kube's non-mutating verbs (`maxinflight.go`): what max-in-flight counts against the
+/// read-only limit and `apiserver_current_inflight_requests` labels `readOnly`.
+pub(crate) fn is_read_only(verb: &str) -> bool {
+    matches!(verb, "get" | "list" | "watch")
 }
 
 /// The flow-control stage of the pipeline.
@@ -700,7 +701,14 @@ mod tests {
         for verb in ["get", "list", "watch"] {
             assert!(is_read_only(verb));
         }
-        for verb in ["create", "update", "patch", "delete", "deletecollection"] {
+        for verb in [
+            "create",
+            "update",
+            "patch",
+            "delete",
+            "deletecollection",
+            "proxy",
+        ] {
             assert!(!is_read_only(verb));
         }
     }

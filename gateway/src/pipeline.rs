@@ -21,6 +21,7 @@ use pingora::proxy::{ProxyHttp, Session};
 
 use crate::aggregator::table::Backend;
 use crate::aggregator::{proxy, Aggregator};
+use crate::flowcontrol::is_read_only;
 use crate::metrics::{metric_verb, RequestLabels};
 use crate::respond;
 use crate::routes::Routes;
@@ -123,11 +124,6 @@ impl From<ApiResponse> for Handled {
     fn from(response: ApiResponse) -> Self {
         Handled::Respond(response)
     }
-}
-
-/// kube's non-mutating verbs for `apiserver_current_inflight_requests` (`maxinflight.go`).
-fn is_read_only(verb: &str) -> bool {
-    matches!(verb, "get" | "list" | "watch")
 }
 
 /// Paths anyone may read without credentials: exactly those kube's
