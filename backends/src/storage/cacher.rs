@@ -531,7 +531,6 @@ impl Cacher {
         self.applied.send_replace(revision);
     }
 
-    /// Replaces the contents after a re-list at `revision`.
     /// The cached object for `kv` when the cache already holds that version of it.
     fn unchanged_object(&self, kv: &KeyValue) -> Option<Arc<CachedObject>> {
         self.read()
@@ -541,6 +540,7 @@ impl Cacher {
             .cloned()
     }
 
+    /// Replaces the contents after a re-list at `revision`.
     fn replace(&self, objects: BTreeMap<String, Arc<CachedObject>>, revision: Revision) {
         let old_revision = self.revision();
         if revision == old_revision {

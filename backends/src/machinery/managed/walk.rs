@@ -292,11 +292,12 @@ fn compare_children(
     let Some(v) = l.or(r) else {
         return;
     };
-    let side = |child: &Value| -> (Option<Value>, Option<Value>) {
+    // The child goes on the side its parent came from.
+    let side = |child| {
         if l.is_some() {
-            (Some(child.clone()), None)
+            (Some(child), None)
         } else {
-            (None, Some(child.clone()))
+            (None, Some(child))
         }
     };
     match (shape(model, ty, Some(v)), v) {
@@ -304,7 +305,7 @@ fn compare_children(
             for (key, child) in map {
                 let (a, b) = side(child);
                 path.push(PathElement::Field(key.clone()));
-                compare_walk(model, model.field(ty, key), a.as_ref(), b.as_ref(), path, c);
+                compare_walk(model, model.field(ty, key), a, b, path, c);
                 path.pop();
             }
         }
@@ -312,7 +313,7 @@ fn compare_children(
             for (pe, item) in items_by_element(kind, list) {
                 let (a, b) = side(item);
                 path.push(pe);
-                compare_walk(model, items, a.as_ref(), b.as_ref(), path, c);
+                compare_walk(model, items, a, b, path, c);
                 path.pop();
             }
         }
