@@ -8,15 +8,17 @@
 #
 # What differs between A and B is chosen with:
 #   KUBEGATE_BIN_A / KUBEGATE_BIN_B   two builds (default: both $KUBEGATE_BIN)
-#   CRED_A / CRED_B                   anonymous | token | x509 (default: token for both)
+#   CRED_A / CRED_B                   anonymous | token | sa-jwt | x509 (default: token for both)
 # Both servers: a token file with one user (group bench-group), anonymous access on, the
 # AlwaysAllow authorizer, API Priority and Fairness at its defaults. `token` is that user's
-# bearer token (cached after the first request), `x509` the admin client certificate
-# (system:masters, so APF's exempt level), `anonymous` no credential.
+# bearer token (cached after the first request), `sa-jwt` a ServiceAccount token from
+# `kubectl create token` (a ~1 KiB JWT, cached after the first request), `x509` the admin
+# client certificate (system:masters, so APF's exempt level), `anonymous` no credential.
 #
 # Usage: bench/ab.sh
 #   KUBEGATE_BIN_A=/tmp/kg-old KUBEGATE_BIN_B=/tmp/kg-new bench/ab.sh      two builds
 #   CRED_A=anonymous CRED_B=token bench/ab.sh                             a cached token's cost
+#   CRED_A=anonymous CRED_B=sa-jwt bench/ab.sh                            a cached JWT's (issue 3)
 #   ROUNDS=8 DURATION=5 CONNS=32 bench/ab.sh
 # Output: $RESULTS/ab/summary.txt (B/A ratios: median of per-round pairs), runs.csv, raw output.
 set -euo pipefail
@@ -33,8 +35,10 @@ CRED_B=${CRED_B:-token}
 COMMAND="$({ env | grep -E '^(ROUNDS|DURATION|CONNS|WARMUP|KUBEGATE_BIN_A|KUBEGATE_BIN_B|CRED_A|CRED_B|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/ab.sh"
 
 for cred in "$CRED_A" "$CRED_B"; do
-  [[ $cred == anonymous || $cred == token || $cred == x509 ]] || die "CRED_A/CRED_B: anonymous, token or x509"
+  [[ $cred == anonymous || $cred == token || $cred == sa-jwt || $cred == x509 ]] ||
+    die "CRED_A/CRED_B: anonymous, token, sa-jwt or x509"
 done
+if [[ "$CRED_A $CRED_B" == *sa-jwt* ]]; then need_tools kubectl; fi
 for bin in "$KUBEGATE_BIN_A" "$KUBEGATE_BIN_B"; do [[ -x $bin ]] || die "$bin is not an executable"; done
 prepare_common
 OUT=$RESULTS/ab
@@ -62,6 +66,10 @@ for side in a b; do
       --ca "$KG_DIR/pki/ca.crt"
     case ${CRED[$side]} in
       token) printf '%s\n' --header "Authorization: Bearer $TOKEN" ;;
+      sa-jwt)
+        kubectl --kubeconfig "$KG_DIR/admin.kubeconfig" create serviceaccount bench-sa >/dev/null
+        printf '%s\n' --header "Authorization: Bearer $(kubectl --kubeconfig "$KG_DIR/admin.kubeconfig" \
+          create token bench-sa --duration 1h)" ;;
       x509) printf '%s\n' --cert "$KG_DIR/pki/admin.crt" --key "$KG_DIR/pki/admin.key" ;;
       anonymous) ;;
     esac

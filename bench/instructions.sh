@@ -8,13 +8,15 @@
 # answers WARM unmeasured GETs of one ~1 KiB ConfigMap, then the counters are zeroed
 # (callgrind_control -z), N GETs are sent (c=4), and the counters dumped: instructions / N is
 # the figure. CREDS picks the credentials measured in turn on each server (token: the user's
-# bearer token, cached after the first request; anonymous: none).
+# bearer token, cached after the first request; sa-jwt: a ServiceAccount token from `kubectl
+# create token`, a ~1 KiB JWT, cached likewise; anonymous: none).
 # Caveats: callgrind counts user-space instructions only (no kernel, no cache misses); under
 # valgrind SHA-256 runs its portable code (SHA-NI is hidden), so a token costs ~10,000
 # instructions of hashing that take ~0.2 us for real.
 #
 # Usage: bench/instructions.sh
 #   MODES="apf off" CREDS="token anonymous" N=3000 bench/instructions.sh
+#   MODES=apf CREDS="sa-jwt token anonymous" bench/instructions.sh
 #   KUBEGATE_BIN=/tmp/kg-old bench/instructions.sh        (another build)
 # Output: $RESULTS/instructions/summary.txt, callgrind.<mode>.<cred> (callgrind_annotate input),
 #         top.<mode>.<cred>.txt (the 40 functions with the most instructions of their own).
@@ -29,6 +31,7 @@ WARM=${WARM:-500}
 COMMAND="$({ env | grep -E '^(MODES|CREDS|N|WARM)=' || true; } | sort | tr '\n' ' ')bench/instructions.sh"
 
 need_tools valgrind callgrind_control callgrind_annotate
+if [[ $CREDS == *sa-jwt* ]]; then need_tools kubectl; fi
 prepare_common
 OUT=$RESULTS/instructions
 RUN=$WORK/run/instructions
@@ -66,8 +69,12 @@ for mode in $MODES; do
     args=(--url "https://127.0.0.1:$port/api/v1/namespaces/default/configmaps/bench-get" --ca "$dir/pki/ca.crt")
     case $cred in
       token) args+=(--header "Authorization: Bearer $TOKEN") ;;
+      sa-jwt)
+        kubectl --kubeconfig "$dir/admin.kubeconfig" create serviceaccount bench-sa >/dev/null
+        args+=(--header "Authorization: Bearer $(kubectl --kubeconfig "$dir/admin.kubeconfig" \
+          create token bench-sa --duration 1h)") ;;
       anonymous) ;;
-      *) die "CREDS: token or anonymous" ;;
+      *) die "CREDS: token, sa-jwt or anonymous" ;;
     esac
     run_loadgen "$RUN/warm.out" 4 "${args[@]}" -n "$WARM"
     callgrind_control -z "$pid" >/dev/null

@@ -27,8 +27,9 @@ pub struct ApiRequest {
     /// `If-None-Match`, for documents served with an ETag (discovery, OpenAPI).
     pub if_none_match: Option<String>,
     pub body: Bytes,
-    /// The identity after authentication and impersonation.
-    pub user: UserInfo,
+    /// The identity after authentication and impersonation, shared with the stages before
+    /// (a cached credential's user is not copied per request).
+    pub user: Arc<UserInfo>,
 }
 
 impl ApiRequest {

@@ -230,7 +230,10 @@ impl TokenReviewer for BearerReviewer {
         audiences: &[String],
     ) -> Result<Option<(UserInfo, Vec<String>)>, String> {
         match self.0.review(token, audiences).await {
-            TokenOutcome::Authenticated(result) => Ok(Some((result.user, result.audiences))),
+            TokenOutcome::Authenticated(result) => Ok(Some((
+                Arc::unwrap_or_clone(result.user),
+                result.audiences.to_vec(),
+            ))),
             TokenOutcome::NotMine => Ok(None),
             TokenOutcome::Invalid(reason) => Err(reason),
         }

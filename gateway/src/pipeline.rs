@@ -95,7 +95,7 @@ pub struct RequestCtx {
 /// What the proxy phases need to send an authorized request to its backend.
 pub struct ProxyPlan {
     backend: Arc<Backend>,
-    user: UserInfo,
+    user: Arc<UserInfo>,
     escaped_path: String,
     raw_query: Option<String>,
     /// An HTTP/1.1 `Upgrade` request (exec, attach, port-forward).
@@ -195,7 +195,7 @@ impl Gateway {
             AuthnOutcome::NoCredential
                 if self.anonymous.allows(&info.path) || is_public_info_path(&info.path) =>
             {
-                UserInfo::anonymous()
+                UserInfo::shared_anonymous()
             }
             AuthnOutcome::NoCredential => return ApiError::unauthorized().into(),
         };
@@ -219,7 +219,7 @@ impl Gateway {
         )
         .await
         {
-            Ok(Some(impersonated)) => impersonated,
+            Ok(Some(impersonated)) => Arc::new(impersonated),
             Ok(None) => user,
             Err(ImpersonationError::Forbidden(message)) => {
                 return ApiError::forbidden(message).into()

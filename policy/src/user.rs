@@ -1,6 +1,7 @@
 //! The authenticated identity of a request, as kube's `user.Info`: name, uid, groups, extra.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
 /// Group every authenticated user belongs to.
 pub const ALL_AUTHENTICATED: &str = "system:authenticated";
@@ -46,9 +47,30 @@ impl UserInfo {
     /// Adds `system:authenticated` unless the user is anonymous or already has it, as kube's
     /// authentication filter does after a successful authenticator.
     pub fn with_authenticated_group(mut self) -> Self {
-        if self.name != ANONYMOUS && !self.in_group(ALL_AUTHENTICATED) {
+        if self.needs_authenticated_group() {
             self.groups.push(ALL_AUTHENTICATED.to_string());
         }
         self
+    }
+
+    fn needs_authenticated_group(&self) -> bool {
+        self.name != ANONYMOUS && !self.in_group(ALL_AUTHENTICATED)
+    }
+
+    /// [`UserInfo::with_authenticated_group`] for a shared user: the same `Arc` when the group
+    /// is already there (a cached token's user always has it), so a hit copies nothing.
+    pub fn shared_with_authenticated_group(user: Arc<UserInfo>) -> Arc<UserInfo> {
+        if user.needs_authenticated_group() {
+            Arc::new(Arc::unwrap_or_clone(user).with_authenticated_group())
+        } else {
+            user
+        }
+    }
+
+    /// The anonymous identity, shared: requests without credentials all point at one copy.
+    pub fn shared_anonymous() -> Arc<UserInfo> {
+        static ANONYMOUS_USER: LazyLock<Arc<UserInfo>> =
+            LazyLock::new(|| Arc::new(UserInfo::anonymous()));
+        ANONYMOUS_USER.clone()
     }
 }

@@ -360,7 +360,7 @@ mod tests {
             accept: None,
             if_none_match: None,
             body: bytes::Bytes::new(),
-            user,
+            user: Arc::new(user),
         }
     }
 

@@ -873,12 +873,12 @@ impl VirtualHandler for AccessReviewHandler {
         let user = if review == Review::SelfAccess {
             request.user.clone()
         } else {
-            UserInfo {
+            Arc::new(UserInfo {
                 name: spec.user.clone(),
                 uid: spec.uid.clone(),
                 groups: spec.groups.clone(),
                 extra: spec.extra.clone(),
-            }
+            })
         };
         let (info, evaluation_errors) = request_info(&spec);
         let decision = self
@@ -1148,7 +1148,7 @@ mod tests {
             accept: None,
             if_none_match: None,
             body: bytes::Bytes::new(),
-            user,
+            user: Arc::new(user),
         }
     }
 

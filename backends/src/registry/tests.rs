@@ -1,6 +1,8 @@
 //! Registry behaviour over a real embedded store: resourceVersion rules, pagination,
 //! selectors, conflicts, dry runs, field validation, finalizers and namespace lifecycle.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use kubegate_policy::{RequestInfo, UserInfo};
 use serde_json::{json, Value};
@@ -52,7 +54,7 @@ fn request(
         accept: Some("application/json".into()),
         if_none_match: None,
         body: body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
-        user: UserInfo::new("admin", vec!["system:masters".into()]),
+        user: Arc::new(UserInfo::new("admin", vec!["system:masters".into()])),
     }
 }
 
@@ -1299,7 +1301,7 @@ async fn access_reviews_through_the_registry() {
         ),
         "application/json",
     );
-    req.user = UserInfo::new("bob", vec!["system:authenticated".into()]);
+    req.user = Arc::new(UserInfo::new("bob", vec!["system:authenticated".into()]));
     let ApiResponse::Body(b) = f.registry.handle(req).await else {
         panic!()
     };

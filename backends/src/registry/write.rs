@@ -1201,7 +1201,7 @@ mod tests {
             accept: Some("application/json".into()),
             if_none_match: None,
             body: body.map(|b| Bytes::from(b.to_string())).unwrap_or_default(),
-            user: UserInfo::new("jane", vec![]),
+            user: Arc::new(UserInfo::new("jane", vec![])),
         };
         match f.registry.handle(request).await {
             ApiResponse::Body(b) => (

@@ -188,9 +188,11 @@ pub fn strip_websocket_bearer_protocol(headers: &mut http::HeaderMap) {
 /// `authenticator.Response`, plus when the credential stops being valid).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenReviewResult {
-    pub user: UserInfo,
+    /// Shared, like the audiences, so that a cache hands a remembered result out without
+    /// copying it.
+    pub user: Arc<UserInfo>,
     /// The audiences the token is valid for; empty means "not audience-scoped".
-    pub audiences: Vec<String>,
+    pub audiences: Arc<[String]>,
     /// When the token expires, if it does: caches must not remember it longer.
     pub expires_at: Option<SystemTime>,
 }
@@ -216,6 +218,12 @@ pub trait TokenAuthenticator: Send + Sync {
     /// `authenticator.Audiences` context): the server's API audiences for requests, or a
     /// TokenReview's `spec.audiences`. Empty means no audience was asked for.
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome;
+    /// The answer for `token` if it can be given at once, without waiting on anything (a
+    /// cache's recent hit); `None` means ask [`TokenAuthenticator::authenticate_token`]. Lets
+    /// the common case skip building and boxing a future.
+    fn authenticate_token_now(&self, _token: &str, _audiences: &[String]) -> Option<TokenOutcome> {
+        None
+    }
 }
 
 /// Token authenticators tried in order, as kube's `token/union`: the first that accepts the
@@ -312,7 +320,7 @@ impl TokenAuthenticator for AudienceAgnosticToken {
         }
         match self.inner.authenticate_token(token, audiences).await {
             TokenOutcome::Authenticated(mut result) => {
-                result.audiences = matched;
+                result.audiences = matched.into();
                 TokenOutcome::Authenticated(result)
             }
             other => other,
@@ -385,7 +393,7 @@ impl BearerAuthenticator {
                     return TokenOutcome::Invalid(unmatched_audience(&result.audiences));
                 }
                 TokenOutcome::Authenticated(TokenReviewResult {
-                    user: result.user.with_authenticated_group(),
+                    user: UserInfo::shared_with_authenticated_group(result.user),
                     ..result
                 })
             }
@@ -413,7 +421,10 @@ impl Authenticator for BearerAuthenticator {
         // The gateway configures one (caching) token authenticator here; calling it directly
         // saves a boxed future per request.
         let outcome = match self.union.single() {
-            Some(only) => only.authenticate_token(&token, &self.api_audiences).await,
+            Some(only) => match only.authenticate_token_now(&token, &self.api_audiences) {
+                Some(outcome) => outcome,
+                None => only.authenticate_token(&token, &self.api_audiences).await,
+            },
             None => {
                 self.union
                     .authenticate_token(&token, &self.api_audiences)
@@ -426,7 +437,7 @@ impl Authenticator for BearerAuthenticator {
                 if !audiences_acceptable(&self.api_audiences, &result.audiences) {
                     return AuthnOutcome::Failed(unmatched_audience(&result.audiences));
                 }
-                AuthnOutcome::Authenticated(result.user.with_authenticated_group())
+                AuthnOutcome::Authenticated(UserInfo::shared_with_authenticated_group(result.user))
             }
             TokenOutcome::NotMine => AuthnOutcome::Failed(INVALID_BEARER_TOKEN.to_string()),
             TokenOutcome::Invalid(message) => AuthnOutcome::Failed(message),
@@ -671,8 +682,8 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if token == self.accept {
                 TokenOutcome::Authenticated(TokenReviewResult {
-                    user: UserInfo::new(self.name, vec!["g".into()]),
-                    audiences: self.audiences.clone(),
+                    user: Arc::new(UserInfo::new(self.name, vec!["g".into()])),
+                    audiences: self.audiences.clone().into(),
                     expires_at: None,
                 })
             } else if token == self.reject {
@@ -726,10 +737,10 @@ mod tests {
         // First success wins; later authenticators are not asked.
         assert_eq!(
             run(&auth, Some("Bearer tok-a")).await,
-            AuthnOutcome::Authenticated(UserInfo::new(
+            AuthnOutcome::Authenticated(Arc::new(UserInfo::new(
                 "a",
                 vec!["g".into(), ALL_AUTHENTICATED.into()]
-            ))
+            )))
         );
         assert_eq!(c.calls.load(Ordering::SeqCst), 0);
 
@@ -805,7 +816,9 @@ mod tests {
             .authenticate_token("tok", &auds(&["x", "api2", "api"]))
             .await
         {
-            TokenOutcome::Authenticated(r) => assert_eq!(r.audiences, auds(&["api", "api2"])),
+            TokenOutcome::Authenticated(r) => {
+                assert_eq!(r.audiences, auds(&["api", "api2"]).into())
+            }
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(

@@ -120,8 +120,8 @@ impl BootstrapTokenAuthenticator {
             }
         };
         TokenOutcome::Authenticated(TokenReviewResult {
-            user: UserInfo::new(format!("{USER_PREFIX}{id}"), groups),
-            audiences: Vec::new(),
+            user: Arc::new(UserInfo::new(format!("{USER_PREFIX}{id}"), groups)),
+            audiences: Arc::new([]),
             expires_at,
         })
     }

@@ -1323,9 +1323,9 @@ impl JwtAuthenticator {
         let expires_at = self.check_standard_claims(&claims, SystemTime::now())?;
         let user = self.map_claims(&claims)?;
         Ok(TokenReviewResult {
-            user,
+            user: Arc::new(user),
             // Audience-agnostic, as kube's: the wrapper fills in the matched API audiences.
-            audiences: Vec::new(),
+            audiences: Arc::new([]),
             expires_at: Some(expires_at),
         })
     }

@@ -18,6 +18,8 @@ pub mod union;
 pub mod webhook;
 pub mod x509;
 
+use std::sync::Arc;
+
 use crate::user::UserInfo;
 
 /// The client certificate the TLS handshake presented, as the TLS layer hands it over.
@@ -44,8 +46,10 @@ pub struct PeerCertificate {
 pub(crate) struct CertificateDigests {
     /// The key of the CA bundle's cache of verified chains.
     pub(crate) chain: [u8; 32],
-    /// `X509SHA256=<hex of the leaf's SHA-256>`, kube's credential id for the certificate.
-    pub(crate) credential_id: String,
+    /// The user the certificate names once it verifies: CN, every O, `system:authenticated`
+    /// and kube's credential id (`X509SHA256=<hex of the leaf's SHA-256>`) in extra. Built
+    /// with the connection and shared by every request over it.
+    pub(crate) user: Arc<UserInfo>,
 }
 
 /// Leaves the DER bytes out: they would flood any log line the identity ends up in.
@@ -70,8 +74,9 @@ pub struct AuthnRequest<'a> {
 /// The result of one authenticator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthnOutcome {
-    /// The credential was accepted.
-    Authenticated(UserInfo),
+    /// The credential was accepted. The user is shared: a cached credential's user is handed
+    /// to every request that presents it without a copy.
+    Authenticated(Arc<UserInfo>),
     /// The request carries no credential this authenticator understands.
     NoCredential,
     /// A credential was presented and rejected; the message is for logs, not for clients.

@@ -156,7 +156,7 @@ impl Authenticator for RequestHeaderAuthenticator {
             // A proxy request without a user name is the proxy's own request with no identity
             // claimed: kube answers "no opinion" and lets the other authenticators decide.
             Ok(true) => match self.user_from_headers(request.headers) {
-                Some(user) => AuthnOutcome::Authenticated(user),
+                Some(user) => AuthnOutcome::Authenticated(Arc::new(user)),
                 None => AuthnOutcome::NoCredential,
             },
         }
@@ -456,7 +456,7 @@ mod tests {
         ]);
         assert_eq!(
             run(&rh, Some(&proxy), &request),
-            AuthnOutcome::Authenticated(expected)
+            AuthnOutcome::Authenticated(Arc::new(expected))
         );
         assert_eq!(rh.name(), "requestheader");
     }
@@ -541,10 +541,10 @@ mod tests {
         let proxy = s.proxy_ca.leaf("front-proxy-client", &[]);
         assert_eq!(
             run(&union, Some(&proxy), &claims),
-            AuthnOutcome::Authenticated(UserInfo::new(
+            AuthnOutcome::Authenticated(Arc::new(UserInfo::new(
                 "admin",
                 strings(&["system:masters", ALL_AUTHENTICATED])
-            ))
+            )))
         );
         // An x509 user's claims count for nothing: they are who their certificate says.
         let bob = s.client_ca.leaf("bob", &["dev"]);

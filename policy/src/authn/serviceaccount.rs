@@ -1461,8 +1461,8 @@ impl ServiceAccountTokenAuthenticator {
             (self.validate_bound(&claims, private, now_ms)?, expires_at)
         };
         Ok(Some(TokenReviewResult {
-            user: info.user_info(),
-            audiences: granted,
+            user: Arc::new(info.user_info()),
+            audiences: granted.into(),
             expires_at,
         }))
     }
@@ -2142,7 +2142,7 @@ PwIDAQAB
                 result.user.extra,
                 BTreeMap::from([(CREDENTIAL_ID_KEY.to_string(), vec![format!("JTI={jti}")])])
             );
-            assert_eq!(result.audiences, strings(&[API]));
+            assert_eq!(result.audiences, strings(&[API]).into());
             assert_eq!(
                 result.expires_at,
                 Some(
@@ -2191,7 +2191,7 @@ PwIDAQAB
         ));
         assert_eq!(
             result.audiences,
-            strings(&["other", "vault"]),
+            strings(&["other", "vault"]).into(),
             "requested order"
         );
         rejected(
@@ -2537,7 +2537,7 @@ PwIDAQAB
         assert!(result.user.extra.is_empty());
         assert_eq!(
             result.audiences,
-            strings(&[API]),
+            strings(&[API]).into(),
             "legacy tokens get the API audiences"
         );
         assert_eq!(result.expires_at, None);

@@ -196,8 +196,8 @@ impl TokenAuthenticator for TokenFileAuthenticator {
         self.maybe_reload();
         match self.lookup(token) {
             Some(user) => TokenOutcome::Authenticated(TokenReviewResult {
-                user,
-                audiences: Vec::new(),
+                user: Arc::new(user),
+                audiences: Arc::new([]),
                 expires_at: None,
             }),
             None => TokenOutcome::NotMine,
@@ -526,7 +526,7 @@ mod tests {
 
     async fn who(auth: &TokenFileAuthenticator, token: &str) -> Option<String> {
         match auth.authenticate_token(token, &[]).await {
-            TokenOutcome::Authenticated(r) => Some(r.user.name),
+            TokenOutcome::Authenticated(r) => Some(r.user.name.clone()),
             TokenOutcome::NotMine => None,
             TokenOutcome::Invalid(e) => panic!("token file never says Invalid: {e}"),
         }

@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use crate::user::UserInfo;
+
 use super::{Authenticator, AuthnOutcome, AuthnRequest};
 
 /// Tries each authenticator in order; see the module documentation.
@@ -45,7 +47,9 @@ impl Authenticator for UnionAuthenticator {
         for authenticator in &self.authenticators {
             match authenticator.authenticate(request).await {
                 AuthnOutcome::Authenticated(user) => {
-                    return AuthnOutcome::Authenticated(user.with_authenticated_group())
+                    return AuthnOutcome::Authenticated(UserInfo::shared_with_authenticated_group(
+                        user,
+                    ))
                 }
                 AuthnOutcome::NoCredential => {}
                 AuthnOutcome::Failed(message) => {
@@ -129,11 +133,14 @@ mod tests {
     #[test]
     fn first_success_wins_and_gets_authenticated_group() {
         let none = fixed(AuthnOutcome::NoCredential);
-        let alice = fixed(AuthnOutcome::Authenticated(user("alice", &["dev"])));
-        let bob = fixed(AuthnOutcome::Authenticated(user("bob", &[])));
+        let alice = fixed(AuthnOutcome::Authenticated(Arc::new(user(
+            "alice",
+            &["dev"],
+        ))));
+        let bob = fixed(AuthnOutcome::Authenticated(Arc::new(user("bob", &[]))));
         assert_eq!(
             run(&[none.clone(), alice.clone(), bob.clone()]),
-            AuthnOutcome::Authenticated(user("alice", &["dev", ALL_AUTHENTICATED]))
+            AuthnOutcome::Authenticated(Arc::new(user("alice", &["dev", ALL_AUTHENTICATED])))
         );
         assert_eq!(none.calls.load(Ordering::SeqCst), 1);
         assert_eq!(alice.calls.load(Ordering::SeqCst), 1);
@@ -147,20 +154,20 @@ mod tests {
     #[test]
     fn success_after_a_failure_still_wins() {
         let failed = fixed(AuthnOutcome::Failed("bad token".into()));
-        let alice = fixed(AuthnOutcome::Authenticated(user(
+        let alice = fixed(AuthnOutcome::Authenticated(Arc::new(user(
             "alice",
             &[ALL_AUTHENTICATED],
-        )));
+        ))));
         assert_eq!(
             run(&[failed, alice]),
-            AuthnOutcome::Authenticated(user("alice", &[ALL_AUTHENTICATED])),
+            AuthnOutcome::Authenticated(Arc::new(user("alice", &[ALL_AUTHENTICATED]))),
             "the group is not added twice"
         );
     }
 
     #[test]
     fn anonymous_does_not_get_authenticated_group() {
-        let anonymous = fixed(AuthnOutcome::Authenticated(UserInfo::anonymous()));
+        let anonymous = fixed(AuthnOutcome::Authenticated(Arc::new(UserInfo::anonymous())));
         match run(&[anonymous]) {
             AuthnOutcome::Authenticated(u) => {
                 assert_eq!(u.name, ANONYMOUS);

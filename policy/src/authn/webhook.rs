@@ -27,7 +27,7 @@
 //! integrator is expected to do the same with kubegate's cache layer.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::https::{
@@ -725,8 +725,8 @@ fn interpret_review(
             .collect(),
     };
     TokenOutcome::Authenticated(TokenReviewResult {
-        user,
-        audiences,
+        user: Arc::new(user),
+        audiences: audiences.into(),
         expires_at: None,
     })
 }
@@ -860,7 +860,7 @@ mod tests {
             json!({ "status": status }).to_string()
         };
         let audiences_of = |outcome: TokenOutcome| match outcome {
-            TokenOutcome::Authenticated(r) => Ok(r.audiences),
+            TokenOutcome::Authenticated(r) => Ok(r.audiences.to_vec()),
             TokenOutcome::Invalid(m) => Err(m),
             other => panic!("{other:?}"),
         };
@@ -1068,7 +1068,7 @@ mod tests {
         };
         assert_eq!(result.user.name, "jane");
         assert_eq!(result.user.groups, vec!["dev"]);
-        assert_eq!(result.audiences, auds(&["api"]));
+        assert_eq!(result.audiences, auds(&["api"]).into());
 
         let requests = server.requests.lock().unwrap().clone();
         let request = &requests[0];

@@ -52,7 +52,7 @@ impl PeerCertificate {
         identity.chain = vec![der.to_vec()];
         identity.digests = Some(CertificateDigests {
             chain: super::ca_bundle::chain_digest(&identity.chain),
-            credential_id: leaf_credential_id(der),
+            user: Arc::new(certificate_user(&identity, der).with_authenticated_group()),
         });
         Ok(identity)
     }
@@ -64,10 +64,9 @@ impl PeerCertificate {
             .first()
             .ok_or_else(|| "x509: empty certificate chain".to_string())?;
         let mut identity = PeerCertificate::from_der(leaf)?;
-        identity.digests = Some(CertificateDigests {
-            chain: super::ca_bundle::chain_digest(&chain),
-            credential_id: leaf_credential_id(leaf),
-        });
+        if let Some(digests) = &mut identity.digests {
+            digests.chain = super::ca_bundle::chain_digest(&chain);
+        }
         identity.chain = chain;
         Ok(identity)
     }
@@ -84,6 +83,20 @@ impl PeerCertificate {
 /// kube's credential id for a client certificate: the SHA-256 of the leaf.
 fn leaf_credential_id(leaf: &[u8]) -> String {
     format!("X509SHA256={}", hex::encode(Sha256::digest(leaf)))
+}
+
+/// The user a client certificate names (kube's `CommonNameUserConversion`): CN, every O as a
+/// group, the leaf's credential id in extra.
+fn certificate_user(certificate: &PeerCertificate, leaf: &[u8]) -> UserInfo {
+    let mut user = UserInfo::new(
+        certificate.common_name.clone(),
+        certificate.organizations.clone(),
+    );
+    user.extra.insert(
+        CREDENTIAL_ID_KEY.to_string(),
+        vec![leaf_credential_id(leaf)],
+    );
+    user
 }
 
 /// Names a certificate in logs the way kube does (`SN=<decimal>, SKID=AB:CD.., AKID=..`),
@@ -253,17 +266,10 @@ impl X509Authenticator {
                 "client certificate has an empty subject common name".to_string(),
             );
         }
-        let mut user = UserInfo::new(
-            certificate.common_name.clone(),
-            certificate.organizations.clone(),
-        );
-        let credential_id = match &certificate.digests {
-            Some(digests) => digests.credential_id.clone(),
-            None => leaf_credential_id(leaf),
-        };
-        user.extra
-            .insert(CREDENTIAL_ID_KEY.to_string(), vec![credential_id]);
-        AuthnOutcome::Authenticated(user)
+        AuthnOutcome::Authenticated(match &certificate.digests {
+            Some(digests) => digests.user.clone(),
+            None => Arc::new(certificate_user(certificate, leaf).with_authenticated_group()),
+        })
     }
 }
 
@@ -434,13 +440,22 @@ mod tests {
         let s = setup();
         let x509 = X509Authenticator::new(s.client_bundle.clone());
         let leaf = s.first.leaf("alice", &["system:masters", "dev"]);
-        let mut alice = UserInfo::new("alice", vec!["system:masters".into(), "dev".into()]);
+        // With `system:authenticated` already added (the union would add it), so that the
+        // user built with the connection is shared as it is by all its requests.
+        let mut alice = UserInfo::new(
+            "alice",
+            vec![
+                "system:masters".into(),
+                "dev".into(),
+                "system:authenticated".into(),
+            ],
+        );
         alice
             .extra
             .insert(CREDENTIAL_ID_KEY.into(), vec![credential_id(&leaf)]);
         assert_eq!(
             authenticate(&x509, Some(&peer(&[&leaf]))),
-            AuthnOutcome::Authenticated(alice)
+            AuthnOutcome::Authenticated(Arc::new(alice))
         );
         let id = credential_id(&leaf);
         assert_eq!(id.len(), "X509SHA256=".len() + 64);
@@ -453,7 +468,7 @@ mod tests {
         match authenticate(&x509, Some(&peer(&[&leaf, &s.intermediate.der]))) {
             AuthnOutcome::Authenticated(user) => {
                 assert_eq!(user.name, "system:node:n1");
-                assert_eq!(user.groups, vec!["system:nodes".to_string()]);
+                assert_eq!(user.groups, ["system:nodes", "system:authenticated"]);
                 assert_eq!(user.extra[CREDENTIAL_ID_KEY], vec![credential_id(&leaf)]);
             }
             other => panic!("unexpected {other:?}"),
