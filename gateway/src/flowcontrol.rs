@@ -7,9 +7,10 @@
 // `ApiError` is the registry's error type throughout; boxing it here alone would not help.
 #![allow(clippy::result_large_err)]
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
@@ -179,23 +180,13 @@ pub struct FlowMetrics {
     wait_duration: HistogramVec,
     nominal_limit: IntGaugeVec,
     current_limit: IntGaugeVec,
-    /// The per-pair children admitted requests use, resolved once per pair.
-    children: RwLock<HashMap<PairKey, Arc<PairMetrics>>>,
 }
 
-/// Identifies a (FlowSchema, priority level) pair of the engine's configuration by the
-/// addresses of its shared names: the engine gives every request of a pair the same [`Name`]s,
-/// so the key is two integers to hash instead of two strings. The cached entry holds the
-/// names, so an address cannot be reused for another pair while it is cached.
-type PairKey = (usize, usize);
-
-/// Most pairs cached at once; a new configuration brings new names, so the cache is emptied
-/// when it fills (and whenever the configuration is reloaded).
-const MAX_CACHED_PAIRS: usize = 1024;
-
-/// What one (FlowSchema, priority level) pair's requests share, resolved once: the metric
-/// children (a `with_label_values` lookup hashes the label strings and takes the vector's
-/// lock, which cost more per request than the counting) and the response headers' values.
+/// What one (FlowSchema, priority level) pair's requests share, resolved once and attached to
+/// the pair's shared `Matched`: the metric children (a `with_label_values` lookup hashes the
+/// label strings and takes the vector's lock, which cost more per request than the counting)
+/// and the response headers' values.
+#[derive(Clone)]
 struct PairMetrics {
     headers: PfHeaders,
     in_queue: IntGauge,
@@ -203,56 +194,35 @@ struct PairMetrics {
     /// `request_wait_duration_seconds{execute="true"}`.
     waited: Histogram,
     executing_seats: IntGauge,
-    /// The pair's FlowSchema and level; also keeps the addresses in the key taken.
+    /// The pair's FlowSchema and level.
     names: (Name, Name),
 }
 
 impl FlowMetrics {
-    /// The children for the pair `matched` belongs to.
-    fn pair(&self, matched: &Matched) -> Arc<PairMetrics> {
-        let key = (
-            matched.flow_schema.as_ptr() as usize,
-            matched.priority_level.as_ptr() as usize,
-        );
-        if let Some(pair) = self
-            .children
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-        {
-            return pair.clone();
+    /// The children for the pair `matched` belongs to, made on the pair's first request.
+    fn pair<'m>(&self, matched: &'m Matched) -> Cow<'m, PairMetrics> {
+        let make = || {
+            let labels = [
+                matched.flow_schema.as_str(),
+                matched.priority_level.as_str(),
+            ];
+            PairMetrics {
+                headers: PfHeaders::new(matched),
+                in_queue: self.in_queue.with_label_values(&labels),
+                dispatched: self.dispatched.with_label_values(&labels),
+                waited: self
+                    .wait_duration
+                    .with_label_values(&[labels[0], labels[1], "true"]),
+                executing_seats: self.executing_seats.with_label_values(&labels),
+                names: (matched.flow_schema.clone(), matched.priority_level.clone()),
+            }
+        };
+        match matched.attachment.get_or_init(make) {
+            Some(pair) => Cow::Borrowed(pair),
+            // Only this module attaches to a pair, always this type; should anything else
+            // ever have, the request still gets its own children.
+            None => Cow::Owned(make()),
         }
-        let labels = [
-            matched.flow_schema.as_str(),
-            matched.priority_level.as_str(),
-        ];
-        let pair = Arc::new(PairMetrics {
-            headers: PfHeaders::new(matched),
-            in_queue: self.in_queue.with_label_values(&labels),
-            dispatched: self.dispatched.with_label_values(&labels),
-            waited: self
-                .wait_duration
-                .with_label_values(&[labels[0], labels[1], "true"]),
-            executing_seats: self.executing_seats.with_label_values(&labels),
-            names: (matched.flow_schema.clone(), matched.priority_level.clone()),
-        });
-        let mut children = self
-            .children
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if children.len() >= MAX_CACHED_PAIRS {
-            children.clear();
-        }
-        children.insert(key, pair.clone());
-        pair
-    }
-
-    /// Forgets the cached children (the configuration changed; the old names go).
-    fn forget_pairs(&self) {
-        self.children
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
     }
 }
 
@@ -326,7 +296,6 @@ impl FlowMetrics {
             wait_duration,
             nominal_limit,
             current_limit,
-            children: RwLock::new(HashMap::new()),
         })
     }
 }
@@ -478,7 +447,9 @@ impl FlowGate {
                     timeout,
                 };
                 let classification = control.classify(&digest);
-                let pair = self.metrics.pair(&classification.matched);
+                // The pair's shared `Matched` outlives the classification, which admission takes.
+                let matched = classification.matched.clone();
+                let pair = self.metrics.pair(&matched);
                 let estimate = estimator.estimate_raw(info, raw_query, classification.max_seats);
                 pair.in_queue.inc();
                 let outcome = control.admit_classified(classification, estimate).await;
@@ -605,7 +576,6 @@ async fn configure(
         return watcher;
     };
     let report = control.update_config(&flow_schemas, &priority_levels);
-    gate.metrics.forget_pairs();
     for skipped in &report.skipped {
         tracing::warn!(kind = %skipped.kind, name = %skipped.name, reason = %skipped.reason, "flowcontrol object not used");
     }

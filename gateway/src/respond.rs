@@ -274,6 +274,7 @@ mod tests {
             flow_schema_uid: "fs-uid-1".into(),
             priority_level: "global-default".into(),
             priority_level_uid: "pl-uid-2".into(),
+            attachment: Default::default(),
         };
         let pf = PfHeaders::new(&matched);
         let extra = vec![

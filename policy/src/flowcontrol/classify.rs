@@ -31,14 +31,21 @@ pub fn matches_flow_schema(digest: &RequestDigest<'_>, schema: &FlowSchema) -> b
 }
 
 fn matches_rules(digest: &RequestDigest<'_>, rules: &PolicyRules) -> bool {
-    if !rules
-        .subjects
-        .iter()
-        .any(|s| matches_subject(digest.user, s))
+    let info = digest.request_info;
+    // Rules of the other kind of request cannot match: skip the subjects (same answer).
+    let no_applicable_rules = if info.is_resource_request {
+        rules.resource_rules.is_empty()
+    } else {
+        rules.non_resource_rules.is_empty()
+    };
+    if no_applicable_rules
+        || !rules
+            .subjects
+            .iter()
+            .any(|s| matches_subject(digest.user, s))
     {
         return false;
     }
-    let info = digest.request_info;
     if info.is_resource_request {
         rules
             .resource_rules
@@ -53,29 +60,23 @@ fn matches_rules(digest: &RequestDigest<'_>, rules: &PolicyRules) -> bool {
 }
 
 fn matches_subject(user: &UserInfo, subject: &Subject) -> bool {
-    match subject.kind.as_str() {
-        "User" => subject
-            .user
-            .as_ref()
-            .is_some_and(|u| u.name == "*" || u.name == user.name),
-        "Group" => subject
-            .group
-            .as_ref()
-            .is_some_and(|g| g.name == "*" || user.groups.contains(&g.name)),
-        "ServiceAccount" => subject.service_account.as_ref().is_some_and(|sa| {
+    match subject {
+        Subject::User(name) => name == "*" || *name == user.name,
+        Subject::Group(name) => name == "*" || user.groups.contains(name),
+        Subject::ServiceAccount { namespace, name } => {
             let Some(rest) = user.name.strip_prefix(SERVICE_ACCOUNT_PREFIX) else {
                 return false;
             };
             // `system:serviceaccount:<namespace>:<name>`, read as kube reads it.
-            let Some(name) = rest
-                .strip_prefix(sa.namespace.as_str())
+            let Some(account) = rest
+                .strip_prefix(namespace.as_str())
                 .and_then(|r| r.strip_prefix(':'))
             else {
                 return false;
             };
-            sa.name == "*" || sa.name == name
-        }),
-        _ => false,
+            name == "*" || name == account
+        }
+        Subject::Nobody => false,
     }
 }
 

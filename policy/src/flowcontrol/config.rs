@@ -47,27 +47,64 @@ pub struct PolicyRules {
     pub non_resource_rules: Vec<NonResourceRule>,
 }
 
-/// A `Subject`: `kind` is `User`, `Group` or `ServiceAccount` with the matching member set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+/// A `Subject`, resolved from its `kind` and the member of that kind when the FlowSchema is
+/// read, so that classifying a request compares no kind strings. A name may be `*`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "SubjectObject")]
+pub enum Subject {
+    User(String),
+    Group(String),
+    ServiceAccount {
+        namespace: String,
+        name: String,
+    },
+    /// An unknown kind, or a kind without its member: matches no one, as in kube's
+    /// `matchesSubject`.
+    Nobody,
+}
+
+/// A `Subject` as stored: `kind` is `User`, `Group` or `ServiceAccount` with the matching
+/// member set.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Subject {
-    pub kind: String,
-    pub user: Option<NamedSubject>,
-    pub group: Option<NamedSubject>,
-    pub service_account: Option<ServiceAccountSubject>,
+struct SubjectObject {
+    kind: String,
+    user: Option<NamedSubject>,
+    group: Option<NamedSubject>,
+    service_account: Option<ServiceAccountSubject>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct NamedSubject {
-    pub name: String,
+struct NamedSubject {
+    name: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct ServiceAccountSubject {
-    pub namespace: String,
-    pub name: String,
+struct ServiceAccountSubject {
+    namespace: String,
+    name: String,
+}
+
+impl From<SubjectObject> for Subject {
+    fn from(object: SubjectObject) -> Self {
+        let SubjectObject {
+            kind,
+            user,
+            group,
+            service_account,
+        } = object;
+        match (kind.as_str(), user, group, service_account) {
+            ("User", Some(u), _, _) => Subject::User(u.name),
+            ("Group", _, Some(g), _) => Subject::Group(g.name),
+            ("ServiceAccount", _, _, Some(sa)) => Subject::ServiceAccount {
+                namespace: sa.namespace,
+                name: sa.name,
+            },
+            _ => Subject::Nobody,
+        }
+    }
 }
 
 /// A `ResourcePolicyRule`.
@@ -494,11 +531,7 @@ fn match_everything(subjects: Vec<Subject>) -> Vec<PolicyRules> {
 }
 
 fn group(name: &str) -> Subject {
-    Subject {
-        kind: "Group".into(),
-        group: Some(NamedSubject { name: name.into() }),
-        ..Default::default()
-    }
+    Subject::Group(name.into())
 }
 
 /// kube's `MandatoryFlowSchemaExempt`: `system:masters` to the exempt level, precedence 1.

@@ -33,8 +33,9 @@ pub mod shuffle;
 #[cfg(test)]
 mod tests;
 
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -192,7 +193,41 @@ pub struct Matched {
     pub priority_level: Name,
     /// For `X-Kubernetes-PF-PriorityLevel-UID`.
     pub priority_level_uid: Name,
+    /// What the server keeps for the pair (its metric children, its header values).
+    pub attachment: Attachment,
 }
+
+/// State a server attaches to a pair's shared [`Matched`] on first use: found without a
+/// lookup by every request of the pair, and gone with the configuration the pair belongs to.
+/// Compares equal whatever it holds: it is derived from the pair, not part of its identity.
+#[derive(Clone, Default)]
+pub struct Attachment(OnceLock<Arc<dyn Any + Send + Sync>>);
+
+impl Attachment {
+    /// The attached value, made by `init` on first use; `None` if a value of another type was
+    /// attached first.
+    pub fn get_or_init<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Option<&T> {
+        self.0.get_or_init(|| Arc::new(init())).downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Attachment(set)"
+        } else {
+            "Attachment(unset)"
+        })
+    }
+}
+
+impl PartialEq for Attachment {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Attachment {}
 
 /// Why a request was rejected; [`RejectReason::as_str`] is kube's metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -438,6 +473,7 @@ impl SchemaEntry {
             flow_schema_uid: Name::from(schema.uid.as_str()),
             priority_level: Name::from(level.name.as_str()),
             priority_level_uid: Name::from(uid),
+            attachment: Attachment::default(),
         });
         SchemaEntry {
             distinguishes: matches!(behavior, LevelBehavior::Queue(q) if q.queues > 1),

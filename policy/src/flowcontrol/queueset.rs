@@ -1056,6 +1056,7 @@ mod tests {
                 flow_schema_uid: "".into(),
                 priority_level: "pl".into(),
                 priority_level_uid: "".into(),
+                attachment: Default::default(),
             }),
             details: RequestDetails::new(
                 &RequestDigest {

@@ -1463,3 +1463,76 @@ async fn absurd_estimates_do_not_panic() {
     let b = fc.admit(&digest(&ri, &root), huge).await;
     assert!(a.is_ok() && b.is_ok());
 }
+
+#[test]
+fn subjects_are_resolved_from_their_kind_and_member() {
+    let subjects = json!([
+        user("alice"),
+        group("*"),
+        sa("kube-system", "*"),
+        // A kind without its member, a member of another kind, an unknown kind.
+        {"kind": "User"},
+        {"kind": "Group", "user": {"name": "alice"}},
+        {"kind": "Robot", "user": {"name": "alice"}},
+    ]);
+    let schema = config::parse_flow_schema(&fs(
+        "s",
+        "p",
+        10,
+        None,
+        vec![rules(subjects, json!({"nonResourceRules": []}))],
+    ))
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        schema.rules[0].subjects,
+        vec![
+            config::Subject::User("alice".into()),
+            config::Subject::Group("*".into()),
+            config::Subject::ServiceAccount {
+                namespace: "kube-system".into(),
+                name: "*".into()
+            },
+            config::Subject::Nobody,
+            config::Subject::Nobody,
+            config::Subject::Nobody,
+        ]
+    );
+}
+
+#[test]
+fn rules_of_the_other_request_kind_never_match() {
+    // Subjects match everyone; only non-resource rules: a resource request matches nothing.
+    let schema = config::parse_flow_schema(&fs(
+        "s",
+        "p",
+        10,
+        None,
+        vec![rules(
+            json!([group("*")]),
+            json!({"nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}),
+        )],
+    ))
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let u = who("u", &["g"]);
+    let resource = info("GET", "/api/v1/namespaces/a/pods", "");
+    let non_resource = info("GET", "/healthz", "");
+    assert!(!matches_flow_schema(&digest(&resource, &u), &schema));
+    assert!(matches_flow_schema(&digest(&non_resource, &u), &schema));
+}
+
+#[test]
+fn an_attachment_is_made_once_and_typed() {
+    let attachment = Attachment::default();
+    let mut made = 0;
+    let first = attachment.get_or_init(|| {
+        made += 1;
+        String::from("pair state")
+    });
+    assert_eq!(first.map(String::as_str), Some("pair state"));
+    let again = attachment.get_or_init(|| -> String { unreachable!("made twice") });
+    assert_eq!(again.map(String::as_str), Some("pair state"));
+    assert_eq!(made, 1);
+    assert_eq!(attachment.get_or_init(|| 7_u32), None, "another type");
+    // Not part of a pair's identity.
+    assert_eq!(attachment, Attachment::default());
+}
