@@ -173,15 +173,6 @@ impl Registry {
             .cloned()
     }
 
-    /// Whether any resource is served in this group-version.
-    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
-        self.served
-            .load()
-            .by_path
-            .get(group)
-            .is_some_and(|versions| versions.contains_key(version))
-    }
-
     /// Serves one resource request.
     pub async fn handle(&self, request: ApiRequest) -> ApiResponse {
         let info = &request.info;
