@@ -2,7 +2,8 @@
 # bench/apf.sh - benchmark 7: flow control (issue 6), in one run:
 #   (a) isolation: two token users in one Queue priority level, "heavy" sending 10x the rate
 #       of "light" and well over the level's capacity; light's completed fraction and p99
-#       latency together vs light alone (targets: >= 95 % served, p99 <= 2x alone);
+#       latency together vs light alone (targets: >= 95 % served, p99 <= 2x alone), ISO_REPEATS
+#       alone/together pairs back to back (verdicts: the median ratio, the lowest fraction);
 #   (b) fairness: EQUAL_USERS users sending the same rate, together over the capacity;
 #       Jain's index of their served rates (target >= 0.95);
 #   (c) overhead: the same closed-loop GET of one ~1 KiB ConfigMap through a kubegate with
@@ -39,6 +40,7 @@
 #   DURATION=15 OH_ROUNDS=3 OH_DURATION=8 OH_CONNS=32 EQUAL_USERS=4 bench/apf.sh
 #   PHASES=overhead OH_ROUNDS=6 bench/apf.sh        (c) alone;  PHASES=fairness: (a) and (b)
 #   REQUEST=list PHASES=fairness bench/apf.sh        LISTs instead of creates
+#   ISO_REPEATS=5 PHASES=fairness bench/apf.sh       five alone/together pairs in (a) (default 3)
 #   PHASES=overhead OH_PERF=1 bench/apf.sh           (c), then a perf profile of each server
 #   PHASES=overhead OH_CONTROL=1 bench/apf.sh        (c) with APF on both servers: the method's error
 #   PHASES=overhead OH_SIDE_BY_SIDE=0 bench/apf.sh   (c) with the servers loaded one after the other
@@ -58,6 +60,10 @@ SHARES=${SHARES:-40}                # bench-apf nominalConcurrencyShares (40 of 
 QLL=${QLL:-50}                      # bench-apf queueLengthLimit
 LIGHT_FRACTION=${LIGHT_FRACTION:-0.25}   # light's rate / the level's capacity (heavy: 10x that)
 EQUAL_USERS=${EQUAL_USERS:-4}
+# (a) is run ISO_REPEATS times (alone, then with heavy, each time): light's p99 is a tail of a
+# few thousand requests on a VM whose speed drifts, so the verdict takes the median of the
+# pairs' ratios. The first pair also records kubegate's metrics and CPU.
+ISO_REPEATS=${ISO_REPEATS:-3}
 EQUAL_LOAD=${EQUAL_LOAD:-2}         # equal users' total rate / capacity
 LIGHT_CONNS=${LIGHT_CONNS:-16}
 HEAVY_CONNS=${HEAVY_CONNS:-128}
@@ -71,7 +77,7 @@ OH_SIDE_BY_SIDE=${OH_SIDE_BY_SIDE:-1}
 # 1: a control run, the "off" server runs APF too; the ratio then shows the method's own error.
 OH_CONTROL=${OH_CONTROL:-0}
 PHASES=${PHASES:-"fairness overhead"}   # fairness: (a) and (b); overhead: (c)
-COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|OH_SIDE_BY_SIDE|OH_CONTROL|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
+COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|ISO_REPEATS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|OH_SIDE_BY_SIDE|OH_CONTROL|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
 
 need_tools kubectl python3
 [[ $REQUEST == create || $REQUEST == list ]] || die "REQUEST must be create or list"
@@ -319,6 +325,14 @@ lg "$LIGHT" "$OUT/a2-light.txt" "$LIGHT_CONNS" "${REQ[@]}" --rate "$LIGHT_RATE" 
 lg "$HEAVY" "$OUT/a2-heavy.txt" "$HEAVY_CONNS" "${REQ[@]}" --rate "$HEAVY_RATE" -d "$DURATION" --start-at "$at"
 wait_lgs
 phase_end a2
+for ((r = 2; r <= ISO_REPEATS; r++)); do
+  log "(a) repeat $r of $ISO_REPEATS: light alone, then light + heavy, ${DURATION}s each"
+  lg "$LIGHT" "$OUT/a1-light-alone.r$r.txt" "$LIGHT_CONNS" "${REQ[@]}" --rate "$LIGHT_RATE" -d "$DURATION"; wait_lgs
+  at=$(start_time 3)
+  lg "$LIGHT" "$OUT/a2-light.r$r.txt" "$LIGHT_CONNS" "${REQ[@]}" --rate "$LIGHT_RATE" -d "$DURATION" --start-at "$at"
+  lg "$HEAVY" "$OUT/a2-heavy.r$r.txt" "$HEAVY_CONNS" "${REQ[@]}" --rate "$HEAVY_RATE" -d "$DURATION" --start-at "$at"
+  wait_lgs
+done
 log "(b) $EQUAL_USERS equal users at $EQUAL_RATE/s each, ${DURATION}s"
 at=$(start_time 3)
 phase_begin
@@ -458,8 +472,23 @@ def fairness():
     print(f"    kubegate CPU (% of its one core): alone {phases['a1']['server_cpu_pct']} %, "
           f"with heavy {phases['a2']['server_cpu_pct']} %; (b) {phases['b']['server_cpu_pct']} %")
     frac, ratio = served(a2), num(a2, "ok_p99_us") / max(1.0, num(a1, "ok_p99_us"))
-    print(f"    light served with heavy: {100*frac:.1f} % (target >= 95 %): {verdict(frac >= 0.95)}")
-    print(f"    light p99 with heavy / alone: {ratio:.2f}x (target <= 2x): {verdict(ratio <= 2.0)}")
+    # Further alone / with-heavy pairs (ISO_REPEATS), each run back to back.
+    pairs = [(a1, a2)]
+    r = 2
+    while os.path.exists(f"{out}/a1-light-alone.r{r}.txt"):
+        pairs.append((res(f"a1-light-alone.r{r}.txt"), res(f"a2-light.r{r}.txt")))
+        r += 1
+    ratios = [num(w, "ok_p99_us") / max(1.0, num(alone, "ok_p99_us")) for alone, w in pairs]
+    fracs = [served(w) for _, w in pairs]
+    if len(pairs) > 1:
+        print("    repeats (alone p99 ms / with heavy p99 ms / ratio / served): " + "; ".join(
+            f"{num(alone,'ok_p99_us')/1000:.1f} / {num(w,'ok_p99_us')/1000:.1f} / {x:.2f}x / {100*f:.1f} %"
+            for (alone, w), x, f in zip(pairs, ratios, fracs)))
+        frac, ratio = min(fracs), st.median(ratios)
+    which = f" (median of {len(pairs)} pairs)" if len(pairs) > 1 else ""
+    lowest = f" (lowest of {len(pairs)} pairs)" if len(pairs) > 1 else ""
+    print(f"    light served with heavy{lowest}: {100*frac:.1f} % (target >= 95 %): {verdict(frac >= 0.95)}")
+    print(f"    light p99 with heavy / alone{which}: {ratio:.2f}x (target <= 2x): {verdict(ratio <= 2.0)}")
     print(f"    heavy served {num(hv,'ok')/dur:.0f}/s of {num(hv,'rate'):.0f}/s offered; "
           f"light+heavy 2xx/s = {(num(a2,'ok')+num(hv,'ok'))/dur:.0f}")
     print()
