@@ -74,3 +74,27 @@ impl UserInfo {
         ANONYMOUS_USER.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_user_with_the_group_is_handed_on_as_it_is() {
+        let cached = Arc::new(UserInfo::new(
+            "alice",
+            vec!["dev".into(), ALL_AUTHENTICATED.into()],
+        ));
+        let same = UserInfo::shared_with_authenticated_group(cached.clone());
+        assert!(Arc::ptr_eq(&same, &cached), "no copy when nothing is added");
+
+        let fresh = Arc::new(UserInfo::new("bob", vec!["dev".into()]));
+        let grown = UserInfo::shared_with_authenticated_group(fresh.clone());
+        assert_eq!(grown.groups, ["dev", ALL_AUTHENTICATED]);
+        assert_eq!(fresh.groups, ["dev"], "the shared original is left alone");
+
+        let anonymous = UserInfo::shared_with_authenticated_group(UserInfo::shared_anonymous());
+        assert_eq!(anonymous.groups, [ALL_UNAUTHENTICATED]);
+        assert!(Arc::ptr_eq(&anonymous, &UserInfo::shared_anonymous()));
+    }
+}
