@@ -52,7 +52,7 @@ impl PeerCertificate {
         identity.chain = vec![der.to_vec()];
         identity.digests = Some(CertificateDigests {
             chain: super::ca_bundle::chain_digest(&identity.chain),
-            user: Arc::new(certificate_user(&identity, der).with_authenticated_group()),
+            user: Arc::new(certificate_user(&identity, der)),
         });
         Ok(identity)
     }
@@ -86,7 +86,8 @@ fn leaf_credential_id(leaf: &[u8]) -> String {
 }
 
 /// The user a client certificate names (kube's `CommonNameUserConversion`): CN, every O as a
-/// group, the leaf's credential id in extra.
+/// group, the leaf's credential id in extra; with `system:authenticated` already added (as the
+/// union would), so the user built with the connection is shared as it is by its requests.
 fn certificate_user(certificate: &PeerCertificate, leaf: &[u8]) -> UserInfo {
     let mut user = UserInfo::new(
         certificate.common_name.clone(),
@@ -96,7 +97,7 @@ fn certificate_user(certificate: &PeerCertificate, leaf: &[u8]) -> UserInfo {
         CREDENTIAL_ID_KEY.to_string(),
         vec![leaf_credential_id(leaf)],
     );
-    user
+    user.with_authenticated_group()
 }
 
 /// Names a certificate in logs the way kube does (`SN=<decimal>, SKID=AB:CD.., AKID=..`),
@@ -268,7 +269,7 @@ impl X509Authenticator {
         }
         AuthnOutcome::Authenticated(match &certificate.digests {
             Some(digests) => digests.user.clone(),
-            None => Arc::new(certificate_user(certificate, leaf).with_authenticated_group()),
+            None => Arc::new(certificate_user(certificate, leaf)),
         })
     }
 }
