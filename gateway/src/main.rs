@@ -14,6 +14,7 @@ mod compression;
 mod controllers;
 mod crds;
 mod flowcontrol;
+mod front;
 mod health;
 mod metrics;
 mod migrate;

@@ -17,6 +17,7 @@ use kubegate_policy::impersonation::{impersonate, impersonation_header_names, Im
 use kubegate_policy::request_info::{self, RequestInfo};
 use kubegate_policy::{Authenticator, Authorizer, RequestInfoError, UserInfo};
 use pingora::prelude::*;
+use pingora::protocols::http::ServerSession;
 use pingora::proxy::{ProxyHttp, Session};
 
 use crate::aggregator::table::Backend;
@@ -92,6 +93,13 @@ pub struct RequestCtx {
     pf_headers: Option<crate::flowcontrol::PfHeaders>,
 }
 
+impl RequestCtx {
+    /// The request's `Audit-Id`, for logs.
+    pub fn audit_id(&self) -> &str {
+        &self.audit_id
+    }
+}
+
 /// What the proxy phases need to send an authorized request to its backend.
 pub struct ProxyPlan {
     backend: Arc<Backend>,
@@ -135,22 +143,65 @@ fn is_public_info_path(path: &str) -> bool {
     )
 }
 
+/// A request's normalized identity and where it goes, worked out once from its header: the
+/// front decides from it whether the request is answered here or proxied, and the pipeline
+/// runs on it, so both see the same routing table snapshot.
+pub struct Routed {
+    info: Arc<RequestInfo>,
+    method: String,
+    raw_query: String,
+    query: Vec<(String, String)>,
+    /// The APIService backend the group-version is sent to, or `None` for kubegate's own.
+    remote: Option<Arc<Backend>>,
+}
+
+impl Routed {
+    /// Whether pingora's proxy phases must take the request (an APIService backend's).
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+}
+
 impl Gateway {
-    /// Runs every stage for one request and returns the response to write.
-    async fn handle(&self, session: &mut Session, ctx: &mut RequestCtx) -> Handled {
-        // 1. request info (path normalized before anything looks at it).
-        let header = session.req_header();
-        ctx.method = header.method.clone();
+    /// Request info (the path normalized before anything looks at it) and the backend the
+    /// routing table sends it to.
+    pub fn route(&self, header: &pingora::http::RequestHeader) -> Result<Routed, RequestInfoError> {
         let method = header.method.as_str().to_string();
         let raw_query = header.uri.query().unwrap_or("").to_string();
         let query = request_info::parse_query(&raw_query);
-        let info = match request_info::resolve_parsed(&method, header.uri.path(), &query) {
-            Ok(info) => Arc::new(info),
-            Err(RequestInfoError::BadRequest(m)) => return ApiError::bad_request(m).into(),
-            Err(RequestInfoError::NotFound(_)) => return ApiError::path_not_found().into(),
-        };
+        let info = Arc::new(request_info::resolve_parsed(
+            &method,
+            header.uri.path(),
+            &query,
+        )?);
+        let remote = self.remote_backend(&info);
+        Ok(Routed {
+            info,
+            method,
+            raw_query,
+            query,
+            remote,
+        })
+    }
+
+    /// Runs every stage for one routed request and returns the response to write.
+    async fn handle(
+        &self,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        routed: Routed,
+    ) -> Handled {
+        // 1. request info, resolved by `route`.
+        let Routed {
+            info,
+            method,
+            raw_query,
+            query,
+            remote,
+        } = routed;
         ctx.dry_run = query.iter().any(|(k, v)| k == "dryRun" && v == "All");
         ctx.info = Some(info.clone());
+        let header = session.req_header();
 
         // 2. limits: refuse oversized bodies before reading them.
         let declared_length = header
@@ -272,7 +323,7 @@ impl Gateway {
 
         // A group-version an APIService sends elsewhere goes on to its backend, body
         // unread: pingora streams it (and the response) through.
-        if let Some(backend) = self.remote_backend(&info) {
+        if let Some(backend) = remote {
             if let Some(message) = backend.unavailable() {
                 return ApiError::service_unavailable(message).into();
             }
@@ -328,6 +379,127 @@ impl Gateway {
             )
             .into(),
         }
+    }
+
+    /// Runs the pipeline for a routed request and writes kubegate's own answer, or returns the
+    /// plan for sending it on to its remote backend (body unread, nothing written).
+    pub async fn answer(
+        &self,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        routed: Result<Routed, RequestInfoError>,
+    ) -> Result<Option<ProxyPlan>> {
+        ctx.started = Instant::now();
+        // kube keeps a client-chosen Audit-ID so one id can follow a request across servers.
+        if let Some(id) = header_string(session, http::header::HeaderName::from_static("audit-id"))
+            .filter(|id| {
+                !id.is_empty() && id.len() <= 256 && id.bytes().all(|b| b.is_ascii_graphic())
+            })
+        {
+            ctx.audit_id = id;
+        }
+        ctx.method = session.req_header().method.clone();
+        let response = match routed {
+            Err(RequestInfoError::BadRequest(m)) => ApiError::bad_request(m).into(),
+            Err(RequestInfoError::NotFound(_)) => ApiError::path_not_found().into(),
+            Ok(routed) => match self.handle(session, ctx, routed).await {
+                Handled::Respond(response) => response,
+                Handled::Proxy(plan) => return Ok(Some(plan)),
+            },
+        };
+        ctx.status = response.status();
+        // A request refused before its body was read (401, 403, 404...) still has the body in
+        // flight: read it (bounded) so the client gets the answer, not a connection reset.
+        if !session.is_body_done() {
+            discard_body(session).await;
+        }
+        // Open watches are counted for as long as they stream.
+        let _streaming = match (&response, &ctx.info) {
+            (ApiResponse::Watch(_), Some(info)) => Some(InFlight::enter(
+                None,
+                self.routes.metrics.long_running.with_label_values(&[
+                    metric_verb(&info.verb, ctx.method.as_str()),
+                    &info.api_group,
+                    &info.api_version,
+                    &info.resource,
+                    &info.subresource,
+                    scope(info),
+                    "apiserver",
+                ]),
+            )),
+            _ => None,
+        };
+        // A watch holds its seats while its initial events go out, then gives them back.
+        let flow = &mut ctx.flow;
+        let mut initialized = || {
+            if let Some(ticket) = flow.as_mut() {
+                ticket.initialization_done();
+            }
+        };
+        respond::write(
+            session,
+            response,
+            &ctx.audit_id,
+            ctx.pf_headers.as_ref(),
+            &self.lifecycle.shutting_down,
+            &mut initialized,
+        )
+        .await?;
+        Ok(None)
+    }
+
+    /// A request's state, with its own audit id.
+    pub fn new_ctx(&self) -> RequestCtx {
+        RequestCtx {
+            started: Instant::now(),
+            audit_id: uuid::Uuid::new_v4().to_string(),
+            info: None,
+            method: http::Method::GET,
+            status: 0,
+            dry_run: false,
+            proxy: None,
+            flow: None,
+            pf_headers: None,
+        }
+    }
+    /// Counts a finished request in kube's request metrics and logs it.
+    pub fn log_request(&self, ctx: &RequestCtx, error: Option<&pingora::Error>) {
+        let elapsed = ctx.started.elapsed();
+        let Some(info) = &ctx.info else {
+            return;
+        };
+        let verb = metric_verb(&info.verb, ctx.method.as_str());
+        let scope = scope(info);
+        let status = if ctx.status == 0 { 500 } else { ctx.status };
+        if let Some(plan) = &ctx.proxy {
+            self.routes
+                .metrics
+                .proxy_requests
+                .with_label_values(&[&plan.backend.service.name, &status.to_string()])
+                .inc();
+        }
+        self.routes.metrics.observe(
+            &RequestLabels {
+                verb,
+                dry_run: ctx.dry_run,
+                group: &info.api_group,
+                version: &info.api_version,
+                resource: &info.resource,
+                subresource: &info.subresource,
+                scope,
+            },
+            status,
+            elapsed.as_secs_f64(),
+        );
+        tracing::debug!(
+            audit_id = %ctx.audit_id,
+            verb = %info.verb,
+            path = %info.path,
+            status,
+            latency_us = elapsed.as_micros() as u64,
+            error = error.map(|e| e.to_string()),
+            "request"
+        );
     }
 
     /// The remote backend a request's group-version is routed to: resource requests by their
@@ -394,7 +566,7 @@ fn forbidden(info: &RequestInfo, message: &str) -> ApiResponse {
     error.into()
 }
 
-fn header_string(session: &Session, name: http::header::HeaderName) -> Option<String> {
+fn header_string(session: &ServerSession, name: http::header::HeaderName) -> Option<String> {
     session
         .req_header()
         .headers
@@ -428,7 +600,7 @@ fn effective_timeout(param: Option<&str>, default: Duration) -> Duration {
 }
 
 /// Reads the whole request body, refusing it past `limit` bytes (413).
-async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, ApiResponse> {
+async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Bytes, ApiResponse> {
     let mut body = bytes::BytesMut::new();
     loop {
         match session.read_request_body().await {
@@ -451,7 +623,7 @@ async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, ApiResp
 /// read the 413 instead of a connection reset. Past this the connection is simply closed.
 const MAX_DISCARD_BYTES: usize = 16 * 1024 * 1024;
 
-async fn discard_body(session: &mut Session) {
+async fn discard_body(session: &mut ServerSession) {
     let mut discarded = 0;
     while discarded < MAX_DISCARD_BYTES {
         match session.read_request_body().await {
@@ -461,8 +633,20 @@ async fn discard_body(session: &mut Session) {
     }
 }
 
+/// pingora's proxy phases for the requests the front hands on (those routed to an APIService
+/// backend): the proxy owns one of these, sharing the gateway with the front.
+pub struct ProxyPhases(pub Arc<Gateway>);
+
+impl std::ops::Deref for ProxyPhases {
+    type Target = Gateway;
+
+    fn deref(&self) -> &Gateway {
+        &self.0
+    }
+}
+
 #[async_trait]
-impl ProxyHttp for Gateway {
+impl ProxyHttp for ProxyPhases {
     type CTX = RequestCtx;
 
     /// No downstream modules: pingora's default adds its response-compression module
@@ -470,75 +654,21 @@ impl ProxyHttp for Gateway {
     fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
 
     fn new_ctx(&self) -> RequestCtx {
-        RequestCtx {
-            started: Instant::now(),
-            audit_id: uuid::Uuid::new_v4().to_string(),
-            info: None,
-            method: http::Method::GET,
-            status: 0,
-            dry_run: false,
-            proxy: None,
-            flow: None,
-            pf_headers: None,
-        }
+        self.0.new_ctx()
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
-        ctx.started = Instant::now();
-        // kube keeps a client-chosen Audit-ID so one id can follow a request across servers.
-        if let Some(id) = header_string(session, http::header::HeaderName::from_static("audit-id"))
-            .filter(|id| {
-                !id.is_empty() && id.len() <= 256 && id.bytes().all(|b| b.is_ascii_graphic())
-            })
+        let routed = self.route(session.req_header());
+        match self
+            .answer(session.as_downstream_mut(), ctx, routed)
+            .await?
         {
-            ctx.audit_id = id;
-        }
-        let response = match self.handle(session, ctx).await {
-            Handled::Respond(response) => response,
-            Handled::Proxy(plan) => {
+            Some(plan) => {
                 ctx.proxy = Some(plan);
-                return Ok(false);
+                Ok(false)
             }
-        };
-        ctx.status = response.status();
-        // A request refused before its body was read (401, 403, 404...) still has the body in
-        // flight: read it (bounded) so the client gets the answer, not a connection reset.
-        if !session.as_downstream_mut().is_body_done() {
-            discard_body(session).await;
+            None => Ok(true),
         }
-        // Open watches are counted for as long as they stream.
-        let _streaming = match (&response, &ctx.info) {
-            (ApiResponse::Watch(_), Some(info)) => Some(InFlight::enter(
-                None,
-                self.routes.metrics.long_running.with_label_values(&[
-                    metric_verb(&info.verb, ctx.method.as_str()),
-                    &info.api_group,
-                    &info.api_version,
-                    &info.resource,
-                    &info.subresource,
-                    scope(info),
-                    "apiserver",
-                ]),
-            )),
-            _ => None,
-        };
-        // A watch holds its seats while its initial events go out, then gives them back.
-        let flow = &mut ctx.flow;
-        let mut initialized = || {
-            if let Some(ticket) = flow.as_mut() {
-                ticket.initialization_done();
-            }
-        };
-        respond::write(
-            session,
-            response,
-            &ctx.audit_id,
-            ctx.pf_headers.as_ref(),
-            &self.lifecycle.shutting_down,
-            &mut initialized,
-        )
-        .await?;
-        Ok(true)
     }
 
     async fn upstream_peer(
@@ -715,41 +845,6 @@ impl ProxyHttp for Gateway {
         error: Option<&pingora::Error>,
         ctx: &mut RequestCtx,
     ) {
-        let elapsed = ctx.started.elapsed();
-        let Some(info) = &ctx.info else {
-            return;
-        };
-        let verb = metric_verb(&info.verb, ctx.method.as_str());
-        let scope = scope(info);
-        let status = if ctx.status == 0 { 500 } else { ctx.status };
-        if let Some(plan) = &ctx.proxy {
-            self.routes
-                .metrics
-                .proxy_requests
-                .with_label_values(&[&plan.backend.service.name, &status.to_string()])
-                .inc();
-        }
-        self.routes.metrics.observe(
-            &RequestLabels {
-                verb,
-                dry_run: ctx.dry_run,
-                group: &info.api_group,
-                version: &info.api_version,
-                resource: &info.resource,
-                subresource: &info.subresource,
-                scope,
-            },
-            status,
-            elapsed.as_secs_f64(),
-        );
-        tracing::debug!(
-            audit_id = %ctx.audit_id,
-            verb = %info.verb,
-            path = %info.path,
-            status,
-            latency_us = elapsed.as_micros() as u64,
-            error = error.map(|e| e.to_string()),
-            "request"
-        );
+        self.log_request(ctx, error);
     }
 }

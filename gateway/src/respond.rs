@@ -9,7 +9,7 @@ use http::{HeaderName, HeaderValue};
 use kubegate_backends::api::{ApiResponse, Body, WatchStream};
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
-use pingora::proxy::Session;
+use pingora::protocols::http::ServerSession;
 
 use crate::compression;
 use crate::flowcontrol::PfHeaders;
@@ -97,7 +97,7 @@ fn content_type_value(content_type: &str) -> Result<HeaderValue> {
 /// Writes the response, complete or streamed. `initialized` is called once a watch's
 /// initial events are written (the frames its producer queued before the stream started).
 pub async fn write(
-    session: &mut Session,
+    session: &mut ServerSession,
     response: ApiResponse,
     audit_id: &str,
     pf: Option<&PfHeaders>,
@@ -113,7 +113,7 @@ pub async fn write(
 }
 
 async fn write_body(
-    session: &mut Session,
+    session: &mut ServerSession,
     mut body: Body,
     audit_id: &str,
     pf: Option<&PfHeaders>,
@@ -141,14 +141,12 @@ async fn write_body(
     let mut header = base_header(body.status, &body.content_type, audit_id, &body.headers, pf)?;
     header.insert_header(http::header::CONTENT_LENGTH, HeaderValue::from(length))?;
     let head_only = session.req_header().method == http::Method::HEAD;
-    session
-        .write_response_header(Box::new(header), head_only || length == 0)
-        .await?;
+    session.write_response_header(Box::new(header)).await?;
     if head_only || length == 0 {
         return Ok(());
     }
     if body.more.is_empty() {
-        return session.write_response_body(Some(body.body), true).await;
+        return session.write_response_body(body.body, true).await;
     }
     // A body in parts (a LIST: each item's cached bytes and a separator) goes out in chunks of
     // about CHUNK bytes: one write per part would cost a write call (and, on HTTP/2, a frame)
@@ -157,12 +155,12 @@ async fn write_body(
     for part in std::iter::once(body.body).chain(body.more) {
         if chunk.len() + part.len() > CHUNK && !chunk.is_empty() {
             session
-                .write_response_body(Some(chunk.split().freeze()), false)
+                .write_response_body(chunk.split().freeze(), false)
                 .await?;
         }
         if part.len() >= CHUNK {
             // Big enough to go out as it is.
-            session.write_response_body(Some(part), false).await?;
+            session.write_response_body(part, false).await?;
             continue;
         }
         if chunk.capacity() == 0 {
@@ -170,16 +168,14 @@ async fn write_body(
         }
         chunk.extend_from_slice(&part);
     }
-    session
-        .write_response_body(Some(chunk.freeze()), true)
-        .await
+    session.write_response_body(chunk.freeze(), true).await
 }
 
 /// How much of a body in parts is copied together into one write.
 const CHUNK: usize = 64 * 1024;
 
 async fn write_watch(
-    session: &mut Session,
+    session: &mut ServerSession,
     mut watch: WatchStream,
     audit_id: &str,
     pf: Option<&PfHeaders>,
@@ -190,17 +186,15 @@ async fn write_watch(
     if !session.is_http2() {
         header.insert_header("Transfer-Encoding", "chunked")?;
     }
-    session
-        .write_response_header(Box::new(header), false)
-        .await?;
+    session.write_response_header(Box::new(header)).await?;
     // The initial events: whatever the producer has queued by now.
     loop {
         match watch.frames.try_recv() {
-            Ok(frame) => session.write_response_body(Some(frame), false).await?,
+            Ok(frame) => session.write_response_body(frame, false).await?,
             Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
             Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
                 initialized();
-                return session.write_response_body(None, true).await;
+                return session.write_response_body(bytes::Bytes::new(), true).await;
             }
         }
     }
@@ -218,17 +212,17 @@ async fn write_watch(
             _ = poll.tick() => WatchStep::Tick,
         };
         match event {
-            WatchStep::Frame(frame) => session.write_response_body(Some(frame), false).await?,
+            WatchStep::Frame(frame) => session.write_response_body(frame, false).await?,
             WatchStep::End => break,
             WatchStep::ClientGone => return Ok(()),
             WatchStep::Tick => {
-                if shutting_down.load(Ordering::Relaxed) || session.is_process_shutting_down() {
+                if shutting_down.load(Ordering::Relaxed) {
                     break;
                 }
             }
         }
     }
-    session.write_response_body(None, true).await
+    session.write_response_body(bytes::Bytes::new(), true).await
 }
 
 /// What woke the watch loop.
@@ -240,8 +234,7 @@ enum WatchStep {
 }
 
 /// Resolves when the client closes the connection (HTTP/1.1) or resets the stream (HTTP/2).
-async fn client_gone(session: &mut Session) {
-    let downstream = session.as_downstream_mut();
+async fn client_gone(downstream: &mut ServerSession) {
     if downstream.is_http2() {
         match downstream.watch_h2_stream_close() {
             Some(idle) => {

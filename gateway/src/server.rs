@@ -517,7 +517,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         disabled_group_versions: disabled,
         flow: flow.clone(),
     });
-    let gateway = Gateway {
+    let gateway = Arc::new(Gateway {
         authenticator: authentication.authenticator.clone(),
         anonymous: authentication.anonymous,
         identity_headers: authentication.identity_headers,
@@ -528,7 +528,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         max_request_bytes: config.max_request_bytes,
         request_timeout: config.request_timeout,
         lifecycle: lifecycle.clone(),
-    };
+    });
 
     // One pingora worker thread per CPU this process may run on (its affinity mask): more
     // threads than CPUs only add cross-thread wake-ups, which the proxy path pays for in
@@ -545,14 +545,21 @@ pub fn run(config: Config) -> Result<(), StartError> {
     };
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
-    let mut service = pingora::proxy::http_proxy_service(&server.configuration, gateway);
-    if let Some(proxy) = service.app_logic_mut() {
-        // Go's servers (kube-apiserver) accept header blocks up to 1 MiB over HTTP/2 as over
-        // HTTP/1.1; pingora's default is smaller, which would drop large bearer tokens.
-        let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
-        h2.max_header_list_size(MAX_HEADER_BYTES);
-        proxy.h2_options = Some(h2);
-    }
+    // pingora's proxy takes the requests routed to APIService backends; the front reads every
+    // request and answers kubegate's own itself.
+    let mut proxy = pingora::proxy::http_proxy(
+        &server.configuration,
+        crate::pipeline::ProxyPhases(gateway.clone()),
+    );
+    // Go's servers (kube-apiserver) accept header blocks up to 1 MiB over HTTP/2 as over
+    // HTTP/1.1; pingora's default is smaller, which would drop large bearer tokens.
+    let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
+    h2.max_header_list_size(MAX_HEADER_BYTES);
+    proxy.h2_options = Some(h2);
+    let mut service = pingora::services::listening::Service::new(
+        "kubegate".to_string(),
+        crate::front::Front::new(gateway, proxy),
+    );
     let secure_addr = socket_address(&config.bind_address, config.secure_port);
     service.add_tls_with_settings(&secure_addr, None, tls_settings);
     if let Some(port) = config.insecure_port {

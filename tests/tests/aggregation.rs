@@ -622,3 +622,112 @@ fn a_refused_upgrade_leaves_no_tunnel_cve_2018_1002105() {
     assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
     assert!(answer.contains("hello through the tunnel"), "{answer}");
 }
+
+/// A python client that sends each request of a JSON list on one HTTP/1.1 keep-alive TLS
+/// connection (client certificate `admin`), reading each response before sending the next,
+/// and prints one JSON line per request: status, the local port (the same port throughout
+/// means one connection) and the response body.
+const KEEPALIVE_PY: &str = r#"
+import http.client, json, ssl, sys
+port, pki = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+ctx.set_alpn_protocols(["http/1.1"])
+conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+for method, path, body, chunked in json.load(sys.stdin):
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if body is not None and chunked:
+        data = body.encode()
+        body = iter([data[:7], data[7:]])
+    conn.request(method, path, body=body, headers=headers, encode_chunked=bool(chunked))
+    port_used = conn.sock.getsockname()[1]
+    response = conn.getresponse()
+    print(json.dumps({"status": response.status, "port": port_used,
+                      "body": response.read().decode("utf-8", "replace")}), flush=True)
+"#;
+
+#[test]
+fn http11_connections_carry_local_and_proxied_requests_in_turn() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    let flunders = "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders";
+    let requests = json!([
+        ["GET", "/api/v1/namespaces/default", null, false],
+        ["POST", flunders, flunder("h1-length"), false],
+        ["GET", "/api/v1/namespaces/kube-system", null, false],
+        ["POST", flunders, flunder("h1-chunked"), true],
+        ["GET", format!("{flunders}/h1-length"), null, false],
+        ["GET", "/version", null, false],
+    ]);
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(KEEPALIVE_PY)
+        .arg(gate.port.to_string())
+        .arg(gate.data_dir.join("pki"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(requests.to_string().as_bytes())
+            .expect("write requests");
+    }
+    let out = child.wait_with_output().expect("python output");
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
+        .collect();
+    assert_eq!(
+        answers.len(),
+        6,
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        kubegate_tests::tail(&gate.log(), 20)
+    );
+    let body = |i: usize| -> Value {
+        serde_json::from_str(answers[i]["body"].as_str().expect("body")).expect("JSON body")
+    };
+    let statuses: Vec<u64> = answers
+        .iter()
+        .map(|a| a["status"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(statuses, [200, 201, 200, 201, 200, 200], "{answers:?}");
+    // One connection throughout: kubegate kept it open across the hand-offs both ways.
+    assert!(
+        answers.iter().all(|a| a["port"] == answers[0]["port"]),
+        "{answers:?}"
+    );
+    assert_eq!(body(0)["metadata"]["name"], "default");
+    assert_eq!(body(1)["metadata"]["name"], "h1-length");
+    assert_eq!(body(2)["metadata"]["name"], "kube-system");
+    assert_eq!(body(3)["metadata"]["name"], "h1-chunked");
+    assert_eq!(body(4)["spec"]["reference"], "ref");
+    assert!(body(5)["gitVersion"].is_string(), "{answers:?}");
+    // The backend got both bodies whole (it stored what it parsed), from the caller.
+    let posts: Vec<Value> = wardle
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r["method"] == "POST" && r["path"].as_str().unwrap_or("").ends_with("/flunders")
+        })
+        .collect();
+    assert_eq!(posts.len(), 2, "{posts:?}");
+    assert!(
+        posts.iter().all(|r| r["user"] == "kubegate-admin"),
+        "{posts:?}"
+    );
+    for name in ["h1-length", "h1-chunked"] {
+        let stored = gate.json(&["get", "flunder", name, "-o", "json"]);
+        assert_eq!(stored["spec"]["reference"], "ref", "{stored}");
+        assert_eq!(stored["metadata"]["labels"]["tier"], "web", "{stored}");
+    }
+    let listed = gate.ok(&["get", "flunders", "-o", "name"]);
+    assert!(
+        listed.contains("h1-length") && listed.contains("h1-chunked"),
+        "{listed}"
+    );
+}

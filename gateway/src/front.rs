@@ -1,0 +1,413 @@
+//! The front door: reads every request off its connection, answers kubegate's own requests
+//! itself and hands only those routed to an APIService backend to pingora's proxy.
+//!
+//! pingora's `HttpProxy` runs a request as one future of about 15 KiB (its cache, retry and
+//! upstream machinery inline) that is boxed, and so copied, for every request. Local requests
+//! need none of it, so they are answered here with [`Gateway::answer`] directly; the proxy
+//! sees the remote ones only. An HTTP/2 stream arrives with its header read and is simply
+//! handed on. HTTP/1.1 has to be read before it can be routed, and pingora's proxy reads the
+//! header itself, so each HTTP/1.1 connection records the bytes read for the current request's
+//! header and replays them to a fresh session for the proxy (the same bytes, so the proxy
+//! parses exactly what the client sent, body bytes read with the header included).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use pingora::apps::ServerApp;
+use pingora::apps::{HttpPersistentSettings, HttpServerApp, HttpServerOptions, ReusedHttpStream};
+use pingora::protocols::http::v2::server::H2Options;
+use pingora::protocols::http::ServerSession;
+use pingora::protocols::tls::TlsRef;
+use pingora::protocols::Stream;
+use pingora::protocols::{
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl,
+    TimingDigest, UniqueID, UniqueIDType, ALPN,
+};
+use pingora::proxy::HttpProxy;
+use pingora::server::ShutdownWatch;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+
+use crate::pipeline::{Gateway, ProxyPhases};
+
+/// How long an idle HTTP/1.1 connection is kept for its next request (pingora's default).
+const KEEPALIVE_SECONDS: u64 = 60;
+
+/// The listening service's application: one per server, shared by every connection.
+pub struct Front {
+    requests: Arc<Requests>,
+}
+
+impl Front {
+    pub fn new(gateway: Arc<Gateway>, proxy: HttpProxy<ProxyPhases>) -> Self {
+        Front {
+            requests: Arc::new(Requests {
+                gateway,
+                proxy: Arc::new(proxy),
+                closing: AtomicBool::new(false),
+                closed: Notify::new(),
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl ServerApp for Front {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
+            // pingora's HTTP/2 connection handling, each stream to `Requests`.
+            return ServerApp::process_new(&self.requests, stream, shutdown).await;
+        }
+        // HTTP/1.1 (ALPN http/1.1, no ALPN, or the plain-HTTP loopback listener).
+        let record = Arc::new(HeaderRecord::default());
+        let stream: Stream = Box::new(RecordingStream {
+            inner: stream,
+            record: record.clone(),
+        });
+        let mut session = ServerSession::new_http1(stream);
+        session.set_keepalive((!*shutdown.borrow()).then_some(KEEPALIVE_SECONDS));
+        let mut reused = self.requests.serve(session, shutdown, Some(&record)).await;
+        while let Some((stream, settings)) = reused.map(ReusedHttpStream::consume) {
+            let mut session = ServerSession::new_http1(stream);
+            if let Some(settings) = settings {
+                settings.apply_to_session(&mut session);
+            }
+            reused = self.requests.serve(session, shutdown, Some(&record)).await;
+        }
+        None
+    }
+
+    async fn cleanup(&self) {
+        self.requests.http_cleanup().await;
+    }
+}
+
+/// Serves one request at a time: kubegate's own, or hands it to the proxy.
+struct Requests {
+    gateway: Arc<Gateway>,
+    proxy: Arc<HttpProxy<ProxyPhases>>,
+    /// Set (and `closed` signalled) when the server shuts down: idle HTTP/1.1 connections
+    /// stop waiting for another request.
+    closing: AtomicBool,
+    closed: Notify,
+}
+
+impl Requests {
+    /// Reads one request and answers it (or has the proxy answer it); returns the connection
+    /// when it may carry another request. `record` is the HTTP/1.1 connection's header record.
+    async fn serve(
+        self: &Arc<Self>,
+        mut session: ServerSession,
+        shutdown: &ShutdownWatch,
+        record: Option<&HeaderRecord>,
+    ) -> Option<ReusedHttpStream> {
+        if let Some(record) = record {
+            record.start();
+        }
+        let read = tokio::select! {
+            biased;
+            read = session.read_request() => read,
+            _ = self.closing() => return None,
+        };
+        match read {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(error) => {
+                // As pingora's proxy: a malformed header gets a 400, anything else means the
+                // connection is broken.
+                if matches!(error.etype(), pingora::ErrorType::InvalidHTTPHeader) {
+                    if let Err(e) = session.respond_error(400).await {
+                        tracing::debug!(error = %e, "writing a 400 for a malformed request");
+                    }
+                }
+                session.shutdown().await;
+                return None;
+            }
+        }
+        let routed = self.gateway.route(session.req_header());
+        // CONNECT too goes to the proxy, which refuses it as it always has.
+        let for_proxy = session.req_header().method == http::Method::CONNECT
+            || routed.as_ref().is_ok_and(|routed| routed.is_remote());
+        if for_proxy {
+            let session = match record {
+                Some(record) => replay(session, record.take()),
+                None => session,
+            };
+            return self.proxy.process_new_http(session, shutdown).await;
+        }
+        if let Some(record) = record {
+            record.stop();
+        }
+        if *shutdown.borrow() {
+            session.set_keepalive(None);
+        }
+        let mut ctx = self.gateway.new_ctx();
+        match self.gateway.answer(&mut session, &mut ctx, routed).await {
+            Ok(None) => self.gateway.log_request(&ctx, None),
+            Ok(Some(_)) => {
+                // `answer` makes a proxy plan only for a request `route` sent to a remote
+                // backend, and those were handed on above.
+                tracing::error!(audit_id = %ctx.audit_id(), "a local request was planned for a proxy");
+                return None;
+            }
+            Err(error) => {
+                self.gateway.log_request(&ctx, Some(&error));
+                tracing::debug!(audit_id = %ctx.audit_id(), %error, "writing a local response");
+                if session.response_written().is_none() {
+                    let status = kubegate_backends::status::ApiError::internal(&error);
+                    let written = crate::respond::write(
+                        &mut session,
+                        status.into(),
+                        ctx.audit_id(),
+                        None,
+                        &self.gateway.lifecycle.shutting_down,
+                        &mut || {},
+                    )
+                    .await;
+                    if let Err(e) = written {
+                        tracing::debug!(error = %e, "writing a 500 for a failed local response");
+                    }
+                }
+                return None;
+            }
+        }
+        let settings = HttpPersistentSettings::for_session(&session);
+        session
+            .finish()
+            .await
+            .ok()
+            .flatten()
+            .map(|reusable| ReusedHttpStream::from_reusable_stream(reusable, settings))
+    }
+
+    /// Resolves once the server is shutting down.
+    async fn closing(&self) {
+        let closed = self.closed.notified();
+        if self.closing.load(Ordering::Acquire) {
+            return;
+        }
+        closed.await;
+    }
+}
+
+/// HTTP/2 streams (already read by pingora's connection handling) come in here.
+#[async_trait]
+impl HttpServerApp for Requests {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        session: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        self.serve(session, shutdown, None).await
+    }
+
+    fn h2_options(&self) -> Option<H2Options> {
+        self.proxy.h2_options.clone()
+    }
+
+    fn server_options(&self) -> Option<&HttpServerOptions> {
+        self.proxy.server_options.as_ref()
+    }
+
+    async fn http_cleanup(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.closed.notify_waiters();
+        self.proxy.http_cleanup().await;
+    }
+}
+
+/// A fresh HTTP/1.1 session on the same connection that will read `recorded` (the request's
+/// header, and any body bytes read with it) before reading on from the connection.
+fn replay(session: ServerSession, recorded: BytesMut) -> ServerSession {
+    let settings = HttpPersistentSettings::for_session(&session);
+    let ServerSession::H1(read) = session else {
+        return session;
+    };
+    let mut fresh = ServerSession::new_http1(read.into_inner());
+    settings.apply_to_session(&mut fresh);
+    if !recorded.is_empty() {
+        fresh.set_pipelined_prefix(recorded);
+    }
+    fresh
+}
+
+/// The bytes an HTTP/1.1 connection read while recording (from the start of a request until
+/// it is routed). Never shared between connections.
+#[derive(Default)]
+struct HeaderRecord {
+    on: AtomicBool,
+    bytes: Mutex<BytesMut>,
+}
+
+impl HeaderRecord {
+    fn start(&self) {
+        if let Ok(mut bytes) = self.bytes.lock() {
+            bytes.clear();
+        }
+        self.on.store(true, Ordering::Relaxed);
+    }
+
+    fn stop(&self) {
+        self.on.store(false, Ordering::Relaxed);
+    }
+
+    /// Stops recording and hands over what was recorded.
+    fn take(&self) -> BytesMut {
+        self.stop();
+        self.bytes
+            .lock()
+            .map(|mut bytes| bytes.split())
+            .unwrap_or_default()
+    }
+
+    fn append(&self, read: &[u8]) {
+        if read.is_empty() || !self.on.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut bytes) = self.bytes.lock() {
+            bytes.extend_from_slice(read);
+        }
+    }
+}
+
+/// A connection that copies what it reads into its [`HeaderRecord`] while recording; every
+/// other call goes straight through.
+#[derive(Debug)]
+struct RecordingStream {
+    inner: Stream,
+    record: Arc<HeaderRecord>,
+}
+
+impl std::fmt::Debug for HeaderRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeaderRecord")
+            .field("on", &self.on.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl AsyncRead for RecordingStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut *self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            self.record.append(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for RecordingStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut *self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut *self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut *self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut *self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[async_trait]
+impl Shutdown for RecordingStream {
+    async fn shutdown(&mut self) {
+        self.inner.shutdown().await
+    }
+}
+
+impl UniqueID for RecordingStream {
+    fn id(&self) -> UniqueIDType {
+        self.inner.id()
+    }
+}
+
+impl Ssl for RecordingStream {
+    fn get_ssl(&self) -> Option<&TlsRef> {
+        self.inner.get_ssl()
+    }
+
+    fn get_ssl_digest(&self) -> Option<Arc<pingora::protocols::tls::SslDigest>> {
+        self.inner.get_ssl_digest()
+    }
+
+    fn selected_alpn_proto(&self) -> Option<ALPN> {
+        self.inner.selected_alpn_proto()
+    }
+}
+
+impl GetTimingDigest for RecordingStream {
+    fn get_timing_digest(&self) -> Vec<Option<TimingDigest>> {
+        self.inner.get_timing_digest()
+    }
+
+    fn get_read_pending_time(&self) -> std::time::Duration {
+        self.inner.get_read_pending_time()
+    }
+
+    fn get_write_pending_time(&self) -> std::time::Duration {
+        self.inner.get_write_pending_time()
+    }
+}
+
+impl GetProxyDigest for RecordingStream {
+    fn get_proxy_digest(&self) -> Option<Arc<pingora::protocols::raw_connect::ProxyDigest>> {
+        self.inner.get_proxy_digest()
+    }
+
+    fn set_proxy_digest(&mut self, digest: pingora::protocols::raw_connect::ProxyDigest) {
+        self.inner.set_proxy_digest(digest)
+    }
+}
+
+impl GetSocketDigest for RecordingStream {
+    fn get_socket_digest(&self) -> Option<Arc<SocketDigest>> {
+        self.inner.get_socket_digest()
+    }
+
+    fn set_socket_digest(&mut self, socket_digest: SocketDigest) {
+        self.inner.set_socket_digest(socket_digest)
+    }
+}
+
+#[async_trait]
+impl Peek for RecordingStream {
+    async fn try_peek(&mut self, buf: &mut [u8]) -> std::io::Result<bool> {
+        self.inner.try_peek(buf).await
+    }
+}
