@@ -246,21 +246,34 @@ struct HeaderRecord {
     bytes: Mutex<BytesMut>,
 }
 
+/// A connection keeps at most this much recording buffer between requests: a client that
+/// once sent a huge header does not pin that much memory for as long as it stays connected.
+const RETAINED_RECORD_BYTES: usize = 16 * 1024;
+
 impl HeaderRecord {
     fn start(&self) {
-        if let Ok(mut bytes) = self.bytes.lock() {
-            bytes.clear();
-        }
+        self.forget();
         self.on.store(true, Ordering::Relaxed);
     }
 
+    /// Stops recording and forgets what was recorded (the request is kubegate's own).
     fn stop(&self) {
         self.on.store(false, Ordering::Relaxed);
+        self.forget();
+    }
+
+    fn forget(&self) {
+        if let Ok(mut bytes) = self.bytes.lock() {
+            if bytes.capacity() > RETAINED_RECORD_BYTES {
+                *bytes = BytesMut::new();
+            }
+            bytes.clear();
+        }
     }
 
     /// Stops recording and hands over what was recorded.
     fn take(&self) -> BytesMut {
-        self.stop();
+        self.on.store(false, Ordering::Relaxed);
         self.bytes
             .lock()
             .map(|mut bytes| bytes.split())
@@ -409,5 +422,52 @@ impl GetSocketDigest for RecordingStream {
 impl Peek for RecordingStream {
     async fn try_peek(&mut self, buf: &mut [u8]) -> std::io::Result<bool> {
         self.inner.try_peek(buf).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_keeps_only_what_was_read_while_recording() {
+        let record = HeaderRecord::default();
+        record.append(b"before ");
+        record.start();
+        record.append(b"GET / HTTP/1.1\r\n");
+        record.append(b"");
+        record.append(b"Host: x\r\n\r\nbody");
+        assert_eq!(&record.take()[..], b"GET / HTTP/1.1\r\nHost: x\r\n\r\nbody");
+        // Taking stops the recording: the proxy's own reads are not copied.
+        record.append(b"after");
+        assert!(record.take().is_empty());
+    }
+
+    #[test]
+    fn a_stopped_record_forgets_and_restarts_empty() {
+        let record = HeaderRecord::default();
+        record.start();
+        record.append(b"GET /api HTTP/1.1\r\n\r\n");
+        record.stop();
+        record.append(b"next");
+        assert!(record.take().is_empty());
+        record.start();
+        record.append(b"second");
+        assert_eq!(&record.take()[..], b"second");
+    }
+
+    #[test]
+    fn a_huge_header_does_not_stay_allocated() {
+        let record = HeaderRecord::default();
+        record.start();
+        record.append(&vec![b'x'; 4 * RETAINED_RECORD_BYTES]);
+        record.stop();
+        record.start();
+        let kept = record
+            .bytes
+            .lock()
+            .map(|b| b.capacity())
+            .unwrap_or(usize::MAX);
+        assert!(kept <= RETAINED_RECORD_BYTES, "{kept} bytes kept");
     }
 }
