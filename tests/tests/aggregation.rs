@@ -525,24 +525,40 @@ with socket.create_connection(("127.0.0.1", port)) as raw:
 "#;
 
 fn pipeline(gate: &Kubegate, payload: &str) -> String {
+    let out = python_client(
+        PIPELINE_PY,
+        gate,
+        gate.data_dir.join("pki/ca.crt"),
+        payload.as_bytes(),
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Runs `script` with kubegate's port and `path` as its arguments and `stdin` as its input.
+fn python_client(
+    script: &str,
+    gate: &Kubegate,
+    path: std::path::PathBuf,
+    stdin: &[u8],
+) -> std::process::Output {
     use std::io::Write;
     let mut child = std::process::Command::new("python3")
         .arg("-c")
-        .arg(PIPELINE_PY)
+        .arg(script)
         .arg(gate.port.to_string())
-        .arg(gate.data_dir.join("pki/ca.crt"))
+        .arg(path)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("python3");
     child
         .stdin
         .take()
         .expect("stdin")
-        .write_all(payload.as_bytes())
+        .write_all(stdin)
         .expect("write");
-    let out = child.wait_with_output().expect("output");
-    String::from_utf8_lossy(&out.stdout).to_string()
+    child.wait_with_output().expect("python output")
 }
 
 #[test]
@@ -659,24 +675,12 @@ fn http11_connections_carry_local_and_proxied_requests_in_turn() {
         ["GET", format!("{flunders}/h1-length"), null, false],
         ["GET", "/version", null, false],
     ]);
-    let mut child = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(KEEPALIVE_PY)
-        .arg(gate.port.to_string())
-        .arg(gate.data_dir.join("pki"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin
-            .write_all(requests.to_string().as_bytes())
-            .expect("write requests");
-    }
-    let out = child.wait_with_output().expect("python output");
+    let out = python_client(
+        KEEPALIVE_PY,
+        &gate,
+        gate.data_dir.join("pki"),
+        requests.to_string().as_bytes(),
+    );
     let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
