@@ -8,9 +8,11 @@ use std::time::Duration;
 use kubegate_tests::etcd::Etcd;
 use kubegate_tests::{eventually, Kubegate};
 
-/// Short enough for a quick test, long enough that an Event updated every few hundred
-/// milliseconds is never TTL-old, even on a loaded machine.
-const TTL: &str = "4s";
+/// Short enough for a quick test, long enough that an Event updated every second or so (two
+/// kubectl runs) is never TTL-old, even when CI's parallel tests slow kubectl down.
+const TTL: &str = "8s";
+/// [`TTL`] as a duration.
+const TTL_DURATION: Duration = Duration::from_secs(8);
 /// Generous bound for an expiry to show (the TTL, the batching window, a slow machine).
 const EXPIRY_WAIT: Duration = Duration::from_secs(30);
 
@@ -154,7 +156,8 @@ fn expires_unless_updated(gate: &Kubegate) {
     // kept outlives the dropped ones as long as it is written: keep it updated for a further
     // TTL and more (a patch of a deleted Event would fail), checking it is still listed.
     let mut count = updates;
-    for _ in 0..12 {
+    let until = std::time::Instant::now() + TTL_DURATION + Duration::from_secs(2);
+    while std::time::Instant::now() < until {
         count += 1;
         touch(gate, "kept", count);
         assert!(exists(gate, "kept"), "kept was deleted although updated");
