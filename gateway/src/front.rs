@@ -33,8 +33,20 @@ use tokio::sync::Notify;
 
 use crate::pipeline::{Gateway, ProxyPhases};
 
-/// How long an idle HTTP/1.1 connection is kept for its next request (pingora's default).
+/// How long an idle HTTP/1.1 connection is kept for its next request (pingora's default for a
+/// connection's first request).
 const KEEPALIVE_SECONDS: u64 = 60;
+
+/// Shutdown notifications are spread over this many `Notify`s (by connection), so that
+/// connections waiting for their next request do not all queue on one lock.
+const CLOSING_SHARDS: usize = 8;
+
+/// An HTTP/1.1 connection's own state.
+struct Connection {
+    record: Arc<HeaderRecord>,
+    /// Which of `Requests::closed` this connection waits on.
+    shard: usize,
+}
 
 /// The listening service's application: one per server, shared by every connection.
 pub struct Front {
@@ -48,7 +60,7 @@ impl Front {
                 gateway,
                 proxy: Arc::new(proxy),
                 closing: AtomicBool::new(false),
-                closed: Notify::new(),
+                closed: std::array::from_fn(|_| Notify::new()),
             }),
         }
     }
@@ -65,23 +77,37 @@ impl ServerApp for Front {
             // pingora's HTTP/2 connection handling, each stream to `Requests`.
             return ServerApp::process_new(&self.requests, stream, shutdown).await;
         }
-        // HTTP/1.1 (ALPN http/1.1, no ALPN, or the plain-HTTP loopback listener).
-        let record = Arc::new(HeaderRecord::default());
+        // HTTP/1.1 (ALPN http/1.1, no ALPN, or the plain-HTTP loopback listener). Pipelining
+        // stays off (pingora's default): bytes a session read past its request would reach the
+        // next session as a prefix that the record never saw, so it could not replay them.
+        let connection = Connection {
+            record: Arc::new(HeaderRecord::default()),
+            shard: stream.id().unsigned_abs() as usize % CLOSING_SHARDS,
+        };
         let stream: Stream = Box::new(RecordingStream {
             inner: stream,
-            record: record.clone(),
+            record: connection.record.clone(),
         });
         let mut session = ServerSession::new_http1(stream);
-        session.set_keepalive((!*shutdown.borrow()).then_some(KEEPALIVE_SECONDS));
-        let mut reused = self.requests.serve(session, shutdown, Some(&record)).await;
-        while let Some((stream, settings)) = reused.map(ReusedHttpStream::consume) {
-            let mut session = ServerSession::new_http1(stream);
+        session.set_keepalive_reuses_remaining(
+            self.requests
+                .server_options()
+                .and_then(|options| options.keepalive_request_limit),
+        );
+        loop {
+            // Every wait for a next request is bounded, not only the first: pingora would
+            // otherwise carry "no timeout" over from a request's own keep-alive answer.
+            session.set_keepalive((!*shutdown.borrow()).then_some(KEEPALIVE_SECONDS));
+            let reused = self
+                .requests
+                .serve(session, shutdown, Some(&connection))
+                .await;
+            let (stream, settings) = reused?.consume();
+            session = ServerSession::new_http1(stream);
             if let Some(settings) = settings {
                 settings.apply_to_session(&mut session);
             }
-            reused = self.requests.serve(session, shutdown, Some(&record)).await;
         }
-        None
     }
 
     async fn cleanup(&self) {
@@ -93,28 +119,29 @@ impl ServerApp for Front {
 struct Requests {
     gateway: Arc<Gateway>,
     proxy: Arc<HttpProxy<ProxyPhases>>,
-    /// Set (and `closed` signalled) when the server shuts down: idle HTTP/1.1 connections
-    /// stop waiting for another request.
+    /// Set (and every `closed` signalled) when the server shuts down: idle HTTP/1.1
+    /// connections stop waiting for another request.
     closing: AtomicBool,
-    closed: Notify,
+    closed: [Notify; CLOSING_SHARDS],
 }
 
 impl Requests {
     /// Reads one request and answers it (or has the proxy answer it); returns the connection
-    /// when it may carry another request. `record` is the HTTP/1.1 connection's header record.
+    /// when it may carry another request. `connection` is an HTTP/1.1 connection's state.
     async fn serve(
         self: &Arc<Self>,
         mut session: ServerSession,
         shutdown: &ShutdownWatch,
-        record: Option<&HeaderRecord>,
+        connection: Option<&Connection>,
     ) -> Option<ReusedHttpStream> {
+        let record = connection.map(|c| c.record.as_ref());
         if let Some(record) = record {
             record.start();
         }
         let read = tokio::select! {
             biased;
             read = session.read_request() => read,
-            _ = self.closing() => return None,
+            _ = self.closing(connection.map_or(0, |c| c.shard)) => return None,
         };
         match read {
             Ok(true) => {}
@@ -137,7 +164,7 @@ impl Requests {
             || routed.as_ref().is_ok_and(|routed| routed.is_remote());
         if for_proxy {
             let session = match record {
-                Some(record) => replay(session, record.take()),
+                Some(record) => replay(session, record.take())?,
                 None => session,
             };
             return self.proxy.process_new_http(session, shutdown).await;
@@ -158,9 +185,9 @@ impl Requests {
                 return None;
             }
             Err(error) => {
-                self.gateway.log_request(&ctx, Some(&error));
                 tracing::debug!(audit_id = %ctx.audit_id(), %error, "writing a local response");
                 if session.response_written().is_none() {
+                    ctx.set_status(500);
                     let status = kubegate_backends::status::ApiError::internal(&error);
                     let written = crate::respond::write(
                         &mut session,
@@ -175,6 +202,7 @@ impl Requests {
                         tracing::debug!(error = %e, "writing a 500 for a failed local response");
                     }
                 }
+                self.gateway.log_request(&ctx, Some(&error));
                 return None;
             }
         }
@@ -187,9 +215,9 @@ impl Requests {
             .map(|reusable| ReusedHttpStream::from_reusable_stream(reusable, settings))
     }
 
-    /// Resolves once the server is shutting down.
-    async fn closing(&self) {
-        let closed = self.closed.notified();
+    /// Resolves once the server is shutting down (`shard`: the connection's `closed`).
+    async fn closing(&self, shard: usize) {
+        let closed = self.closed[shard % CLOSING_SHARDS].notified();
         if self.closing.load(Ordering::Acquire) {
             return;
         }
@@ -218,24 +246,32 @@ impl HttpServerApp for Requests {
 
     async fn http_cleanup(&self) {
         self.closing.store(true, Ordering::Release);
-        self.closed.notify_waiters();
+        for closed in &self.closed {
+            closed.notify_waiters();
+        }
         self.proxy.http_cleanup().await;
     }
 }
 
 /// A fresh HTTP/1.1 session on the same connection that will read `recorded` (the request's
-/// header, and any body bytes read with it) before reading on from the connection.
-fn replay(session: ServerSession, recorded: BytesMut) -> ServerSession {
-    let settings = HttpPersistentSettings::for_session(&session);
+/// header, and any body bytes read with it) before reading on from the connection, with the
+/// read session's keep-alive settings. `None` (the connection is closed) if nothing was
+/// recorded, which would leave the proxy waiting for a request already read.
+fn replay(session: ServerSession, recorded: BytesMut) -> Option<ServerSession> {
+    let keepalive = session.get_keepalive();
+    let reuses_remaining = session.get_keepalive_reuses_remaining();
     let ServerSession::H1(read) = session else {
-        return session;
+        return Some(session);
     };
-    let mut fresh = ServerSession::new_http1(read.into_inner());
-    settings.apply_to_session(&mut fresh);
-    if !recorded.is_empty() {
-        fresh.set_pipelined_prefix(recorded);
+    if recorded.is_empty() {
+        tracing::error!("an HTTP/1.1 request to hand on was read without being recorded");
+        return None;
     }
-    fresh
+    let mut fresh = ServerSession::new_http1(read.into_inner());
+    fresh.set_keepalive(keepalive);
+    fresh.set_keepalive_reuses_remaining(reuses_remaining);
+    fresh.set_pipelined_prefix(recorded);
+    Some(fresh)
 }
 
 /// The bytes an HTTP/1.1 connection read while recording (from the start of a request until
@@ -263,30 +299,34 @@ impl HeaderRecord {
     }
 
     fn forget(&self) {
-        if let Ok(mut bytes) = self.bytes.lock() {
-            if bytes.capacity() > RETAINED_RECORD_BYTES {
-                *bytes = BytesMut::new();
-            }
-            bytes.clear();
+        let mut bytes = self.bytes();
+        if bytes.capacity() > RETAINED_RECORD_BYTES {
+            *bytes = BytesMut::new();
         }
+        bytes.clear();
+    }
+
+    /// The buffer; a panic elsewhere while it was locked leaves nothing half-done in it that
+    /// matters (the next `start` clears it), so a poisoned lock is taken as it is.
+    fn bytes(&self) -> std::sync::MutexGuard<'_, BytesMut> {
+        self.bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Stops recording and hands over what was recorded.
     fn take(&self) -> BytesMut {
         self.on.store(false, Ordering::Relaxed);
-        self.bytes
-            .lock()
-            .map(|mut bytes| bytes.split())
-            .unwrap_or_default()
+        // The whole buffer goes (not a split of it, which would keep the allocation shared
+        // with what the proxy holds, out of reach of `forget`'s size check).
+        std::mem::take(&mut *self.bytes())
     }
 
     fn append(&self, read: &[u8]) {
         if read.is_empty() || !self.on.load(Ordering::Relaxed) {
             return;
         }
-        if let Ok(mut bytes) = self.bytes.lock() {
-            bytes.extend_from_slice(read);
-        }
+        self.bytes().extend_from_slice(read);
     }
 }
 

@@ -98,6 +98,11 @@ impl RequestCtx {
     pub fn audit_id(&self) -> &str {
         &self.audit_id
     }
+
+    /// The status counted for the request when it is logged.
+    pub fn set_status(&mut self, status: u16) {
+        self.status = status;
+    }
 }
 
 /// What the proxy phases need to send an authorized request to its backend.
