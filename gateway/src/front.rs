@@ -10,6 +10,7 @@
 //! header and replays them to a fresh session for the proxy (the same bytes, so the proxy
 //! parses exactly what the client sent, body bytes read with the header included).
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -33,9 +34,12 @@ use tokio::sync::Notify;
 
 use crate::pipeline::{Gateway, ProxyPhases};
 
-/// How long an idle HTTP/1.1 connection is kept for its next request (pingora's default for a
-/// connection's first request).
+/// How long an idle HTTP/1.1 connection is kept for its first request (pingora's default).
 const KEEPALIVE_SECONDS: u64 = 60;
+/// How long an HTTP/1.1 connection may wait for any later request (or take to send its
+/// header), give or take [`IDLE_SLACK`]. kube-apiserver closes idle connections after 90 s.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(KEEPALIVE_SECONDS);
+const IDLE_SLACK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Shutdown notifications are spread over this many `Notify`s (by connection), so that
 /// connections waiting for their next request do not all queue on one lock.
@@ -89,18 +93,27 @@ impl ServerApp for Front {
             record: connection.record.clone(),
         });
         let mut session = ServerSession::new_http1(stream);
+        session.set_keepalive((!*shutdown.borrow()).then_some(KEEPALIVE_SECONDS));
         session.set_keepalive_reuses_remaining(
             self.requests
                 .server_options()
                 .and_then(|options| options.keepalive_request_limit),
         );
+        // pingora bounds only a connection's first wait for a request (later sessions carry
+        // "no timeout" over from the request's keep-alive answer). One timer per connection
+        // bounds every wait: it is moved on when a wait starts, at most every IDLE_SLACK, so a
+        // connection idle for IDLE_TIMEOUT - IDLE_SLACK to IDLE_TIMEOUT is closed without a
+        // timer armed per request.
+        let idle = tokio::time::sleep(IDLE_TIMEOUT);
+        tokio::pin!(idle);
         loop {
-            // Every wait for a next request is bounded, not only the first: pingora would
-            // otherwise carry "no timeout" over from a request's own keep-alive answer.
-            session.set_keepalive((!*shutdown.borrow()).then_some(KEEPALIVE_SECONDS));
+            let now = tokio::time::Instant::now();
+            if idle.deadline() < now + (IDLE_TIMEOUT - IDLE_SLACK) {
+                idle.as_mut().reset(now + IDLE_TIMEOUT);
+            }
             let reused = self
                 .requests
-                .serve(session, shutdown, Some(&connection))
+                .serve(session, shutdown, Some((&connection, idle.as_mut())))
                 .await;
             let (stream, settings) = reused?.consume();
             session = ServerSession::new_http1(stream);
@@ -127,21 +140,36 @@ struct Requests {
 
 impl Requests {
     /// Reads one request and answers it (or has the proxy answer it); returns the connection
-    /// when it may carry another request. `connection` is an HTTP/1.1 connection's state.
+    /// when it may carry another request. `http1` is an HTTP/1.1 connection's state and its
+    /// timer for the wait for this request.
     async fn serve(
         self: &Arc<Self>,
         mut session: ServerSession,
         shutdown: &ShutdownWatch,
-        connection: Option<&Connection>,
+        http1: Option<(&Connection, Pin<&mut tokio::time::Sleep>)>,
     ) -> Option<ReusedHttpStream> {
+        let (connection, idle) = match http1 {
+            Some((connection, idle)) => (Some(connection), Some(idle)),
+            None => (None, None),
+        };
         let record = connection.map(|c| c.record.as_ref());
         if let Some(record) = record {
             record.start();
         }
+        let idle = async {
+            match idle {
+                Some(idle) => idle.await,
+                None => std::future::pending().await,
+            }
+        };
         let read = tokio::select! {
             biased;
             read = session.read_request() => read,
             _ = self.closing(connection.map_or(0, |c| c.shard)) => return None,
+            _ = idle => {
+                tracing::debug!("closing an HTTP/1.1 connection idle for its next request");
+                return None;
+            }
         };
         match read {
             Ok(true) => {}
