@@ -556,6 +556,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
     h2.max_header_list_size(MAX_HEADER_BYTES);
     proxy.h2_options = Some(h2);
+    // Idle HTTP/2 connections close as kube-apiserver's do (HTTP/1.1 ones: front.rs).
+    let mut server_options = pingora::apps::HttpServerOptions::default();
+    server_options.h2_idle_timeout = Some(crate::front::IDLE_TIMEOUT);
+    proxy.server_options = Some(server_options);
     let mut service = pingora::services::listening::Service::new(
         "kubegate".to_string(),
         crate::front::Front::new(gateway, proxy),
