@@ -147,10 +147,7 @@ impl Requests {
         shutdown: &ShutdownWatch,
         http1: Option<(&Connection, Pin<&mut tokio::time::Sleep>)>,
     ) -> Option<ReusedHttpStream> {
-        let (connection, idle) = match http1 {
-            Some((connection, idle)) => (Some(connection), Some(idle)),
-            None => (None, None),
-        };
+        let (connection, idle) = http1.unzip();
         let record = connection.map(|c| c.record.as_ref());
         if let Some(record) = record {
             record.start();

@@ -467,6 +467,7 @@ impl Gateway {
             pf_headers: None,
         }
     }
+
     /// Counts a finished request in kube's request metrics and logs it.
     pub fn log_request(&self, ctx: &RequestCtx, error: Option<&pingora::Error>) {
         let elapsed = ctx.started.elapsed();
