@@ -9,6 +9,8 @@
 //! header itself, so each HTTP/1.1 connection records the bytes read for the current request's
 //! header and replays them to a fresh session for the proxy (the same bytes, so the proxy
 //! parses exactly what the client sent, body bytes read with the header included).
+//! Remote requests with nothing to stream to the backend (GETs, mostly) skip the proxy too:
+//! `forward.rs` sends them over pooled upstream sessions of the front's own.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,11 +59,16 @@ pub struct Front {
 }
 
 impl Front {
-    pub fn new(gateway: Arc<Gateway>, proxy: HttpProxy<ProxyPhases>) -> Self {
+    pub fn new(
+        gateway: Arc<Gateway>,
+        proxy: HttpProxy<ProxyPhases>,
+        upstream: pingora::connectors::http::Connector,
+    ) -> Self {
         Front {
             requests: Arc::new(Requests {
                 gateway,
                 proxy: Arc::new(proxy),
+                upstream,
                 closing: AtomicBool::new(false),
                 closed: std::array::from_fn(|_| Notify::new()),
             }),
@@ -131,6 +138,8 @@ impl ServerApp for Front {
 struct Requests {
     gateway: Arc<Gateway>,
     proxy: Arc<HttpProxy<ProxyPhases>>,
+    /// Pooled connections to APIService backends for the requests forwarded here.
+    upstream: pingora::connectors::http::Connector,
     /// Set (and every `closed` signalled) when the server shuts down: idle HTTP/1.1
     /// connections stop waiting for another request.
     closing: AtomicBool,
@@ -183,9 +192,15 @@ impl Requests {
             }
         }
         let routed = self.gateway.route(session.req_header());
-        // CONNECT too goes to the proxy, which refuses it as it always has.
-        let for_proxy = session.req_header().method == http::Method::CONNECT
-            || routed.as_ref().is_ok_and(|routed| routed.is_remote());
+        // CONNECT too goes to the proxy, which refuses it as it always has. A remote request
+        // with nothing to stream to the backend is forwarded here (`forward.rs`).
+        let remote = routed.as_ref().is_ok_and(|routed| routed.is_remote());
+        let forwarded = remote
+            && routed
+                .as_ref()
+                .is_ok_and(|routed| crate::forward::eligible(&mut session, routed.long_running()));
+        let for_proxy =
+            session.req_header().method == http::Method::CONNECT || (remote && !forwarded);
         if for_proxy {
             let session = match record {
                 Some(record) => replay(session, record.take())?,
@@ -200,14 +215,17 @@ impl Requests {
             session.set_keepalive(None);
         }
         let mut ctx = self.gateway.new_ctx();
-        match self.gateway.answer(&mut session, &mut ctx, routed).await {
-            Ok(None) => self.gateway.log_request(&ctx, None),
-            Ok(Some(_)) => {
-                // `answer` makes a proxy plan only for a request `route` sent to a remote
-                // backend, and those were handed on above.
-                tracing::error!(audit_id = %ctx.audit_id(), "a local request was planned for a proxy");
-                return None;
+        let answered = match self.gateway.answer(&mut session, &mut ctx, routed).await {
+            Ok(Some(plan)) => {
+                self.gateway
+                    .forward(&self.upstream, &mut session, &mut ctx, plan)
+                    .await
             }
+            Ok(None) => Ok(()),
+            Err(error) => Err(error),
+        };
+        match answered {
+            Ok(()) => self.gateway.log_request(&ctx, None),
             Err(error) => {
                 tracing::debug!(audit_id = %ctx.audit_id(), %error, "writing a local response");
                 if session.response_written().is_none() {

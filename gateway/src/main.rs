@@ -14,6 +14,7 @@ mod compression;
 mod controllers;
 mod crds;
 mod flowcontrol;
+mod forward;
 mod front;
 mod health;
 mod metrics;

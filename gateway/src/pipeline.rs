@@ -79,18 +79,18 @@ impl Drop for InFlight {
 
 /// Per-request state carried between pingora phases.
 pub struct RequestCtx {
-    started: Instant,
-    audit_id: String,
+    pub(crate) started: Instant,
+    pub(crate) audit_id: String,
     info: Option<Arc<RequestInfo>>,
-    method: http::Method,
-    status: u16,
+    pub(crate) method: http::Method,
+    pub(crate) status: u16,
     dry_run: bool,
     /// Set when the request goes on to a remote backend.
-    proxy: Option<ProxyPlan>,
+    pub(crate) proxy: Option<ProxyPlan>,
     /// The request's seats (or max-in-flight slot), held until the request is done.
     flow: Option<crate::flowcontrol::Ticket>,
     /// `X-Kubernetes-PF-*` for every response of a classified request.
-    pf_headers: Option<crate::flowcontrol::PfHeaders>,
+    pub(crate) pf_headers: Option<crate::flowcontrol::PfHeaders>,
 }
 
 impl RequestCtx {
@@ -107,10 +107,10 @@ impl RequestCtx {
 
 /// What the proxy phases need to send an authorized request to its backend.
 pub struct ProxyPlan {
-    backend: Arc<Backend>,
-    user: Arc<UserInfo>,
-    escaped_path: String,
-    raw_query: Option<String>,
+    pub(crate) backend: Arc<Backend>,
+    pub(crate) user: Arc<UserInfo>,
+    pub(crate) escaped_path: String,
+    pub(crate) raw_query: Option<String>,
     /// An HTTP/1.1 `Upgrade` request (exec, attach, port-forward).
     upgrade: bool,
     long_running: bool,
@@ -164,6 +164,11 @@ impl Routed {
     /// Whether pingora's proxy phases must take the request (an APIService backend's).
     pub fn is_remote(&self) -> bool {
         self.remote.is_some()
+    }
+
+    /// Whether the request is long-running (a watch, `proxy`, a log follow...).
+    pub fn long_running(&self) -> bool {
+        self.info.long_running
     }
 }
 
@@ -529,7 +534,22 @@ impl Gateway {
 }
 
 /// An HTTP/1.1 protocol upgrade (`Connection: Upgrade` with an `Upgrade` header).
-fn is_upgrade(header: &pingora::http::RequestHeader) -> bool {
+/// The `Status` for a proxied request that failed before its response started: 413 for a
+/// body over the limit, otherwise kube-aggregator's 503 "error trying to reach service".
+pub(crate) fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError {
+    match e.etype() {
+        pingora::ErrorType::HTTPStatus(413) => {
+            ApiError::request_entity_too_large(max_request_bytes)
+        }
+        // pingora's errors print with a leading space.
+        _ => ApiError::service_unavailable(format!(
+            "error trying to reach service: {}",
+            e.to_string().trim_start()
+        )),
+    }
+}
+
+pub(crate) fn is_upgrade(header: &pingora::http::RequestHeader) -> bool {
     let connection_upgrade = header
         .headers
         .get_all(http::header::CONNECTION)
@@ -817,12 +837,7 @@ impl ProxyHttp for ProxyPhases {
                     | pingora::ErrorType::ReadError
                     | pingora::ErrorType::ConnectionClosed
             );
-        let error = match e.etype() {
-            pingora::ErrorType::HTTPStatus(413) => {
-                ApiError::request_entity_too_large(self.max_request_bytes)
-            }
-            _ => ApiError::service_unavailable(format!("error trying to reach service: {e}")),
-        };
+        let error = proxy_error_status(e, self.max_request_bytes);
         let code = if downstream_gone { 0 } else { error.code };
         if code > 0 {
             ctx.status = code;

@@ -560,9 +560,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let mut server_options = pingora::apps::HttpServerOptions::default();
     server_options.h2_idle_timeout = Some(crate::front::IDLE_TIMEOUT);
     proxy.server_options = Some(server_options);
+    // The front's own upstream pool, for the remote requests it forwards itself.
+    let upstream = pingora::connectors::http::Connector::new(Some(
+        pingora::connectors::ConnectorOptions::from_server_conf(&server.configuration),
+    ));
     let mut service = pingora::services::listening::Service::new(
         "kubegate".to_string(),
-        crate::front::Front::new(gateway, proxy),
+        crate::front::Front::new(gateway, proxy, upstream),
     );
     let secure_addr = socket_address(&config.bind_address, config.secure_port);
     service.add_tls_with_settings(&secure_addr, None, tls_settings);

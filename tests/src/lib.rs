@@ -246,6 +246,7 @@ impl Kubegate {
     }
 
     /// A raw HTTPS request with the admin client certificate (curl): returns (status, body).
+    /// curl negotiates HTTP/2 with kubegate.
     pub fn curl(
         &self,
         method: &str,
@@ -253,8 +254,31 @@ impl Kubegate {
         headers: &[&str],
         body: Option<&[u8]>,
     ) -> (u16, Vec<u8>) {
+        self.curl_as(&[], method, path, headers, body)
+    }
+
+    /// [`Kubegate::curl`] over HTTP/1.1.
+    pub fn curl_http1(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[&str],
+        body: Option<&[u8]>,
+    ) -> (u16, Vec<u8>) {
+        self.curl_as(&["--http1.1"], method, path, headers, body)
+    }
+
+    fn curl_as(
+        &self,
+        curl_args: &[&str],
+        method: &str,
+        path: &str,
+        headers: &[&str],
+        body: Option<&[u8]>,
+    ) -> (u16, Vec<u8>) {
         let pki = self.data_dir.join("pki");
         let mut cmd = Command::new("curl");
+        cmd.args(curl_args);
         // --path-as-is: the path goes out exactly as written (curl would resolve `..`).
         cmd.arg("-sS")
             .arg("--path-as-is")

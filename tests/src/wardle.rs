@@ -14,7 +14,10 @@
 //!   deletecollection, watch (chunked JSON lines), Table output for `kubectl get`;
 //! - an `/exec` upgrade endpoint for the CVE-2018-1002105 regression test: `upgrade-ok` is
 //!   switched and echoed, any other name is refused with a 400 on a connection that stays open;
-//! - a request log of everything received ([`Wardle::requests`], also `GET /_requests`).
+//! - a request log of everything received ([`Wardle::requests`], also `GET /_requests`);
+//! - a flunder named [`DROP_WHEN_REUSED`] whose GET, unless it is its connection's first
+//!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
+//!   the server drops just as it is reused.
 //!
 //! Like the fixtures in [`crate::fixtures`], the server is a python3 `http.server` child
 //! process (one thread per connection, HTTP/1.1 keep-alive) that binds its loopback port itself
@@ -769,6 +772,11 @@ def json_range(media_type):
     return media_type in (JSON, "application/*", "*/*")
 
 
+# A flunder name whose GET closes the connection unanswered unless it is the connection's first
+# request.
+DROP_WHEN_REUSED = "drop-when-reused"
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "wardle-fixture"
@@ -800,6 +808,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_one_request(self):
         self.entry = None
+        # Requests read on this connection so far, this one included.
+        self.served = getattr(self, "served", 0) + 1
         super().handle_one_request()
 
     def send_response(self, code, message=None):
@@ -918,6 +928,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.reply(200, read_log())
         if not self.authenticated:
             return self.reply(401, status(401, "Unauthorized", "Unauthorized"))
+        if path.endswith("/flunders/" + DROP_WHEN_REUSED) and self.served > 1:
+            # A kept-alive connection the server closes just as a request arrives (the race a
+            # client's retry on a new connection covers): logged with code 0, not answered.
+            self.record(0)
+            self.close_connection = True
+            return
         if path.endswith("/exec"):
             return self.exec_upgrade()
         if path.startswith(PREFIX + "/") or path == PREFIX:
@@ -1523,6 +1539,9 @@ impl WardleOptions {
         }
     }
 }
+
+/// The flunder name whose GET closes a reused connection unanswered (see the module docs).
+pub const DROP_WHEN_REUSED: &str = "drop-when-reused";
 
 /// The group of the sample API.
 pub const GROUP: &str = "wardle.example.com";

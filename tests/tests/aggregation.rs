@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use kubegate_tests::wardle::{Wardle, WardleOptions};
+use kubegate_tests::wardle::{Wardle, WardleOptions, DROP_WHEN_REUSED};
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
 
@@ -650,8 +650,9 @@ ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
 ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
 ctx.set_alpn_protocols(["http/1.1"])
 conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
-for method, path, body, chunked in json.load(sys.stdin):
+for method, path, body, chunked, *extra in json.load(sys.stdin):
     headers = {"Content-Type": "application/json"} if body is not None else {}
+    headers.update(extra[0] if extra else {})
     if body is not None and chunked:
         data = body.encode()
         body = iter([data[:7], data[7:]])
@@ -734,4 +735,90 @@ fn http11_connections_carry_local_and_proxied_requests_in_turn() {
         listed.contains("h1-length") && listed.contains("h1-chunked"),
         "{listed}"
     );
+}
+
+/// The codes the backend logged for GETs of the flunder `name` (0: closed unanswered).
+fn get_codes(wardle: &Wardle, name: &str) -> Vec<u64> {
+    let suffix = format!("/flunders/{name}");
+    wardle
+        .requests()
+        .iter()
+        .filter(|r| r["method"] == "GET" && r["path"].as_str().unwrap_or("").ends_with(&suffix))
+        .map(|r| r["code"].as_u64().unwrap_or(u64::MAX))
+        .collect()
+}
+
+#[test]
+fn a_get_on_a_pooled_connection_the_backend_closed_is_retried_on_a_new_one() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(DROP_WHEN_REUSED));
+    let path =
+        format!("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/{DROP_WHEN_REUSED}");
+    // The first GET opens the front's pooled connection to the backend; the second reuses it
+    // and the backend closes it unanswered, so kubegate must send it again on a new one.
+    for round in 1..=2 {
+        let (code, body) = gate.curl("GET", &path, &["Accept: application/json"], None);
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(
+            code,
+            200,
+            "GET {round}: {body}\n{}",
+            kubegate_tests::tail(&gate.log(), 20)
+        );
+        let object: Value = serde_json::from_str(&body).expect("a flunder");
+        assert_eq!(object["metadata"]["name"], DROP_WHEN_REUSED);
+    }
+    assert_eq!(
+        get_codes(&wardle, DROP_WHEN_REUSED),
+        [200, 0, 200],
+        "the backend sees: answered on a new connection, dropped on the reused one, answered on another new one"
+    );
+}
+
+#[test]
+fn hop_by_hop_request_headers_do_not_reach_the_backend() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("hop"));
+    // HTTP/1.1: over HTTP/2 a client may not send connection-specific headers at all.
+    let hop_headers = json!({
+        "Accept": "application/json",
+        "Connection": "keep-alive, X-Hop-Only",
+        "X-Hop-Only": "1",
+        "Keep-Alive": "timeout=5",
+        "Proxy-Connection": "keep-alive",
+        "X-End-To-End": "1",
+    });
+    let requests = json!([[
+        "GET",
+        "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/hop",
+        null,
+        false,
+        hop_headers
+    ]]);
+    let out = python_client(
+        KEEPALIVE_PY,
+        &gate,
+        gate.data_dir.join("pki"),
+        requests.to_string().as_bytes(),
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_eq!(answer["status"], 200, "{answer}");
+    let seen = last_request(&wardle, "GET", "/flunders/hop");
+    let names: Vec<&str> = seen["headers"]
+        .as_array()
+        .expect("header names")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(names.contains(&"x-end-to-end"), "{names:?}");
+    for hop in ["x-hop-only", "keep-alive", "proxy-connection"] {
+        assert!(
+            !names.contains(&hop),
+            "{hop} reached the backend: {names:?}"
+        );
+    }
 }

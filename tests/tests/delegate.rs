@@ -353,6 +353,23 @@ fn fronting_a_cluster_with_front_proxy_headers() {
         "the admin's own groups: {user}"
     );
 
+    // A GET from an HTTP/1.1 client is forwarded to the cluster over HTTP/2 (kubegate offers
+    // h2) and its answer goes back as HTTP/1.1, whichever of the two each side speaks.
+    for (client, (code, body)) in [
+        (
+            "HTTP/1.1",
+            front.curl_http1("GET", "/api/v1/namespaces/default", &[], None),
+        ),
+        (
+            "HTTP/2",
+            front.curl("GET", "/api/v1/namespaces/default", &[], None),
+        ),
+    ] {
+        assert_eq!(code, 200, "{client}: {}", String::from_utf8_lossy(&body));
+        let namespace: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(namespace["metadata"]["name"], "default", "{client}");
+    }
+
     // Both sides authorize: a binding on the cluster alone is not enough, nor one on the
     // front alone.
     let list = |gate: &Kubegate| as_alice(gate, &["get", "configmaps", "-n", "default"]);

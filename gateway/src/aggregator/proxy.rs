@@ -10,7 +10,7 @@ use std::time::Duration;
 use kubegate_policy::UserInfo;
 use pingora::http::RequestHeader;
 use pingora::protocols::ALPN;
-use pingora::upstreams::peer::{H1UpgradePolicy, HttpPeer};
+use pingora::upstreams::peer::{H1UpgradePolicy, HttpPeer, Peer, PeerOptions, Proxy, Tracer};
 use pingora::utils::tls::CertKey;
 
 use super::table::Backend;
@@ -154,6 +154,74 @@ pub fn peer(
         options.max_h2_streams = 100;
     }
     peer
+}
+
+/// A backend's peer for forwarded requests, with its connection-pool key computed once.
+///
+/// pingora's `HttpPeer::reuse_hash` hashes the client certificate by formatting its serial
+/// number (an allocation per byte) on every call, and a pooled request calls it twice (take
+/// and release). Everything that hash covers is fixed per backend and address, so the value
+/// is kept; every other part of the `Peer` interface is `HttpPeer`'s.
+#[derive(Clone)]
+pub struct PooledPeer {
+    peer: HttpPeer,
+    reuse_hash: u64,
+}
+
+impl PooledPeer {
+    pub fn new(peer: HttpPeer) -> PooledPeer {
+        let reuse_hash = peer.reuse_hash();
+        PooledPeer { peer, reuse_hash }
+    }
+
+    /// The per-read timeout the peer's sessions get.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.peer.options.read_timeout
+    }
+
+    /// How long an unused connection stays pooled.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.peer.options.idle_timeout
+    }
+}
+
+impl std::fmt::Display for PooledPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.peer.fmt(f)
+    }
+}
+
+impl Peer for PooledPeer {
+    fn address(&self) -> &pingora::protocols::l4::socket::SocketAddr {
+        self.peer.address()
+    }
+    fn tls(&self) -> bool {
+        self.peer.tls()
+    }
+    fn sni(&self) -> &str {
+        self.peer.sni()
+    }
+    fn reuse_hash(&self) -> u64 {
+        self.reuse_hash
+    }
+    fn get_proxy(&self) -> Option<&Proxy> {
+        self.peer.get_proxy()
+    }
+    fn get_peer_options(&self) -> Option<&PeerOptions> {
+        self.peer.get_peer_options()
+    }
+    fn get_mut_peer_options(&mut self) -> Option<&mut PeerOptions> {
+        self.peer.get_mut_peer_options()
+    }
+    fn matches_fd<V: std::os::fd::AsRawFd>(&self, fd: V) -> bool {
+        self.peer.matches_fd(fd)
+    }
+    fn get_client_cert_key(&self) -> Option<&Arc<CertKey>> {
+        self.peer.get_client_cert_key()
+    }
+    fn get_tracer(&self) -> Option<Tracer> {
+        self.peer.get_tracer()
+    }
 }
 
 /// Rewrites the upstream request: path (the normalized one that was authorized, under the

@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use pingora::utils::tls::{parse_x509, WrappedX509};
 
 use super::apiservice::ApiService;
-use super::proxy::ProxyIdentity;
+use super::proxy::{PooledPeer, ProxyIdentity};
 use super::resolve::{Location, ResolveError};
 
 /// One remote APIService with where its requests go right now.
@@ -36,6 +37,8 @@ pub struct Backend {
     /// How kubegate authenticates to this backend and forwards the caller.
     pub identity: Arc<ProxyIdentity>,
     next: AtomicUsize,
+    /// The peers of forwarded requests, one per address, made on the first one.
+    forward_peers: OnceLock<Vec<PooledPeer>>,
 }
 
 impl Backend {
@@ -69,6 +72,7 @@ impl Backend {
             fingerprint,
             identity,
             next: AtomicUsize::new(0),
+            forward_peers: OnceLock::new(),
         }
     }
 
@@ -80,6 +84,32 @@ impl Backend {
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % location.addresses.len();
         location.addresses.get(i).copied()
+    }
+
+    /// The peer for the next forwarded request (no upgrade; `read_timeout` per read), spread
+    /// over every ready endpoint as [`Backend::next_address`] does. The peers are made once
+    /// per backend: `read_timeout` is the server's request timeout, the same for every call.
+    pub fn next_forward_peer(&self, read_timeout: Duration) -> Option<&PooledPeer> {
+        let location = self.location.as_ref().ok()?;
+        let peers = self.forward_peers.get_or_init(|| {
+            location
+                .addresses
+                .iter()
+                .map(|address| {
+                    PooledPeer::new(super::proxy::peer(
+                        self,
+                        *address,
+                        false,
+                        Some(read_timeout),
+                    ))
+                })
+                .collect()
+        });
+        if peers.is_empty() {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % peers.len();
+        peers.get(i)
     }
 
     /// Why requests cannot be sent now (kube-aggregator answers 503 unless the APIService's

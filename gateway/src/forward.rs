@@ -1,0 +1,354 @@
+//! Forwarding of plain proxied requests: a request for a remote APIService backend with no
+//! body, no upgrade and a bounded life (a GET, HEAD or body-less DELETE; not a watch) is sent
+//! over pingora's pooled upstream sessions and its response streamed back here, without
+//! pingora's proxy state machine.
+//!
+//! pingora's `HttpProxy` runs each request as a ~15 KiB boxed future with its cache, retry
+//! and body-task machinery, two channels and a select loop between the client and the
+//! backend; a request that has nothing to send after its header needs none of that. Requests
+//! with a body, upgrades (exec, attach, port-forward) and long-running requests (watches,
+//! `proxy`, log follows) still go through `HttpProxy`, which streams both ways at once.
+
+use bytes::Bytes;
+use http::header::{self, HeaderName};
+use pingora::connectors::http::Connector;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::protocols::http::client::HttpSession;
+use pingora::protocols::http::ServerSession;
+use pingora::Result;
+
+use crate::aggregator::proxy;
+use crate::pipeline::{is_upgrade, Gateway, ProxyPlan, RequestCtx};
+
+/// RFC 9110's connection-specific headers (the list Go's `httputil.ReverseProxy`, and so
+/// kube-aggregator, removes): they describe one hop, never the message.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Whether a request routed to a remote backend can be forwarded here: not `CONNECT`, not
+/// long-running, not an upgrade, and with no body to send.
+pub fn eligible(session: &mut ServerSession, long_running: bool) -> bool {
+    let header = session.req_header();
+    header.method != http::Method::CONNECT
+        && !long_running
+        && !is_upgrade(header)
+        && session.is_body_empty()
+}
+
+/// The names of the hop-by-hop headers of `headers`: the fixed ones present, and those the
+/// `Connection` header names.
+fn hop_by_hop_names(headers: &http::HeaderMap) -> Vec<HeaderName> {
+    let mut names: Vec<HeaderName> = HOP_BY_HOP
+        .iter()
+        .filter(|name| headers.contains_key(**name))
+        .map(|name| HeaderName::from_static(name))
+        .collect();
+    for value in headers.get_all(header::CONNECTION) {
+        let Ok(value) = value.to_str() else { continue };
+        for token in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+                if headers.contains_key(&name) && !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The request to send: the client's, less its hop-by-hop headers, rewritten for the backend.
+fn upstream_request(
+    session: &ServerSession,
+    plan: &ProxyPlan,
+    audit_id: &str,
+) -> Result<RequestHeader> {
+    let mut request = session.req_header().clone();
+    for name in hop_by_hop_names(&request.headers) {
+        request.remove_header(&name);
+    }
+    proxy::rewrite_request(
+        &mut request,
+        &plan.user,
+        &plan.backend,
+        &plan.escaped_path,
+        plan.raw_query.as_deref(),
+    )?;
+    // The same audit id on both sides lets one request be followed across servers.
+    request.insert_header("Audit-ID", audit_id)?;
+    Ok(request)
+}
+
+/// Sends the request header (the whole request: it has no body) and reads the response's.
+async fn exchange(upstream: &mut HttpSession, mut request: Box<RequestHeader>) -> Result<()> {
+    match upstream {
+        HttpSession::H2(h2) => h2.write_request_header(request, true)?,
+        HttpSession::H1(_) => {
+            request.set_version(http::Version::HTTP_11);
+            upstream.write_request_header(request).await?;
+            upstream.finish_request_body().await?;
+        }
+        HttpSession::Custom(_) => upstream.write_request_header(request).await?,
+    }
+    upstream.read_response_header().await?;
+    // An HTTP/1.1 backend may send informational answers first; they are not forwarded.
+    if let HttpSession::H1(_) = upstream {
+        while upstream.response_header().is_some_and(|r| {
+            r.status.is_informational() && r.status != http::StatusCode::SWITCHING_PROTOCOLS
+        }) {
+            upstream.read_response_header().await?;
+        }
+    }
+    // Switching protocols for a request that did not ask would open a tunnel to the backend
+    // under kubegate's identity (the CVE-2018-1002105 class): refused.
+    if upstream
+        .response_header()
+        .is_some_and(|r| r.status == http::StatusCode::SWITCHING_PROTOCOLS)
+    {
+        return Err(pingora::Error::explain(
+            pingora::ErrorType::InvalidHTTPHeader,
+            "the backend switched protocols for a request that did not ask to",
+        ));
+    }
+    Ok(())
+}
+
+impl Gateway {
+    /// Forwards an [`eligible`] request on `plan` and writes the backend's response (or a 503
+    /// `Status` when the backend cannot be reached). An error means the client's connection
+    /// broke or the response broke off midway: the connection must not be reused.
+    pub async fn forward(
+        &self,
+        connector: &Connector,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        plan: ProxyPlan,
+    ) -> Result<()> {
+        let outcome = self.forward_on(connector, session, ctx, &plan).await;
+        // Counted per APIService when the request is logged.
+        ctx.proxy = Some(plan);
+        outcome
+    }
+
+    async fn forward_on(
+        &self,
+        connector: &Connector,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        plan: &ProxyPlan,
+    ) -> Result<()> {
+        let Some(peer) = plan.backend.next_forward_peer(self.request_timeout) else {
+            let why = match &plan.backend.location {
+                Err(e) => e.message.clone(),
+                Ok(_) => "no endpoints".to_string(),
+            };
+            let error = pingora::Error::explain(pingora::ErrorType::ConnectNoRoute, why);
+            return self.write_proxy_error(session, ctx, &error).await;
+        };
+        // A pooled connection the backend has closed meanwhile fails before any answer; the
+        // request (no body, and a method a client expects may be sent twice: `retry_safe`)
+        // then goes once more on a new connection, as Go's transport does.
+        let mut may_retry = retry_safe(&ctx.method);
+        let mut upstream = loop {
+            let (mut upstream, reused) = match connector.get_http_session(peer).await {
+                Ok(session) => session,
+                Err(error) => {
+                    self.routes
+                        .metrics
+                        .proxy_connect_errors
+                        .with_label_values(&[&plan.backend.service.name])
+                        .inc();
+                    return self.write_proxy_error(session, ctx, &error).await;
+                }
+            };
+            upstream.set_read_timeout(peer.read_timeout());
+            let header = Box::new(upstream_request(session, plan, &ctx.audit_id)?);
+            match exchange(&mut upstream, header).await {
+                Ok(()) => break upstream,
+                Err(mut error) => {
+                    upstream.shutdown().await;
+                    // pingora marks the failures that happen before a request can have been
+                    // processed (on a reused connection: it closed; on HTTP/2: GOAWAY,
+                    // REFUSED_STREAM); timeouts and TLS errors are not among them.
+                    error.retry.decide_reuse(reused);
+                    if may_retry && error.retry() {
+                        tracing::debug!(%error, "a backend connection failed before answering; retrying on a new one");
+                        may_retry = false;
+                        continue;
+                    }
+                    return self.write_proxy_error(session, ctx, &error).await;
+                }
+            }
+        };
+        let response = match upstream.response_header() {
+            Some(response) => self.downstream_response(session, ctx, plan, response)?,
+            None => {
+                let error = pingora::Error::explain(
+                    pingora::ErrorType::InvalidHTTPHeader,
+                    "the backend sent no response header",
+                );
+                return self.write_proxy_error(session, ctx, &error).await;
+            }
+        };
+        session.write_response_header(response).await?;
+        loop {
+            match upstream.read_response_body().await {
+                Ok(Some(chunk)) => {
+                    if let Err(error) = session.write_response_body(chunk, false).await {
+                        upstream.shutdown().await;
+                        return Err(error);
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    // Half a response went out: the client must see the connection end.
+                    upstream.shutdown().await;
+                    return Err(error);
+                }
+            }
+        }
+        session.write_response_body(Bytes::new(), true).await?;
+        if upstream.response_done() {
+            connector
+                .release_http_session(upstream, peer, peer.idle_timeout())
+                .await;
+        }
+        Ok(())
+    }
+
+    /// The backend's response header as the client gets it: hop-by-hop headers removed, the
+    /// framing this connection needs, and kube's `Audit-Id` and flow-control headers.
+    fn downstream_response(
+        &self,
+        session: &ServerSession,
+        ctx: &mut RequestCtx,
+        plan: &ProxyPlan,
+        upstream: &ResponseHeader,
+    ) -> Result<Box<ResponseHeader>> {
+        let mut response = Box::new(upstream.clone());
+        ctx.status = response.status.as_u16();
+        self.routes
+            .metrics
+            .proxy_request_duration
+            .with_label_values(&[&plan.backend.service.name])
+            .observe(ctx.started.elapsed().as_secs_f64());
+        for name in hop_by_hop_names(&response.headers) {
+            response.remove_header(&name);
+        }
+        if !session.is_http2() {
+            // An HTTP/2 backend's answer goes out on the client's HTTP/1.1 connection.
+            response.set_version(http::Version::HTTP_11);
+        }
+        // A body of unknown length goes out chunked on HTTP/1.1 (HTTP/2 frames it anyway);
+        // without it pingora would end the body by closing the connection.
+        let bodiless = response.status == http::StatusCode::NO_CONTENT
+            || response.status == http::StatusCode::NOT_MODIFIED
+            || response.status.is_informational()
+            || session.req_header().method == http::Method::HEAD;
+        if !session.is_http2()
+            && !bodiless
+            && !response.headers.contains_key(header::CONTENT_LENGTH)
+        {
+            response.insert_header(header::TRANSFER_ENCODING, "chunked")?;
+        }
+        if !response.headers.contains_key("audit-id") {
+            response.insert_header("Audit-Id", ctx.audit_id.as_str())?;
+        }
+        if let Some(pf) = &ctx.pf_headers {
+            for (name, value) in pf.pairs() {
+                response.insert_header(name, value.clone())?;
+            }
+        }
+        Ok(response)
+    }
+
+    /// Answers 503 with kube-aggregator's message for a backend that could not be reached.
+    async fn write_proxy_error(
+        &self,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        error: &pingora::Error,
+    ) -> Result<()> {
+        let status = crate::pipeline::proxy_error_status(error, self.max_request_bytes);
+        ctx.status = status.code;
+        crate::respond::write(
+            session,
+            status.into(),
+            &ctx.audit_id,
+            ctx.pf_headers.as_ref(),
+            &self.lifecycle.shutting_down,
+            &mut || {},
+        )
+        .await
+    }
+}
+
+/// Methods a client expects may be sent twice when a connection fails before the answer
+/// (Go's transport retries exactly these on a reused connection).
+fn retry_safe(method: &http::Method) -> bool {
+    matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::DELETE
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_found() {
+        let map = headers(&[
+            ("Connection", "keep-alive, X-Hop"),
+            ("Connection", "close"),
+            ("Keep-Alive", "timeout=5"),
+            ("X-Hop", "1"),
+            ("Transfer-Encoding", "chunked"),
+            ("Accept", "application/json"),
+            ("X-Kept", "1"),
+        ]);
+        let mut names: Vec<String> = hop_by_hop_names(&map)
+            .iter()
+            .map(|n| n.as_str().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["connection", "keep-alive", "transfer-encoding", "x-hop"]
+        );
+    }
+
+    #[test]
+    fn a_request_without_hop_by_hop_headers_has_none_to_remove() {
+        let map = headers(&[("Accept", "application/json"), ("User-Agent", "kubectl")]);
+        assert!(hop_by_hop_names(&map).is_empty());
+    }
+
+    #[test]
+    fn only_idempotent_methods_are_retried() {
+        assert!(retry_safe(&http::Method::GET));
+        assert!(retry_safe(&http::Method::HEAD));
+        assert!(retry_safe(&http::Method::DELETE));
+        assert!(!retry_safe(&http::Method::POST));
+        assert!(!retry_safe(&http::Method::PATCH));
+    }
+}
