@@ -17,7 +17,8 @@
 //! - a request log of everything received ([`Wardle::requests`], also `GET /_requests`);
 //! - a flunder named [`DROP_WHEN_REUSED`] whose GET, unless it is its connection's first
 //!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
-//!   the server drops just as it is reused.
+//!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
+//!   answered chunked with hop-by-hop response headers.
 //!
 //! Like the fixtures in [`crate::fixtures`], the server is a python3 `http.server` child
 //! process (one thread per connection, HTTP/1.1 keep-alive) that binds its loopback port itself
@@ -775,6 +776,8 @@ def json_range(media_type):
 # A flunder name whose GET closes the connection unanswered unless it is the connection's first
 # request.
 DROP_WHEN_REUSED = "drop-when-reused"
+# A flunder name whose GET is answered chunked, with hop-by-hop response headers.
+CHUNKED_ANSWER = "chunked-answer"
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -833,6 +836,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def reply_chunked(self, code, body):
+        """Answers in two chunks with no length, as Go's servers answer large bodies, with
+        hop-by-hop headers a proxy must not pass on."""
+        data = dumps(body)
+        self.send_response(code)
+        self.send_header("Content-Type", JSON)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "keep-alive, X-Backend-Hop")
+        self.send_header("Keep-Alive", "timeout=30")
+        self.send_header("X-Backend-Hop", "1")
+        self.send_header("X-Backend-End-To-End", "1")
+        self.end_headers()
+        half = len(data) // 2
+        for part in (data[:half], data[half:], b""):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
 
     def reply_cached(self, data, ctype=JSON, headers=()):
         etag = '"%s"' % openapi_hash(data)
@@ -1101,6 +1120,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     obj = store.get(key)
                 if obj is None:
                     return self.reply(404, not_found(resource, name))
+                if name == CHUNKED_ANSWER:
+                    return self.reply_chunked(200, self.render(obj, form))
                 return self.reply(200, self.render(obj, form))
             if method == "PUT":
                 return self.update(key, form)
@@ -1542,6 +1563,10 @@ impl WardleOptions {
 
 /// The flunder name whose GET closes a reused connection unanswered (see the module docs).
 pub const DROP_WHEN_REUSED: &str = "drop-when-reused";
+/// The flunder name whose GET is answered chunked, with no length, and with hop-by-hop
+/// response headers (`Connection: keep-alive, X-Backend-Hop`, `Keep-Alive`, `X-Backend-Hop`)
+/// next to an end-to-end `X-Backend-End-To-End`.
+pub const CHUNKED_ANSWER: &str = "chunked-answer";
 
 /// The group of the sample API.
 pub const GROUP: &str = "wardle.example.com";

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use kubegate_tests::wardle::{Wardle, WardleOptions, DROP_WHEN_REUSED};
+use kubegate_tests::wardle::{Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED};
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
 
@@ -660,6 +660,7 @@ for method, path, body, chunked, *extra in json.load(sys.stdin):
     port_used = conn.sock.getsockname()[1]
     response = conn.getresponse()
     print(json.dumps({"status": response.status, "port": port_used,
+                      "headers": [[k.lower(), v] for k, v in response.getheaders()],
                       "body": response.read().decode("utf-8", "replace")}), flush=True)
 "#;
 
@@ -821,4 +822,51 @@ fn hop_by_hop_request_headers_do_not_reach_the_backend() {
             "{hop} reached the backend: {names:?}"
         );
     }
+}
+
+#[test]
+fn a_chunked_answer_loses_its_hop_by_hop_headers_on_either_protocol() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(CHUNKED_ANSWER));
+    let path =
+        format!("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/{CHUNKED_ANSWER}");
+    // HTTP/1.1, twice on one connection: the answer is re-framed (no length: chunked) and the
+    // connection stays usable.
+    let requests = json!([["GET", path, null, false], ["GET", path, null, false]]);
+    let out = python_client(
+        KEEPALIVE_PY,
+        &gate,
+        gate.data_dir.join("pki"),
+        requests.to_string().as_bytes(),
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
+        .collect();
+    assert_eq!(answers.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(answers[0]["port"], answers[1]["port"], "one connection");
+    for answer in &answers {
+        assert_eq!(answer["status"], 200, "{answer}");
+        let object: Value =
+            serde_json::from_str(answer["body"].as_str().expect("body")).expect("JSON body");
+        assert_eq!(object["metadata"]["name"], CHUNKED_ANSWER);
+        let headers = answer["headers"].as_array().expect("headers");
+        let has = |name: &str| headers.iter().any(|h| h[0] == name);
+        assert!(has("x-backend-end-to-end"), "{headers:?}");
+        assert!(!has("x-backend-hop"), "{headers:?}");
+        assert!(!has("keep-alive"), "{headers:?}");
+        let connection: Vec<&Value> = headers.iter().filter(|h| h[0] == "connection").collect();
+        assert!(
+            connection
+                .iter()
+                .all(|h| !h[1].as_str().unwrap_or("").contains("X-Backend-Hop")),
+            "{headers:?}"
+        );
+    }
+    // HTTP/2 has no connection-specific headers at all.
+    let (code, body) = gate.curl("GET", &path, &["Accept: application/json"], None);
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let object: Value = serde_json::from_slice(&body).expect("JSON body");
+    assert_eq!(object["metadata"]["name"], CHUNKED_ANSWER);
 }
