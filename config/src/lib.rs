@@ -59,6 +59,10 @@ pub struct Config {
     /// Timeout for non-long-running requests (`--request-timeout`, default 60s).
     #[serde(with = "duration::serde_duration")]
     pub request_timeout: Duration,
+    /// How long a client connection may wait for its next request before it is closed
+    /// (default 90s: kube-apiserver's fixed `IdleTimeout`, the idle time of Go's client pools).
+    #[serde(with = "duration::serde_duration")]
+    pub idle_timeout: Duration,
     /// How long shutdown waits for in-flight requests before closing (`--shutdown-timeout`).
     #[serde(with = "duration::serde_duration")]
     pub shutdown_timeout: Duration,
@@ -474,6 +478,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             max_request_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(90),
             shutdown_timeout: Duration::from_secs(30),
             event_ttl: DEFAULT_EVENT_TTL,
             storage: StorageConfig::default(),
@@ -604,6 +609,9 @@ impl Config {
         if self.request_timeout.is_zero() {
             errors.push("requestTimeout: Invalid value: \"0s\": must be greater than 0".into());
         }
+        if self.idle_timeout.is_zero() {
+            errors.push("idleTimeout: Invalid value: \"0s\": must be greater than 0".into());
+        }
         if self.event_ttl.is_zero() {
             errors.push("eventTTL: Invalid value: \"0s\": must be greater than 0".into());
         }
@@ -730,11 +738,12 @@ mod tests {
     #[test]
     fn reads_camel_case_keys_and_durations() {
         let c = Config::from_yaml(
-            "securePort: 7443\nrequestTimeout: 1m30s\ntls:\n  sans: [kube.example]\n  clientCAFile: /x/ca.crt\n",
+            "securePort: 7443\nrequestTimeout: 1m30s\nidleTimeout: 2m\ntls:\n  sans: [kube.example]\n  clientCAFile: /x/ca.crt\n",
         )
         .unwrap();
         assert_eq!(c.secure_port, 7443);
         assert_eq!(c.request_timeout, Duration::from_secs(90));
+        assert_eq!(c.idle_timeout, Duration::from_secs(120));
         assert_eq!(c.tls.sans, vec!["kube.example"]);
         assert_eq!(c.tls.client_ca_file, Some(PathBuf::from("/x/ca.crt")));
     }

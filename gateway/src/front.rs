@@ -36,11 +36,10 @@ use tokio::sync::Notify;
 
 use crate::pipeline::{Gateway, ProxyPhases};
 
-/// How long a connection may wait for its next request (an HTTP/1.1 one also for the rest of a
-/// header) before it is closed: kube-apiserver's `IdleTimeout`, which matches the idle time
-/// of Go's client connection pools. HTTP/1.1 connections get up to [`IDLE_SLACK`] more.
-pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
-const IDLE_SLACK: std::time::Duration = std::time::Duration::from_secs(10);
+/// An HTTP/1.1 connection's idle timer is moved on at most once per this share of the idle
+/// timeout (10 s of kube-apiserver's 90 s), so such a connection closes after its idle timeout
+/// plus up to this much.
+const IDLE_SLACK_DIVISOR: u32 = 9;
 
 /// Shutdown notifications are spread over this many `Notify`s (by connection), so that
 /// connections waiting for their next request do not all queue on one lock.
@@ -56,15 +55,20 @@ struct Connection {
 /// The listening service's application: one per server, shared by every connection.
 pub struct Front {
     requests: Arc<Requests>,
+    idle_timeout: std::time::Duration,
 }
 
 impl Front {
+    /// `idle_timeout`: how long a connection may wait for its next request (an HTTP/1.1 one
+    /// also for the rest of a header) before it is closed (config `idleTimeout`).
     pub fn new(
         gateway: Arc<Gateway>,
         proxy: HttpProxy<ProxyPhases>,
         upstream: pingora::connectors::http::Connector,
+        idle_timeout: std::time::Duration,
     ) -> Self {
         Front {
+            idle_timeout,
             requests: Arc::new(Requests {
                 gateway,
                 proxy: Arc::new(proxy),
@@ -99,7 +103,9 @@ impl ServerApp for Front {
             record: connection.record.clone(),
         });
         let mut session = ServerSession::new_http1(stream);
-        session.set_keepalive((!*shutdown.borrow()).then_some(IDLE_TIMEOUT.as_secs()));
+        let idle_timeout = self.idle_timeout;
+        let idle_slack = idle_timeout / IDLE_SLACK_DIVISOR;
+        session.set_keepalive((!*shutdown.borrow()).then_some(idle_timeout.as_secs().max(1)));
         session.set_keepalive_reuses_remaining(
             self.requests
                 .server_options()
@@ -107,15 +113,15 @@ impl ServerApp for Front {
         );
         // pingora bounds only a connection's first wait for a request (later sessions carry
         // "no timeout" over from the request's keep-alive answer). One timer per connection
-        // bounds every wait: it is moved on when a wait starts, at most every IDLE_SLACK, so a
-        // connection idle for IDLE_TIMEOUT to IDLE_TIMEOUT + IDLE_SLACK is closed without a
-        // timer armed per request (that cost ~3 % of a GET).
-        let idle = tokio::time::sleep(IDLE_TIMEOUT + IDLE_SLACK);
+        // bounds every wait: it is moved on when a wait starts, at most every `idle_slack`, so
+        // a connection idle for `idle_timeout` to `idle_timeout + idle_slack` is closed without
+        // a timer armed per request (that cost ~3 % of a GET).
+        let idle = tokio::time::sleep(idle_timeout + idle_slack);
         tokio::pin!(idle);
         loop {
             let now = tokio::time::Instant::now();
-            if idle.deadline() < now + IDLE_TIMEOUT {
-                idle.as_mut().reset(now + IDLE_TIMEOUT + IDLE_SLACK);
+            if idle.deadline() < now + idle_timeout {
+                idle.as_mut().reset(now + idle_timeout + idle_slack);
             }
             let reused = self
                 .requests

@@ -558,7 +558,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     proxy.h2_options = Some(h2);
     // Idle HTTP/2 connections close as kube-apiserver's do (HTTP/1.1 ones: front.rs).
     let mut server_options = pingora::apps::HttpServerOptions::default();
-    server_options.h2_idle_timeout = Some(crate::front::IDLE_TIMEOUT);
+    server_options.h2_idle_timeout = Some(config.idle_timeout);
     proxy.server_options = Some(server_options);
     // The front's own upstream pool, for the remote requests it forwards itself.
     let upstream = pingora::connectors::http::Connector::new(Some(
@@ -566,7 +566,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     ));
     let mut service = pingora::services::listening::Service::new(
         "kubegate".to_string(),
-        crate::front::Front::new(gateway, proxy, upstream),
+        crate::front::Front::new(gateway, proxy, upstream, config.idle_timeout),
     );
     let secure_addr = socket_address(&config.bind_address, config.secure_port);
     service.add_tls_with_settings(&secure_addr, None, tls_settings);

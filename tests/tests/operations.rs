@@ -411,3 +411,54 @@ fn large_lists_and_documents_arrive_whole_plain_or_gzipped() {
     let explained = gate.ok(&["explain", "lease.spec"]);
     assert!(explained.contains("holderIdentity"), "{explained}");
 }
+
+/// Two GETs on one HTTP/1.1 connection `pause` seconds apart, then waits (at most `limit`
+/// seconds) for the server to close the idle connection.
+const IDLE_PY: &str = r#"
+import http.client, json, socket, ssl, sys, time
+port, pki, pause, limit = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+ctx.set_alpn_protocols(["http/1.1"])
+conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=limit)
+def get():
+    conn.request("GET", "/version")
+    response = conn.getresponse()
+    response.read()
+    return [response.status, conn.sock.getsockname()[1]]
+first = get()
+time.sleep(pause)
+second = get()
+conn.sock.settimeout(limit)
+try:
+    closed = conn.sock.recv(1) == b""
+except (ssl.SSLEOFError, ConnectionResetError):
+    closed = True
+except socket.timeout:
+    closed = False
+print(json.dumps({"first": first, "second": second, "closed": closed}))
+"#;
+
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "idleTimeout: 2s\n").unwrap();
+    let gate = Kubegate::start_with(&["--config", &config.path().to_string_lossy()]);
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(IDLE_PY)
+        .arg(gate.port.to_string())
+        .arg(gate.data_dir.join("pki"))
+        .arg("0.5")
+        .arg("30")
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(result["first"][0], 200, "{result}");
+    assert_eq!(result["second"][0], 200, "{result}");
+    // A pause shorter than the idle timeout keeps the connection...
+    assert_eq!(result["first"][1], result["second"][1], "{result}");
+    // ...and a connection left idle is closed by the server.
+    assert_eq!(result["closed"], true, "{result}");
+}
