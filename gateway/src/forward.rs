@@ -17,7 +17,7 @@ use pingora::protocols::http::client::HttpSession;
 use pingora::protocols::http::ServerSession;
 use pingora::Result;
 
-use crate::aggregator::proxy;
+use crate::aggregator::proxy::{self, PooledPeer};
 use crate::pipeline::{is_upgrade, Gateway, ProxyPlan, RequestCtx};
 
 /// RFC 9110's connection-specific headers (the list Go's `httputil.ReverseProxy`, and so
@@ -96,14 +96,28 @@ async fn exchange(upstream: &mut HttpSession, mut request: Box<RequestHeader>) -
             upstream.write_request_header(request).await?;
             upstream.finish_request_body().await?;
         }
-        HttpSession::Custom(_) => upstream.write_request_header(request).await?,
+        // The connector is built without a custom protocol.
+        HttpSession::Custom(_) => {
+            return Err(pingora::Error::explain(
+                pingora::ErrorType::InternalError,
+                "no custom upstream protocol is configured",
+            ))
+        }
     }
     upstream.read_response_header().await?;
     // An HTTP/1.1 backend may send informational answers first; they are not forwarded.
     if let HttpSession::H1(_) = upstream {
+        let mut informational = 0;
         while upstream.response_header().is_some_and(|r| {
             r.status.is_informational() && r.status != http::StatusCode::SWITCHING_PROTOCOLS
         }) {
+            informational += 1;
+            if informational > MAX_INFORMATIONAL {
+                return Err(pingora::Error::explain(
+                    pingora::ErrorType::InvalidHTTPHeader,
+                    "the backend sent too many informational answers",
+                ));
+            }
             upstream.read_response_header().await?;
         }
     }
@@ -132,6 +146,10 @@ impl Gateway {
         ctx: &mut RequestCtx,
         plan: ProxyPlan,
     ) -> Result<()> {
+        debug_assert!(
+            !plan.upgrade && !plan.long_running,
+            "only eligible requests are forwarded"
+        );
         let outcome = self.forward_on(connector, session, ctx, &plan).await;
         // Counted per APIService when the request is logged.
         ctx.proxy = Some(plan);
@@ -154,9 +172,14 @@ impl Gateway {
             return self.write_proxy_error(session, ctx, &error).await;
         };
         // A pooled connection the backend has closed meanwhile fails before any answer; the
-        // request (no body, and a method a client expects may be sent twice: `retry_safe`)
-        // then goes once more on a new connection, as Go's transport does.
-        let mut may_retry = retry_safe(&ctx.method);
+        // request (no body, and a method Go's transport replays: `retry_safe`) then goes again,
+        // as long as the failed connection was a reused one (the next may be stale too), at
+        // most `MAX_RETRIES` times.
+        let mut retries = if retry_safe(&ctx.method) {
+            MAX_RETRIES
+        } else {
+            0
+        };
         let mut upstream = loop {
             let (mut upstream, reused) = match connector.get_http_session(peer).await {
                 Ok(session) => session,
@@ -171,17 +194,40 @@ impl Gateway {
             };
             upstream.set_read_timeout(peer.read_timeout());
             let header = Box::new(upstream_request(session, plan, &ctx.audit_id)?);
-            match exchange(&mut upstream, header).await {
+            // A client that goes away while the backend works is noticed (as pingora's proxy
+            // and Go's request context do): its seats and the backend's stream are let go.
+            let exchanged = tokio::select! {
+                exchanged = exchange(&mut upstream, header) => exchanged,
+                gone = session.read_body_or_idle(true) => {
+                    abandon(connector, upstream, peer).await;
+                    return Err(gone.err().unwrap_or_else(|| {
+                        pingora::Error::explain(
+                            pingora::ErrorType::ConnectionClosed,
+                            "the client sent data while its body-less request was forwarded",
+                        )
+                    }));
+                }
+            };
+            match exchanged {
                 Ok(()) => break upstream,
                 Err(mut error) => {
-                    upstream.shutdown().await;
                     // pingora marks the failures that happen before a request can have been
                     // processed (on a reused connection: it closed; on HTTP/2: GOAWAY,
-                    // REFUSED_STREAM); timeouts and TLS errors are not among them.
+                    // REFUSED_STREAM, a request to use HTTP/1.1); timeouts and TLS errors
+                    // are not among them.
                     error.retry.decide_reuse(reused);
-                    if may_retry && error.retry() {
-                        tracing::debug!(%error, "a backend connection failed before answering; retrying on a new one");
-                        may_retry = false;
+                    let downgrade = matches!(
+                        error.etype(),
+                        pingora::ErrorType::H2Downgrade | pingora::ErrorType::InvalidH2
+                    );
+                    abandon(connector, upstream, peer).await;
+                    if downgrade {
+                        // As pingora's proxy: this backend gets HTTP/1.1 from now on.
+                        connector.prefer_h1(peer);
+                    }
+                    if retries > 0 && error.retry() {
+                        tracing::debug!(%error, "a backend connection failed before answering; sending the request again");
+                        retries -= 1;
                         continue;
                     }
                     return self.write_proxy_error(session, ctx, &error).await;
@@ -198,30 +244,35 @@ impl Gateway {
                 return self.write_proxy_error(session, ctx, &error).await;
             }
         };
-        session.write_response_header(response).await?;
+        if let Err(error) = session.write_response_header(response).await {
+            abandon(connector, upstream, peer).await;
+            return Err(error);
+        }
         loop {
             match upstream.read_response_body().await {
                 Ok(Some(chunk)) => {
                     if let Err(error) = session.write_response_body(chunk, false).await {
-                        upstream.shutdown().await;
+                        abandon(connector, upstream, peer).await;
                         return Err(error);
                     }
                 }
                 Ok(None) => break,
                 Err(error) => {
                     // Half a response went out: the client must see the connection end.
-                    upstream.shutdown().await;
+                    abandon(connector, upstream, peer).await;
                     return Err(error);
                 }
             }
         }
-        session.write_response_body(Bytes::new(), true).await?;
+        // The backend's side is complete: its connection goes back before the last write.
         if upstream.response_done() {
             connector
                 .release_http_session(upstream, peer, peer.idle_timeout())
                 .await;
+        } else {
+            abandon(connector, upstream, peer).await;
         }
-        Ok(())
+        session.write_response_body(Bytes::new(), true).await
     }
 
     /// The backend's response header as the client gets it: hop-by-hop headers removed, the
@@ -291,14 +342,34 @@ impl Gateway {
     }
 }
 
-/// Methods a client expects may be sent twice when a connection fails before the answer
-/// (Go's transport retries exactly these on a reused connection).
+/// How often a request is sent again after its connection failed before any answer.
+const MAX_RETRIES: u32 = 3;
+
+/// Methods that may be sent twice when a connection fails before the answer: Go's transport
+/// replays exactly these (`isReplayable`). A DELETE may have been carried out before its
+/// connection broke, so it is not among them.
 fn retry_safe(method: &http::Method) -> bool {
     matches!(
         *method,
-        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::DELETE
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::TRACE
     )
 }
+
+/// Gives up an upstream session mid-request: HTTP/1.1 closes the connection; HTTP/2 resets
+/// the stream and hands the connection back to the pool, which drops it if it is closed (a
+/// session merely dropped would keep its connection counted as in use).
+async fn abandon(connector: &Connector, mut upstream: HttpSession, peer: &PooledPeer) {
+    upstream.shutdown().await;
+    if let HttpSession::H2(_) = upstream {
+        connector
+            .release_http_session(upstream, peer, peer.idle_timeout())
+            .await;
+    }
+}
+
+/// How many informational (1xx) answers a backend may send before its real one (Go's
+/// transport gives up after 5).
+const MAX_INFORMATIONAL: usize = 5;
 
 #[cfg(test)]
 mod tests {
@@ -344,10 +415,11 @@ mod tests {
     }
 
     #[test]
-    fn only_idempotent_methods_are_retried() {
+    fn only_replayable_methods_are_retried() {
         assert!(retry_safe(&http::Method::GET));
         assert!(retry_safe(&http::Method::HEAD));
-        assert!(retry_safe(&http::Method::DELETE));
+        assert!(retry_safe(&http::Method::OPTIONS));
+        assert!(!retry_safe(&http::Method::DELETE));
         assert!(!retry_safe(&http::Method::POST));
         assert!(!retry_safe(&http::Method::PATCH));
     }

@@ -112,8 +112,8 @@ pub struct ProxyPlan {
     pub(crate) escaped_path: String,
     pub(crate) raw_query: Option<String>,
     /// An HTTP/1.1 `Upgrade` request (exec, attach, port-forward).
-    upgrade: bool,
-    long_running: bool,
+    pub(crate) upgrade: bool,
+    pub(crate) long_running: bool,
     body_bytes: usize,
     /// Counts the request as in flight (shutdown drains it) until the plan is dropped.
     _in_flight: Option<InFlight>,

@@ -18,7 +18,8 @@
 //! - a flunder named [`DROP_WHEN_REUSED`] whose GET, unless it is its connection's first
 //!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
 //!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
-//!   answered chunked with hop-by-hop response headers.
+//!   answered chunked with hop-by-hop response headers; one named [`SLOW_ANSWER`] whose GET
+//!   takes [`SLOW_SECONDS`].
 //!
 //! Like the fixtures in [`crate::fixtures`], the server is a python3 `http.server` child
 //! process (one thread per connection, HTTP/1.1 keep-alive) that binds its loopback port itself
@@ -778,6 +779,9 @@ def json_range(media_type):
 DROP_WHEN_REUSED = "drop-when-reused"
 # A flunder name whose GET is answered chunked, with hop-by-hop response headers.
 CHUNKED_ANSWER = "chunked-answer"
+# A flunder name whose GET is answered after SLOW_SECONDS.
+SLOW_ANSWER = "slow-answer"
+SLOW_SECONDS = 20
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -1122,6 +1126,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.reply(404, not_found(resource, name))
                 if name == CHUNKED_ANSWER:
                     return self.reply_chunked(200, self.render(obj, form))
+                if name == SLOW_ANSWER:
+                    time.sleep(SLOW_SECONDS)
                 return self.reply(200, self.render(obj, form))
             if method == "PUT":
                 return self.update(key, form)
@@ -1567,6 +1573,10 @@ pub const DROP_WHEN_REUSED: &str = "drop-when-reused";
 /// response headers (`Connection: keep-alive, X-Backend-Hop`, `Keep-Alive`, `X-Backend-Hop`)
 /// next to an end-to-end `X-Backend-End-To-End`.
 pub const CHUNKED_ANSWER: &str = "chunked-answer";
+/// The flunder name whose GET is answered only after [`SLOW_SECONDS`].
+pub const SLOW_ANSWER: &str = "slow-answer";
+/// How long a GET of [`SLOW_ANSWER`] takes.
+pub const SLOW_SECONDS: u64 = 20;
 
 /// The group of the sample API.
 pub const GROUP: &str = "wardle.example.com";

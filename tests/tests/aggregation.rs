@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use kubegate_tests::wardle::{Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED};
+use kubegate_tests::wardle::{
+    Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED, SLOW_ANSWER, SLOW_SECONDS,
+};
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
 
@@ -869,4 +871,57 @@ fn a_chunked_answer_loses_its_hop_by_hop_headers_on_either_protocol() {
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let object: Value = serde_json::from_slice(&body).expect("JSON body");
     assert_eq!(object["metadata"]["name"], CHUNKED_ANSWER);
+}
+
+/// `apiserver_current_inflight_requests{request_kind="readOnly"}`.
+fn read_only_in_flight(gate: &Kubegate) -> i64 {
+    let (_, body) = gate.curl("GET", "/metrics", &[], None);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find(|l| {
+            l.starts_with("apiserver_current_inflight_requests{")
+                && l.contains("request_kind=\"readOnly\"")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map_or(-1, |v| v as i64)
+}
+
+#[test]
+fn a_client_that_goes_away_while_the_backend_works_is_let_go() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(SLOW_ANSWER));
+    let path =
+        format!("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/{SLOW_ANSWER}");
+    // The gauge counts the /metrics GET that reads it, too.
+    let idle = read_only_in_flight(&gate);
+    assert!(idle >= 0, "no readOnly in-flight gauge");
+    for protocol in ["--http1.1", "--http2"] {
+        // curl gives up after 1 s; the backend answers only after SLOW_SECONDS.
+        let pki = gate.data_dir.join("pki");
+        let out = std::process::Command::new("curl")
+            .args(["-sS", protocol, "--max-time", "1", "--cacert"])
+            .arg(pki.join("ca.crt"))
+            .arg("--cert")
+            .arg(pki.join("admin.crt"))
+            .arg("--key")
+            .arg(pki.join("admin.key"))
+            .arg(format!("{}{path}", gate.url()))
+            .output()
+            .expect("curl");
+        assert!(
+            !out.status.success(),
+            "{protocol}: the GET should have timed out"
+        );
+        // The request stops counting (its seats and its in-flight slot go back) well before
+        // the backend would have answered.
+        let released = eventually(Duration::from_secs(SLOW_SECONDS / 2), || {
+            read_only_in_flight(&gate) == idle
+        });
+        assert!(
+            released,
+            "{protocol}: in flight: {} (idle: {idle})",
+            read_only_in_flight(&gate)
+        );
+    }
 }

@@ -210,8 +210,9 @@ impl Peer for PooledPeer {
     fn get_peer_options(&self) -> Option<&PeerOptions> {
         self.peer.get_peer_options()
     }
+    /// None: a change to the options could change the reuse hash, which is kept.
     fn get_mut_peer_options(&mut self) -> Option<&mut PeerOptions> {
-        self.peer.get_mut_peer_options()
+        None
     }
     fn matches_fd<V: std::os::fd::AsRawFd>(&self, fd: V) -> bool {
         self.peer.matches_fd(fd)
