@@ -19,7 +19,7 @@
 //!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
 //!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
 //!   answered chunked with hop-by-hop response headers; one named [`SLOW_ANSWER`] whose GET
-//!   takes [`SLOW_SECONDS`].
+//!   takes [`SLOW_SECONDS`]; one named [`UNASKED_SWITCH`] whose GET is answered `101` unasked.
 //!
 //! Like the fixtures in [`crate::fixtures`], the server is a python3 `http.server` child
 //! process (one thread per connection, HTTP/1.1 keep-alive) that binds its loopback port itself
@@ -779,6 +779,8 @@ def json_range(media_type):
 DROP_WHEN_REUSED = "drop-when-reused"
 # A flunder name whose GET is answered chunked, with hop-by-hop response headers.
 CHUNKED_ANSWER = "chunked-answer"
+# A flunder name whose GET is answered 101 Switching Protocols, unasked.
+UNASKED_SWITCH = "unasked-switch"
 # A flunder name whose GET is answered after SLOW_SECONDS.
 SLOW_ANSWER = "slow-answer"
 SLOW_SECONDS = 20
@@ -1128,6 +1130,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.reply_chunked(200, self.render(obj, form))
                 if name == SLOW_ANSWER:
                     time.sleep(SLOW_SECONDS)
+                if name == UNASKED_SWITCH:
+                    # Switches protocols for a request that did not ask to, then echoes: a
+                    # tunnel a proxy must not open.
+                    self.send_response(101)
+                    self.send_header("Connection", "Upgrade")
+                    self.send_header("Upgrade", "tunnel")
+                    self.end_headers()
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 return self.reply(200, self.render(obj, form))
             if method == "PUT":
                 return self.update(key, form)
@@ -1573,6 +1585,8 @@ pub const DROP_WHEN_REUSED: &str = "drop-when-reused";
 /// response headers (`Connection: keep-alive, X-Backend-Hop`, `Keep-Alive`, `X-Backend-Hop`)
 /// next to an end-to-end `X-Backend-End-To-End`.
 pub const CHUNKED_ANSWER: &str = "chunked-answer";
+/// The flunder name whose GET is answered `101 Switching Protocols` although it did not ask.
+pub const UNASKED_SWITCH: &str = "unasked-switch";
 /// The flunder name whose GET is answered only after [`SLOW_SECONDS`].
 pub const SLOW_ANSWER: &str = "slow-answer";
 /// How long a GET of [`SLOW_ANSWER`] takes.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use kubegate_tests::wardle::{
     Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED, SLOW_ANSWER, SLOW_SECONDS,
+    UNASKED_SWITCH,
 };
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
@@ -924,4 +925,43 @@ fn a_client_that_goes_away_while_the_backend_works_is_let_go() {
             read_only_in_flight(&gate)
         );
     }
+}
+
+#[test]
+fn a_backend_that_switches_protocols_unasked_opens_no_tunnel() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(UNASKED_SWITCH));
+    let path =
+        format!("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/{UNASKED_SWITCH}");
+    // One HTTP/1.1 connection: the GET the backend answers 101 gets a 503, and the same
+    // connection then carries an ordinary request to kubegate, not bytes to a tunnel.
+    let requests = json!([["GET", path, null, false], ["GET", "/version", null, false]]);
+    let out = python_client(
+        KEEPALIVE_PY,
+        &gate,
+        gate.data_dir.join("pki"),
+        requests.to_string().as_bytes(),
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
+        .collect();
+    assert_eq!(answers.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(answers[0]["status"], 503, "{}", answers[0]);
+    let status: Value =
+        serde_json::from_str(answers[0]["body"].as_str().expect("body")).expect("a Status");
+    assert_eq!(status["kind"], "Status");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("switched protocols"),
+        "{status}"
+    );
+    assert_eq!(answers[1]["status"], 200, "{}", answers[1]);
+    let version: Value =
+        serde_json::from_str(answers[1]["body"].as_str().expect("body")).expect("JSON");
+    assert!(version["gitVersion"].is_string(), "{version}");
+    assert_eq!(answers[0]["port"], answers[1]["port"], "one connection");
 }
