@@ -667,6 +667,30 @@ for method, path, body, chunked, *extra in json.load(sys.stdin):
                       "body": response.read().decode("utf-8", "replace")}), flush=True)
 "#;
 
+/// Sends `requests` (`[method, path, body, chunked, {extra headers}?]`, see [`KEEPALIVE_PY`])
+/// in turn on one HTTP/1.1 connection as the admin; one answer (`status`, `port`, `headers`,
+/// `body`) per request, or a panic with the client's errors and kubegate's log.
+fn on_one_http11_connection(gate: &Kubegate, requests: &Value) -> Vec<Value> {
+    let out = python_client(
+        KEEPALIVE_PY,
+        gate,
+        gate.data_dir.join("pki"),
+        requests.to_string().as_bytes(),
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
+        .collect();
+    assert_eq!(
+        answers.len(),
+        requests.as_array().map_or(0, Vec::len),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        kubegate_tests::tail(&gate.log(), 20)
+    );
+    answers
+}
+
 #[test]
 fn http11_connections_carry_local_and_proxied_requests_in_turn() {
     let (gate, wardle) = start();
@@ -680,23 +704,7 @@ fn http11_connections_carry_local_and_proxied_requests_in_turn() {
         ["GET", format!("{flunders}/h1-length"), null, false],
         ["GET", "/version", null, false],
     ]);
-    let out = python_client(
-        KEEPALIVE_PY,
-        &gate,
-        gate.data_dir.join("pki"),
-        requests.to_string().as_bytes(),
-    );
-    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
-        .collect();
-    assert_eq!(
-        answers.len(),
-        6,
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        kubegate_tests::tail(&gate.log(), 20)
-    );
+    let answers = on_one_http11_connection(&gate, &requests);
     let body = |i: usize| -> Value {
         serde_json::from_str(answers[i]["body"].as_str().expect("body")).expect("JSON body")
     };
@@ -801,15 +809,7 @@ fn hop_by_hop_request_headers_do_not_reach_the_backend() {
         false,
         hop_headers
     ]]);
-    let out = python_client(
-        KEEPALIVE_PY,
-        &gate,
-        gate.data_dir.join("pki"),
-        requests.to_string().as_bytes(),
-    );
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
-    });
+    let answer = &on_one_http11_connection(&gate, &requests)[0];
     assert_eq!(answer["status"], 200, "{answer}");
     let seen = last_request(&wardle, "GET", "/flunders/hop");
     let names: Vec<&str> = seen["headers"]
@@ -837,17 +837,7 @@ fn a_chunked_answer_loses_its_hop_by_hop_headers_on_either_protocol() {
     // HTTP/1.1, twice on one connection: the answer is re-framed (no length: chunked) and the
     // connection stays usable.
     let requests = json!([["GET", path, null, false], ["GET", path, null, false]]);
-    let out = python_client(
-        KEEPALIVE_PY,
-        &gate,
-        gate.data_dir.join("pki"),
-        requests.to_string().as_bytes(),
-    );
-    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
-        .collect();
-    assert_eq!(answers.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let answers = on_one_http11_connection(&gate, &requests);
     assert_eq!(answers[0]["port"], answers[1]["port"], "one connection");
     for answer in &answers {
         assert_eq!(answer["status"], 200, "{answer}");
@@ -937,17 +927,7 @@ fn a_backend_that_switches_protocols_unasked_opens_no_tunnel() {
     // One HTTP/1.1 connection: the GET the backend answers 101 gets a 503, and the same
     // connection then carries an ordinary request to kubegate, not bytes to a tunnel.
     let requests = json!([["GET", path, null, false], ["GET", "/version", null, false]]);
-    let out = python_client(
-        KEEPALIVE_PY,
-        &gate,
-        gate.data_dir.join("pki"),
-        requests.to_string().as_bytes(),
-    );
-    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
-        .collect();
-    assert_eq!(answers.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let answers = on_one_http11_connection(&gate, &requests);
     assert_eq!(answers[0]["status"], 503, "{}", answers[0]);
     let status: Value =
         serde_json::from_str(answers[0]["body"].as_str().expect("body")).expect("a Status");
