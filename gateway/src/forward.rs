@@ -71,7 +71,10 @@ fn upstream_request(
     plan: &ProxyPlan,
     audit_id: &str,
 ) -> Result<RequestHeader> {
-    let mut request = session.req_header().clone();
+    // Without the client's header-name case map: header names are case-insensitive, and
+    // keeping that second map in step costs a parse, a hash and an allocation per header the
+    // rewrite adds or removes (pingora's proxy keeps it; this path need not).
+    let mut request = RequestHeader::from(session.req_header().as_owned_parts());
     for name in hop_by_hop_names(&request.headers) {
         request.remove_header(&name);
     }
