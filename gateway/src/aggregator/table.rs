@@ -178,22 +178,33 @@ fn parse_roots(pem: &[u8]) -> Result<Arc<[WrappedX509]>, String> {
     Ok(roots.into())
 }
 
+/// A group's remote backends by version.
+type ByVersion = HashMap<String, Arc<Backend>, ahash::RandomState>;
+
 /// The immutable table requests read.
 #[derive(Default)]
 pub struct RouteTable {
-    /// Remote backends by `<group>/<version>`.
-    backends: HashMap<String, Arc<Backend>>,
+    /// Remote backends by group, then version: every request looks its group-version up, so
+    /// the lookup borrows the request's strings (no key is built) and uses aHash (keyed per
+    /// process; the keys are the APIServices', not the clients').
+    backends: HashMap<String, ByVersion, ahash::RandomState>,
     /// Every APIService (local ones too), by name: discovery and availability read these.
     pub services: Vec<ApiService>,
 }
 
 impl RouteTable {
     pub fn new(services: Vec<ApiService>, backends: Vec<Arc<Backend>>) -> RouteTable {
-        let backends = backends
-            .into_iter()
-            .map(|b| (format!("{}/{}", b.service.group, b.service.version), b))
-            .collect();
-        RouteTable { backends, services }
+        let mut by_group: HashMap<String, ByVersion, ahash::RandomState> = HashMap::default();
+        for backend in backends {
+            by_group
+                .entry(backend.service.group.clone())
+                .or_default()
+                .insert(backend.service.version.clone(), backend);
+        }
+        RouteTable {
+            backends: by_group,
+            services,
+        }
     }
 
     /// The remote backend for a group-version, if an APIService sends it elsewhere.
@@ -201,10 +212,82 @@ impl RouteTable {
         if self.backends.is_empty() {
             return None;
         }
-        self.backends.get(&format!("{group}/{version}"))
+        self.backends.get(group)?.get(version)
     }
 
     pub fn backends(&self) -> impl Iterator<Item = &Arc<Backend>> {
-        self.backends.values()
+        self.backends.values().flat_map(HashMap::values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregator::apiservice::Target;
+    use crate::aggregator::proxy::Forwarding;
+
+    fn backend(group: &str, version: &str) -> Arc<Backend> {
+        let identity = Arc::new(ProxyIdentity {
+            cert_key: None,
+            pem: None,
+            bearer: None,
+            forwarding: Forwarding::FrontProxy,
+        });
+        Arc::new(Backend::new(
+            ApiService {
+                name: format!("{version}.{group}"),
+                uid: String::new(),
+                resource_version: String::new(),
+                group: group.into(),
+                version: version.into(),
+                target: Target::Service {
+                    namespace: "ns".into(),
+                    name: "api".into(),
+                    port: 443,
+                },
+                ca_bundle: None,
+                insecure_skip_tls_verify: false,
+                group_priority_minimum: 1000,
+                version_priority: 15,
+                available: None,
+            },
+            Ok(Location {
+                server_name: "api.ns.svc".into(),
+                addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
+                base_path: String::new(),
+            }),
+            identity,
+        ))
+    }
+
+    #[test]
+    fn group_versions_find_their_own_backend_only() {
+        let table = RouteTable::new(
+            Vec::new(),
+            vec![
+                backend("a.example.com", "v1"),
+                backend("a.example.com", "v2"),
+                backend("b.example.com", "v1"),
+            ],
+        );
+        for (group, version) in [
+            ("a.example.com", "v1"),
+            ("a.example.com", "v2"),
+            ("b.example.com", "v1"),
+        ] {
+            let found = table.remote(group, version).expect("routed");
+            assert_eq!(
+                (found.service.group.as_str(), found.service.version.as_str()),
+                (group, version)
+            );
+        }
+        assert!(table.remote("b.example.com", "v2").is_none());
+        assert!(table.remote("c.example.com", "v1").is_none());
+        // Not a key made of the two with a separator.
+        assert!(table.remote("a.example.com/v1", "").is_none());
+        assert_eq!(table.backends().count(), 3);
+        assert!(RouteTable::default()
+            .remote("a.example.com", "v1")
+            .is_none());
     }
 }
