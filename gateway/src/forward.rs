@@ -323,26 +323,6 @@ impl Gateway {
         }
         Ok(response)
     }
-
-    /// Answers 503 with kube-aggregator's message for a backend that could not be reached.
-    async fn write_proxy_error(
-        &self,
-        session: &mut ServerSession,
-        ctx: &mut RequestCtx,
-        error: &pingora::Error,
-    ) -> Result<()> {
-        let status = crate::pipeline::proxy_error_status(error, self.max_request_bytes);
-        ctx.status = status.code;
-        crate::respond::write(
-            session,
-            status.into(),
-            &ctx.audit_id,
-            ctx.pf_headers.as_ref(),
-            &self.lifecycle.shutting_down,
-            &mut || {},
-        )
-        .await
-    }
 }
 
 /// How often a request is sent again after its connection failed before any answer.

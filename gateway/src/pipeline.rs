@@ -474,6 +474,27 @@ impl Gateway {
     }
 
     /// Counts a finished request in kube's request metrics and logs it.
+    /// Answers a proxied request that failed before its response started (pingora's proxy
+    /// and the front's forwarding alike) with the `Status` of [`proxy_error_status`].
+    pub(crate) async fn write_proxy_error(
+        &self,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        error: &pingora::Error,
+    ) -> Result<()> {
+        let status = proxy_error_status(error, self.max_request_bytes);
+        ctx.status = status.code;
+        respond::write(
+            session,
+            status.into(),
+            &ctx.audit_id,
+            ctx.pf_headers.as_ref(),
+            &self.lifecycle.shutting_down,
+            &mut || {},
+        )
+        .await
+    }
+
     pub fn log_request(&self, ctx: &RequestCtx, error: Option<&pingora::Error>) {
         let elapsed = ctx.started.elapsed();
         let Some(info) = &ctx.info else {
@@ -536,7 +557,7 @@ impl Gateway {
 /// An HTTP/1.1 protocol upgrade (`Connection: Upgrade` with an `Upgrade` header).
 /// The `Status` for a proxied request that failed before its response started: 413 for a
 /// body over the limit, otherwise kube-aggregator's 503 "error trying to reach service".
-pub(crate) fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError {
+fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError {
     match e.etype() {
         pingora::ErrorType::HTTPStatus(413) => {
             ApiError::request_entity_too_large(max_request_bytes)
@@ -837,23 +858,14 @@ impl ProxyHttp for ProxyPhases {
                     | pingora::ErrorType::ReadError
                     | pingora::ErrorType::ConnectionClosed
             );
-        let error = proxy_error_status(e, self.max_request_bytes);
-        let code = if downstream_gone { 0 } else { error.code };
-        if code > 0 {
-            ctx.status = code;
-            if let Err(write_error) = respond::write(
-                session,
-                error.into(),
-                &ctx.audit_id,
-                ctx.pf_headers.as_ref(),
-                &self.lifecycle.shutting_down,
-                &mut || {},
-            )
-            .await
-            {
+        let code = if downstream_gone {
+            0
+        } else {
+            if let Err(write_error) = self.write_proxy_error(session, ctx, e).await {
                 tracing::debug!(error = %write_error, "writing the proxy error response");
             }
-        }
+            ctx.status
+        };
         pingora::proxy::FailToProxy {
             error_code: code,
             can_reuse_downstream: false,

@@ -49,6 +49,31 @@ pub struct ApiService {
     pub available: Option<Condition>,
 }
 
+#[cfg(test)]
+impl ApiService {
+    /// For tests: the APIService `<version>.<group>` on the Service `api` in `namespace`
+    /// (port 443), no CA bundle, not yet checked for availability.
+    pub(crate) fn remote_for_tests(group: &str, version: &str, namespace: &str) -> ApiService {
+        ApiService {
+            name: format!("{version}.{group}"),
+            uid: String::new(),
+            resource_version: String::new(),
+            group: group.into(),
+            version: version.into(),
+            target: Target::Service {
+                namespace: namespace.into(),
+                name: "api".into(),
+                port: 443,
+            },
+            ca_bundle: None,
+            insecure_skip_tls_verify: false,
+            group_priority_minimum: 1000,
+            version_priority: 15,
+            available: None,
+        }
+    }
+}
+
 /// One status condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {

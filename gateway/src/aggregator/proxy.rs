@@ -402,7 +402,7 @@ fn push_escaped_extra_key(out: &mut String, key: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregator::apiservice::{ApiService, Target};
+    use crate::aggregator::apiservice::ApiService;
     use crate::aggregator::resolve::Location;
     use std::collections::BTreeMap;
 
@@ -421,23 +421,7 @@ mod tests {
 
     fn backend_with(identity: Arc<ProxyIdentity>) -> Backend {
         Backend::new(
-            ApiService {
-                name: "v1alpha1.wardle.example.com".into(),
-                uid: String::new(),
-                resource_version: String::new(),
-                group: "wardle.example.com".into(),
-                version: "v1alpha1".into(),
-                target: Target::Service {
-                    namespace: "wardle".into(),
-                    name: "api".into(),
-                    port: 443,
-                },
-                ca_bundle: None,
-                insecure_skip_tls_verify: false,
-                group_priority_minimum: 1000,
-                version_priority: 15,
-                available: None,
-            },
+            ApiService::remote_for_tests("wardle.example.com", "v1alpha1", "wardle"),
             Ok(Location {
                 server_name: "api.wardle.svc".into(),
                 addresses: vec!["127.0.0.1:8443".parse().expect("addr")],

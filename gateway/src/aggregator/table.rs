@@ -223,7 +223,6 @@ impl RouteTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregator::apiservice::Target;
     use crate::aggregator::proxy::Forwarding;
 
     fn backend(group: &str, version: &str) -> Arc<Backend> {
@@ -234,23 +233,7 @@ mod tests {
             forwarding: Forwarding::FrontProxy,
         });
         Arc::new(Backend::new(
-            ApiService {
-                name: format!("{version}.{group}"),
-                uid: String::new(),
-                resource_version: String::new(),
-                group: group.into(),
-                version: version.into(),
-                target: Target::Service {
-                    namespace: "ns".into(),
-                    name: "api".into(),
-                    port: 443,
-                },
-                ca_bundle: None,
-                insecure_skip_tls_verify: false,
-                group_priority_minimum: 1000,
-                version_priority: 15,
-                available: None,
-            },
+            ApiService::remote_for_tests(group, version, "ns"),
             Ok(Location {
                 server_name: "api.ns.svc".into(),
                 addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
