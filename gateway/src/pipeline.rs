@@ -473,7 +473,6 @@ impl Gateway {
         }
     }
 
-    /// Counts a finished request in kube's request metrics and logs it.
     /// Answers a proxied request that failed before its response started (pingora's proxy
     /// and the front's forwarding alike) with the `Status` of [`proxy_error_status`].
     pub(crate) async fn write_proxy_error(
@@ -495,6 +494,7 @@ impl Gateway {
         .await
     }
 
+    /// Counts a finished request in kube's request metrics and logs it.
     pub fn log_request(&self, ctx: &RequestCtx, error: Option<&pingora::Error>) {
         let elapsed = ctx.started.elapsed();
         let Some(info) = &ctx.info else {
@@ -554,7 +554,6 @@ impl Gateway {
     }
 }
 
-/// An HTTP/1.1 protocol upgrade (`Connection: Upgrade` with an `Upgrade` header).
 /// The `Status` for a proxied request that failed before its response started: 413 for a
 /// body over the limit, otherwise kube-aggregator's 503 "error trying to reach service".
 fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError {
@@ -570,6 +569,7 @@ fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError 
     }
 }
 
+/// An HTTP/1.1 protocol upgrade (`Connection: Upgrade` with an `Upgrade` header).
 pub(crate) fn is_upgrade(header: &pingora::http::RequestHeader) -> bool {
     let connection_upgrade = header
         .headers
