@@ -19,7 +19,9 @@
 //!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
 //!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
 //!   answered chunked with hop-by-hop response headers; one named [`SLOW_ANSWER`] whose GET
-//!   takes [`SLOW_SECONDS`]; one named [`UNASKED_SWITCH`] whose GET is answered `101` unasked.
+//!   takes [`SLOW_SECONDS`]; one named [`UNASKED_SWITCH`] whose GET is answered `101` unasked;
+//!   [`INFORMATIONAL_ANSWER`] and [`ENDLESS_INFORMATIONAL`], whose GETs get `103` informational
+//!   answers first (two, then the object; eight, then nothing).
 //!
 //! Like the fixtures in [`crate::fixtures`], the server is a python3 `http.server` child
 //! process (one thread per connection, HTTP/1.1 keep-alive) that binds its loopback port itself
@@ -781,6 +783,10 @@ DROP_WHEN_REUSED = "drop-when-reused"
 CHUNKED_ANSWER = "chunked-answer"
 # A flunder name whose GET is answered 101 Switching Protocols, unasked.
 UNASKED_SWITCH = "unasked-switch"
+# A flunder name whose GET is answered after two informational (103 Early Hints) answers.
+INFORMATIONAL_ANSWER = "informational-answer"
+# A flunder name whose GET gets informational answers only, more than any client waits for.
+ENDLESS_INFORMATIONAL = "endless-informational"
 # A flunder name whose GET is answered after SLOW_SECONDS.
 SLOW_ANSWER = "slow-answer"
 SLOW_SECONDS = 20
@@ -1130,6 +1136,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.reply_chunked(200, self.render(obj, form))
                 if name == SLOW_ANSWER:
                     time.sleep(SLOW_SECONDS)
+                if name in (INFORMATIONAL_ANSWER, ENDLESS_INFORMATIONAL):
+                    for _ in range(2 if name == INFORMATIONAL_ANSWER else 8):
+                        self.send_response_only(103)
+                        self.send_header("Link", "</hint>; rel=preload")
+                        self.end_headers()
+                        self.wfile.flush()
+                    if name == ENDLESS_INFORMATIONAL:
+                        self.close_connection = True
+                        return
                 if name == UNASKED_SWITCH:
                     # Switches protocols for a request that did not ask to, then echoes: a
                     # tunnel a proxy must not open.
@@ -1587,6 +1602,12 @@ pub const DROP_WHEN_REUSED: &str = "drop-when-reused";
 pub const CHUNKED_ANSWER: &str = "chunked-answer";
 /// The flunder name whose GET is answered `101 Switching Protocols` although it did not ask.
 pub const UNASKED_SWITCH: &str = "unasked-switch";
+/// The flunder name whose GET is answered `200` after two `103 Early Hints` informational
+/// answers.
+pub const INFORMATIONAL_ANSWER: &str = "informational-answer";
+/// The flunder name whose GET gets eight `103` informational answers and then nothing (the
+/// connection closes).
+pub const ENDLESS_INFORMATIONAL: &str = "endless-informational";
 /// The flunder name whose GET is answered only after [`SLOW_SECONDS`].
 pub const SLOW_ANSWER: &str = "slow-answer";
 /// How long a GET of [`SLOW_ANSWER`] takes.

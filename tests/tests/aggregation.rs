@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use kubegate_tests::wardle::{
-    Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED, SLOW_ANSWER, SLOW_SECONDS,
-    UNASKED_SWITCH,
+    Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED, ENDLESS_INFORMATIONAL,
+    INFORMATIONAL_ANSWER, SLOW_ANSWER, SLOW_SECONDS, UNASKED_SWITCH,
 };
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
@@ -944,4 +944,53 @@ fn a_backend_that_switches_protocols_unasked_opens_no_tunnel() {
         serde_json::from_str(answers[1]["body"].as_str().expect("body")).expect("JSON");
     assert!(version["gitVersion"].is_string(), "{version}");
     assert_eq!(answers[0]["port"], answers[1]["port"], "one connection");
+}
+
+#[test]
+fn informational_answers_are_skipped_and_endless_ones_refused() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(INFORMATIONAL_ANSWER));
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(ENDLESS_INFORMATIONAL));
+    let flunders = "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders";
+    // Python's client takes any status but 100 as the final answer: a forwarded 103 would
+    // show up here as the answer itself.
+    let requests = json!([
+        [
+            "GET",
+            format!("{flunders}/{INFORMATIONAL_ANSWER}"),
+            null,
+            false
+        ],
+        [
+            "GET",
+            format!("{flunders}/{ENDLESS_INFORMATIONAL}"),
+            null,
+            false
+        ],
+        ["GET", "/version", null, false],
+    ]);
+    let answers = on_one_http11_connection(&gate, &requests);
+    assert_eq!(answers[0]["status"], 200, "{}", answers[0]);
+    let object: Value =
+        serde_json::from_str(answers[0]["body"].as_str().expect("body")).expect("JSON");
+    assert_eq!(object["metadata"]["name"], INFORMATIONAL_ANSWER, "{object}");
+    // More informational answers than Go's transport waits through: a 503 Status that says
+    // why, on a connection that goes on serving.
+    assert_eq!(answers[1]["status"], 503, "{}", answers[1]);
+    let status: Value =
+        serde_json::from_str(answers[1]["body"].as_str().expect("body")).expect("a Status");
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("too many informational answers"),
+        "{status}"
+    );
+    assert_eq!(answers[2]["status"], 200, "{}", answers[2]);
+    assert!(
+        answers.iter().all(|a| a["port"] == answers[0]["port"]),
+        "one connection: {answers:?}"
+    );
 }
