@@ -44,8 +44,10 @@ impl UserInfo {
         self.groups.iter().any(|g| g == group)
     }
 
-    /// Adds `system:authenticated` unless the user is anonymous or already has it, as kube's
-    /// authentication filter does after a successful authenticator.
+    /// Adds `system:authenticated` as kube's `AuthenticatedGroupAdder`: unless the user is
+    /// `system:anonymous` or already has `system:authenticated` or `system:unauthenticated`,
+    /// so a credential whose groups say unauthenticated does not pick up what is bound to every
+    /// authenticated user.
     pub fn with_authenticated_group(mut self) -> Self {
         if self.needs_authenticated_group() {
             self.groups.push(ALL_AUTHENTICATED.to_string());
@@ -54,7 +56,11 @@ impl UserInfo {
     }
 
     fn needs_authenticated_group(&self) -> bool {
-        self.name != ANONYMOUS && !self.in_group(ALL_AUTHENTICATED)
+        self.name != ANONYMOUS
+            && !self
+                .groups
+                .iter()
+                .any(|g| g == ALL_AUTHENTICATED || g == ALL_UNAUTHENTICATED)
     }
 
     /// [`UserInfo::with_authenticated_group`] for a shared user: the same `Arc` when the group
@@ -96,5 +102,25 @@ mod tests {
         let anonymous = UserInfo::shared_with_authenticated_group(UserInfo::shared_anonymous());
         assert_eq!(anonymous.groups, [ALL_UNAUTHENTICATED]);
         assert!(Arc::ptr_eq(&anonymous, &UserInfo::shared_anonymous()));
+    }
+
+    #[test]
+    fn the_authenticated_group_is_added_as_kubes_group_adder_does() {
+        let groups = |user: UserInfo| user.with_authenticated_group().groups;
+        assert_eq!(groups(UserInfo::new("alice", vec![])), [ALL_AUTHENTICATED]);
+        // A credential that says it is unauthenticated stays so, whatever its name.
+        assert_eq!(
+            groups(UserInfo::new(
+                "proxy-user",
+                vec![ALL_UNAUTHENTICATED.into()]
+            )),
+            [ALL_UNAUTHENTICATED]
+        );
+        // The anonymous name gets nothing, even without the unauthenticated group.
+        assert!(groups(UserInfo::new(ANONYMOUS, vec![])).is_empty());
+        assert_eq!(
+            groups(UserInfo::new("bob", vec![ALL_AUTHENTICATED.into()])),
+            [ALL_AUTHENTICATED]
+        );
     }
 }
