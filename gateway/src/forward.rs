@@ -7,7 +7,7 @@
 //! and body-task machinery, two channels and a select loop between the client and the
 //! backend; a request that has nothing to send after its header needs none of that. Requests
 //! with a body, upgrades (exec, attach, port-forward) and long-running requests (watches,
-//! `proxy`, log follows) still go through `HttpProxy`, which streams both ways at once.
+//! `proxy`, logs) still go through `HttpProxy`, which streams both ways at once.
 
 use bytes::Bytes;
 use http::header::{self, HeaderName};

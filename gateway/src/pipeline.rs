@@ -166,7 +166,7 @@ impl Routed {
         self.remote.is_some()
     }
 
-    /// Whether the request is long-running (a watch, `proxy`, a log follow...).
+    /// Whether the request is long-running (a watch, `proxy`, a log read...).
     pub fn long_running(&self) -> bool {
         self.info.long_running
     }

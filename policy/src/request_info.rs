@@ -33,7 +33,7 @@ pub struct RequestInfo {
     pub resource: String,
     pub subresource: String,
     pub name: String,
-    /// Watches, proxy, exec/attach/portforward and log follow: not subject to the request
+    /// Watches, proxy, exec/attach/portforward and log reads: not subject to the request
     /// timeout.
     pub long_running: bool,
     /// The raw `fieldSelector` query value for list, watch and deletecollection (kube's
@@ -110,7 +110,7 @@ pub fn resolve_parsed(
         resolve_segments(method, &normalized, &segments, query)?
     };
     info.path = normalized;
-    info.long_running = is_long_running(&info, query_param(query, "follow"));
+    info.long_running = is_long_running(&info);
     Ok(info)
 }
 
@@ -257,18 +257,18 @@ fn resolve_segments(
 }
 
 /// kube-apiserver's `BasicLongRunningRequestCheck({watch, proxy}, {attach, exec, proxy, log,
-/// portforward})`, with `log` counted only when it follows (a plain log read is short) and the
-/// non-resource `/debug/pprof/` profiles as in kube.
-fn is_long_running(info: &RequestInfo, follow: Option<&str>) -> bool {
+/// portforward})` and its non-resource `/debug/pprof/` profiles. Every `log` read counts, as in
+/// kube, followed or not: a long log from a node is slow to send, and kube neither queues it
+/// in flow control nor cuts it off at the request timeout.
+fn is_long_running(info: &RequestInfo) -> bool {
     if info.verb == "watch" || info.verb == "proxy" {
         return true;
     }
     if info.is_resource_request {
-        return match info.subresource.as_str() {
-            "attach" | "exec" | "proxy" | "portforward" => true,
-            "log" => follow.is_some_and(go_query_bool),
-            _ => false,
-        };
+        return matches!(
+            info.subresource.as_str(),
+            "attach" | "exec" | "proxy" | "log" | "portforward"
+        );
     }
     info.path.starts_with("/debug/pprof/")
 }
@@ -594,9 +594,9 @@ mod tests {
         ("PUT", "/api/v1/namespaces/other/finalize", "", "update", "api", "", "v1", "other", "namespaces", "finalize", "other", "namespaces other finalize", false),
         ("PUT", "/api/v1/namespaces/other/status", "", "update", "api", "", "v1", "other", "namespaces", "status", "other", "namespaces other status", false),
         ("GET", "/api/v1/namespaces/foo/status", "", "get", "api", "", "v1", "foo", "namespaces", "status", "foo", "namespaces foo status", false),
-        ("GET", "/api/v1/namespaces/default/pods/web/log", "", "get", "api", "", "v1", "default", "pods", "log", "web", "pods web log", false),
+        ("GET", "/api/v1/namespaces/default/pods/web/log", "", "get", "api", "", "v1", "default", "pods", "log", "web", "pods web log", true),
         ("GET", "/api/v1/namespaces/default/pods/web/log", "follow=true&container=app", "get", "api", "", "v1", "default", "pods", "log", "web", "pods web log", true),
-        ("GET", "/api/v1/namespaces/default/pods/web/log", "follow=false", "get", "api", "", "v1", "default", "pods", "log", "web", "pods web log", false),
+        ("GET", "/api/v1/namespaces/default/pods/web/log", "follow=false", "get", "api", "", "v1", "default", "pods", "log", "web", "pods web log", true),
         ("POST", "/api/v1/namespaces/default/pods/web/exec", "command=ls&stdout=true", "create", "api", "", "v1", "default", "pods", "exec", "web", "pods web exec", true),
         ("GET", "/api/v1/namespaces/default/pods/web/exec", "command=ls", "get", "api", "", "v1", "default", "pods", "exec", "web", "pods web exec", true),
         ("POST", "/api/v1/namespaces/default/pods/web/attach", "", "create", "api", "", "v1", "default", "pods", "attach", "web", "pods web attach", true),
