@@ -47,6 +47,8 @@ pub struct TlsOptions {
     pub client_auth: Option<ClientIdentity>,
     /// Refuse plain-HTTP URLs (and redirects to them).
     pub https_only: bool,
+    /// Follow redirects (up to 10, as Go's client). Off, a redirect is the answer itself.
+    pub follow_redirects: bool,
     /// Connect to these addresses for these host names (the TLS name stays the host's):
     /// how a probe reaches one endpoint of a Service under the Service's DNS name.
     pub resolve: Vec<(String, std::net::SocketAddr)>,
@@ -59,6 +61,9 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// Builds a reqwest client with exactly the trust the options describe.
 pub fn https_client(options: &TlsOptions) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder().https_only(options.https_only);
+    if !options.follow_redirects {
+        builder = builder.redirect(reqwest::redirect::Policy::none());
+    }
     for (host, address) in &options.resolve {
         builder = builder.resolve(host, *address);
     }
@@ -259,5 +264,70 @@ impl ServerCertVerifier for AcceptAnyServerCert {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback HTTP server that answers `/start` with a redirect to `/target` and
+    /// `/target` with 200, then counts how many requests reached `/target`.
+    async fn redirecting_server() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let address = listener.local_addr().expect("local address");
+        let reached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = reached.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let Ok(n) = socket.read(&mut buf).await else {
+                        return;
+                    };
+                    let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                    let answer = if request.starts_with("GET /target ") {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+                    } else {
+                        "HTTP/1.1 302 Found\r\nlocation: /target\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    };
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (address, reached)
+    }
+
+    fn plain_options(follow_redirects: bool) -> TlsOptions {
+        TlsOptions {
+            roots: None,
+            insecure: false,
+            server_name: None,
+            client_auth: None,
+            https_only: false,
+            follow_redirects,
+            resolve: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_the_answer_unless_following_is_asked_for() {
+        let (address, reached) = redirecting_server().await;
+        let url = format!("http://{address}/start");
+
+        let strict = https_client(&plain_options(false)).expect("client");
+        let answer = strict.get(&url).send().await.expect("answered");
+        assert_eq!(answer.status().as_u16(), 302);
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        let following = https_client(&plain_options(true)).expect("client");
+        let answer = following.get(&url).send().await.expect("answered");
+        assert_eq!(answer.status().as_u16(), 200);
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

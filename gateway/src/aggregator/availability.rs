@@ -279,6 +279,9 @@ pub fn https_client_to(
         server_name: None,
         client_auth,
         https_only: true,
+        // As kube-aggregator's probes (and its proxy, which fetches documents): a backend's
+        // redirect is its answer, a failure, and kubegate's identity is not taken elsewhere.
+        follow_redirects: false,
         resolve,
     })
 }

@@ -1068,6 +1068,7 @@ impl JwtAuthenticator {
                     server_name: None,
                     client_auth: None,
                     https_only: true,
+                    follow_redirects: true,
                     resolve: Vec::new(),
                 })?;
                 let discovery_url = if issuer.discovery_url.is_empty() {

@@ -456,6 +456,7 @@ impl WebhookEndpoint {
             server_name: non_empty(&cluster.tls_server_name).map(str::to_string),
             client_auth,
             https_only: false,
+            follow_redirects: true,
             resolve: Vec::new(),
         })?;
         Ok(WebhookEndpoint {
