@@ -348,6 +348,22 @@ fn backend_uri(base: &str, escaped_path: &str, query: Option<&str>) -> pingora::
 fn strip_client_identity(request: &mut RequestHeader) {
     request.remove_header(&http::header::AUTHORIZATION);
     request.remove_header(&http::header::PROXY_AUTHORIZATION);
+    // A websocket client's bearer token rides in a subprotocol (kube's
+    // `base64url.bearer.authorization.k8s.io.` prefix); the other protocols go on.
+    if request
+        .headers
+        .contains_key(http::header::SEC_WEBSOCKET_PROTOCOL)
+    {
+        let kept =
+            kubegate_policy::authn::bearer::websocket_protocols_without_bearer(&request.headers);
+        if let Some(kept) = kept {
+            request.remove_header(&http::header::SEC_WEBSOCKET_PROTOCOL);
+            if let Some(kept) = kept {
+                // A value the header map held already, rejoined: cannot fail to insert.
+                let _ = request.insert_header(http::header::SEC_WEBSOCKET_PROTOCOL, kept);
+            }
+        }
+    }
     // Collecting nothing allocates nothing: the usual request has none of these.
     let claimed: Vec<http::HeaderName> = request
         .headers
@@ -491,6 +507,50 @@ mod tests {
         assert_eq!(
             request.uri.to_string(),
             "/base/apis/wardle.example.com/v1alpha1/flunders?watch=1"
+        );
+    }
+
+    #[test]
+    fn a_websocket_token_subprotocol_never_reaches_the_backend() {
+        let mut request = RequestHeader::build(
+            "GET",
+            b"/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/one/exec",
+            None,
+        )
+        .expect("request");
+        for (name, value) in [
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            (
+                "Sec-WebSocket-Protocol",
+                "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.c2VjcmV0",
+            ),
+            ("Sec-WebSocket-Protocol", "v4.channel.k8s.io"),
+        ] {
+            request.append_header(name, value).expect("header");
+        }
+        rewrite_request(
+            &mut request,
+            &UserInfo::new("bob", vec![]),
+            &backend(),
+            "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/one/exec",
+            None,
+        )
+        .expect("rewritten");
+        let offered: Vec<&str> = request
+            .headers
+            .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        assert_eq!(offered, ["v5.channel.k8s.io,v4.channel.k8s.io"]);
+        assert_eq!(
+            request
+                .headers
+                .get(http::header::UPGRADE)
+                .map(|v| v.as_bytes()),
+            Some(&b"websocket"[..]),
+            "the upgrade itself is passed on"
         );
     }
 

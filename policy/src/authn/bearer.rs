@@ -161,21 +161,36 @@ fn websocket_bearer(headers: &http::HeaderMap) -> Result<Option<String>, String>
 /// token authenticated, so the token is neither echoed to the client nor passed on to a
 /// backend. Leaves the headers alone when no token subprotocol is present.
 pub fn strip_websocket_bearer_protocol(headers: &mut http::HeaderMap) {
+    if let Some(kept) = websocket_protocols_without_bearer(headers) {
+        headers.remove(http::header::SEC_WEBSOCKET_PROTOCOL);
+        if let Some(kept) = kept {
+            headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, kept);
+        }
+    }
+}
+
+/// What `Sec-WebSocket-Protocol` becomes without the token subprotocol: `None` when no token
+/// subprotocol is offered (nothing to change), `Some(None)` when the header goes altogether,
+/// else the other subprotocols, comma-joined into one header. For header maps that cannot be
+/// changed in place (pingora's request header keeps its own name map).
+pub fn websocket_protocols_without_bearer(
+    headers: &http::HeaderMap,
+) -> Option<Option<http::HeaderValue>> {
     let protocols = websocket_protocols(headers);
     if !protocols
         .iter()
         .any(|p| p.starts_with(WEBSOCKET_BEARER_PROTOCOL_PREFIX))
     {
-        return;
+        return None;
     }
     let kept: Vec<String> = protocols
         .into_iter()
         .filter(|p| !p.starts_with(WEBSOCKET_BEARER_PROTOCOL_PREFIX))
         .collect();
-    headers.remove(http::header::SEC_WEBSOCKET_PROTOCOL);
-    if let Ok(value) = http::HeaderValue::from_str(&kept.join(",")) {
-        headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, value);
+    if kept.is_empty() {
+        return Some(None);
     }
+    Some(http::HeaderValue::from_str(&kept.join(",")).ok())
 }
 
 /// What a token authenticator learned about a token it accepted (kube's
@@ -636,6 +651,10 @@ mod tests {
             .iter()
             .collect();
         assert_eq!(values, vec!["chat,v4.channel.k8s.io"]);
+
+        let mut only_token = ws(&[&encode("tok")]);
+        strip_websocket_bearer_protocol(&mut only_token);
+        assert!(!only_token.contains_key(http::header::SEC_WEBSOCKET_PROTOCOL));
 
         let mut untouched = ws(&["chat", "v4"]);
         strip_websocket_bearer_protocol(&mut untouched);
