@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub mod crd_fixtures;
 pub mod etcd;
 pub mod fixtures;
+pub mod netns;
 pub mod openssl;
 pub mod wardle;
 

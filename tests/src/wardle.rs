@@ -1498,7 +1498,7 @@ CONTEXT.set_alpn_protocols(["http/1.1"])
 deadline = time.monotonic() + 10
 while True:
     try:
-        server = Server(("127.0.0.1", CONFIG["port"]), Handler)
+        server = Server((CONFIG["address"], CONFIG["port"]), Handler)
         break
     except OSError:
         # A restart on the same port may race the kernel's release of the old socket.
@@ -1576,8 +1576,14 @@ pub struct WardleOptions {
     /// Serve aggregated discovery (`apidiscovery.k8s.io/v2`, `v2beta1`) on `/apis` when asked;
     /// false answers the legacy `APIGroupList` always, as servers before kube 1.26 do.
     pub aggregated_discovery: bool,
-    /// The loopback port to bind; `None` picks a free one.
+    /// The port to bind; `None` picks a free one.
     pub port: Option<u16>,
+    /// The address to listen on: 127.0.0.1, or one given to loopback in a private network
+    /// namespace ([`crate::netns`]) when the test needs an address Endpoints may hold.
+    pub address: std::net::IpAddr,
+    /// Issue the serving certificate from this CA (certificate and key files) instead of a
+    /// fresh one: replicas behind one Service share the APIService's `caBundle`.
+    pub serving_ca: Option<(PathBuf, PathBuf)>,
 }
 
 impl WardleOptions {
@@ -1590,6 +1596,8 @@ impl WardleOptions {
             dns_names: vec!["api.wardle.svc".to_string()],
             aggregated_discovery: true,
             port: None,
+            address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            serving_ca: None,
         }
     }
 }
@@ -1635,7 +1643,18 @@ impl Wardle {
             opts.front_proxy_ca.display()
         );
         let dir = tempfile::tempdir().expect("temp dir for the wardle fixture");
-        let (ca_cert, ca_key) = make_ca(dir.path(), "serving-ca", "wardle-serving-ca");
+        let (ca_cert, ca_key) = match &opts.serving_ca {
+            Some((cert, key)) => {
+                let copies = (
+                    dir.path().join("serving-ca.crt"),
+                    dir.path().join("serving-ca.key"),
+                );
+                std::fs::copy(cert, &copies.0).expect("copy the shared serving CA certificate");
+                std::fs::copy(key, &copies.1).expect("copy the shared serving CA key");
+                copies
+            }
+            None => make_ca(dir.path(), "serving-ca", "wardle-serving-ca"),
+        };
         let mut sans = Vec::new();
         for name in &opts.dns_names {
             assert!(
@@ -1648,6 +1667,9 @@ impl Wardle {
             sans.push(format!("DNS:{name}"));
         }
         sans.extend(["DNS:localhost".to_string(), "IP:127.0.0.1".to_string()]);
+        if !opts.address.is_loopback() {
+            sans.push(format!("IP:{}", opts.address));
+        }
         let cn = opts.dns_names.first().map_or("wardle", String::as_str);
         issue(
             dir.path(),
@@ -1677,6 +1699,7 @@ impl Wardle {
             "allowed_names": self.opts.allowed_names,
             "aggregated_discovery": self.opts.aggregated_discovery,
             "port": self.port,
+            "address": self.opts.address.to_string(),
             "serving_cert": state.join("serving.crt"),
             "serving_key": state.join("serving.key"),
         });
@@ -1716,14 +1739,17 @@ impl Wardle {
         }
     }
 
-    /// The loopback port it listens on (the same across [`Wardle::restart`]).
+    /// The port it listens on (the same across [`Wardle::restart`]).
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `https://127.0.0.1:<port>`.
+    /// `https://<address>:<port>`.
     pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!(
+            "https://{}",
+            std::net::SocketAddr::new(self.opts.address, self.port)
+        )
     }
 
     /// The process id of the server (0 while stopped).
@@ -1744,6 +1770,14 @@ impl Wardle {
     /// The serving CA certificate, PEM.
     pub fn ca_pem(&self) -> String {
         std::fs::read_to_string(self.ca_file()).expect("read the wardle serving CA")
+    }
+
+    /// The serving CA's certificate and key files, for [`WardleOptions::serving_ca`].
+    pub fn serving_ca(&self) -> (PathBuf, PathBuf) {
+        (
+            self.dir.path().join("serving-ca.crt"),
+            self.dir.path().join("serving-ca.key"),
+        )
     }
 
     /// The serving CA PEM in base64: an APIService's `spec.caBundle`.

@@ -1,5 +1,5 @@
 //! End-to-end aggregation: kubegate in front of the sample extension API server (wardle),
-//! registered with an APIService and reached through a Service and Endpoints, driven by the
+//! registered with an APIService and reached through an ExternalName Service, driven by the
 //! real kubectl. Covers discovery and OpenAPI merging, proxying with the caller's identity,
 //! header stripping, path normalization, availability (backend down and back), and the
 //! refused-upgrade tunnel of CVE-2018-1002105.
@@ -32,7 +32,7 @@ fn start() -> (Kubegate, Wardle) {
 
 /// Registers wardle as the ExternalName Service `wardle/api` (host `localhost`, which its
 /// certificate names) and its APIService. Endpoints cannot point at loopback addresses (kube's
-/// validation forbids them), and loopback is all tests may use.
+/// validation forbids them); `endpoints.rs` covers them, in a private network namespace.
 fn register(gate: &Kubegate, wardle: &Wardle) {
     gate.ok(&["create", "namespace", "wardle"]);
     let objects = json!({

@@ -1,0 +1,223 @@
+//! End-to-end: an APIService whose Service is backed by Endpoints, then by EndpointSlices, as
+//! kube-aggregator resolves one. kube's validation refuses loopback addresses in both, so the
+//! test runs in a private network namespace (`kubegate_tests::netns`) whose loopback interface
+//! also holds two TEST-NET-1 addresses, one per backend. Covers: requests spread over the
+//! ready endpoints, a not-ready endpoint left out, `MissingEndpoints` (503) when none is
+//! ready, and EndpointSlices taking precedence over the Endpoints object, all with the real
+//! kubectl and two sample extension API servers.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::time::Duration;
+
+use kubegate_tests::netns::enter_private_network;
+use kubegate_tests::wardle::{Wardle, WardleOptions};
+use kubegate_tests::{eventually, Kubegate};
+use serde_json::{json, Value};
+
+const APISERVICE: &str = "v1alpha1.wardle.example.com";
+const FLUNDERS: &str = "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders";
+/// The Service port the APIService names; the backends listen on another (the target port).
+const SERVICE_PORT: u16 = 443;
+const FIRST: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10));
+const SECOND: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 11));
+
+/// A port free on `address` a moment ago.
+fn free_port_on(address: IpAddr) -> u16 {
+    TcpListener::bind(SocketAddr::new(address, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port on {address}: {e}"))
+}
+
+/// A backend on `address`; `sibling` lends its serving CA, so one `caBundle` trusts both.
+fn backend(gate: &Kubegate, address: IpAddr, port: u16, sibling: Option<&Wardle>) -> Wardle {
+    let mut options = WardleOptions::new(gate.data_dir.join("pki").join("front-proxy-ca.crt"));
+    options.address = address;
+    options.port = Some(port);
+    options.serving_ca = sibling.map(Wardle::serving_ca);
+    Wardle::start(options)
+}
+
+/// The Available condition's status and reason.
+fn availability(gate: &Kubegate) -> (String, String) {
+    let out = gate.kubectl(&[
+        "get",
+        "apiservice",
+        APISERVICE,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Available\")].status} {.status.conditions[?(@.type==\"Available\")].reason}",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut words = text.split_whitespace().map(str::to_string);
+    (
+        words.next().unwrap_or_default(),
+        words.next().unwrap_or_default(),
+    )
+}
+
+/// The Endpoints object `wardle/api` with these ready and not-ready addresses.
+fn endpoints(port: u16, ready: &[IpAddr], not_ready: &[IpAddr]) -> String {
+    let ips = |list: &[IpAddr]| -> Vec<Value> {
+        list.iter()
+            .map(|ip| json!({"ip": ip.to_string()}))
+            .collect()
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "api", "namespace": "wardle"},
+        "subsets": [{
+            "addresses": ips(ready),
+            "notReadyAddresses": ips(not_ready),
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        }],
+    })
+    .to_string()
+}
+
+/// How many flunder lists each backend received.
+fn lists(backends: &[&Wardle]) -> Vec<usize> {
+    backends
+        .iter()
+        .map(|b| {
+            b.requests()
+                .iter()
+                .filter(|r| {
+                    r["method"] == "GET"
+                        && r["path"].as_str().is_some_and(|p| p.starts_with(FLUNDERS))
+                })
+                .count()
+        })
+        .collect()
+}
+
+/// Clears both request logs, lists flunders `n` times through kubegate, and returns how many
+/// lists each backend served.
+fn spread(gate: &Kubegate, first: &Wardle, second: &Wardle, n: usize) -> Vec<usize> {
+    first.clear_requests();
+    second.clear_requests();
+    for _ in 0..n {
+        let (code, body) = gate.curl("GET", FLUNDERS, &[], None);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    lists(&[first, second])
+}
+
+#[test]
+fn a_service_backed_apiservice_reaches_its_ready_endpoints() {
+    enter_private_network(&[FIRST, SECOND]);
+    let config = tempfile::NamedTempFile::new().expect("config file");
+    std::fs::write(
+        config.path(),
+        "aggregator:\n  availabilityCheckInterval: 1s\n  discoveryRefreshInterval: 1s\n  probeTimeout: 2s\n",
+    )
+    .expect("write config");
+    let config_path = config.path().to_string_lossy().to_string();
+    let gate = Kubegate::start_with(&["--config", &config_path]);
+    let port = free_port_on(FIRST);
+    let first = backend(&gate, FIRST, port, None);
+    let second = backend(&gate, SECOND, port, Some(&first));
+
+    // A Service without a selector, its Endpoints written by hand (as for a backend outside
+    // the cluster's pods), and the APIService naming the Service's port.
+    gate.ok(&["create", "namespace", "wardle"]);
+    let mut apiservice = first.apiservice("wardle", "api");
+    apiservice["spec"]["service"]["port"] = json!(SERVICE_PORT);
+    let objects = json!({
+        "apiVersion": "v1", "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "api", "namespace": "wardle"},
+             "spec": {"ports": [{"name": "https", "port": SERVICE_PORT, "targetPort": port}]}},
+            serde_json::from_str::<Value>(&endpoints(port, &[FIRST, SECOND], &[])).expect("json"),
+            apiservice,
+        ]
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    let available = eventually(Duration::from_secs(20), || {
+        availability(&gate) == ("True".into(), "Passed".into())
+    });
+    assert!(
+        available,
+        "APIService never became available: {}\n{}",
+        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+
+    // kubectl reaches the backends through the Service; both ready endpoints get requests.
+    let listing = gate.json(&["get", "flunders", "-A", "-o", "json"]);
+    assert_eq!(listing["kind"], "List", "{listing}");
+    assert_eq!(listing["items"], json!([]), "{listing}");
+    let served = spread(&gate, &first, &second, 8);
+    assert_eq!(served.iter().sum::<usize>(), 8, "{served:?}");
+    assert!(
+        served.iter().all(|n| *n >= 2),
+        "requests were not spread over both endpoints: {served:?}"
+    );
+    // The backend saw the caller through kubegate's front-proxy identity.
+    let seen = first
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["path"].as_str().is_some_and(|p| p.starts_with(FLUNDERS)))
+        .expect("a list on the first backend");
+    assert_eq!(seen["cn"], "front-proxy-client", "{seen}");
+    assert_eq!(seen["user"], "kubegate-admin", "{seen}");
+
+    // The second endpoint turns not ready: it gets nothing more.
+    gate.ok_stdin(&["apply", "-f", "-"], &endpoints(port, &[FIRST], &[SECOND]));
+    let only_first = eventually(Duration::from_secs(10), || {
+        spread(&gate, &first, &second, 4) == [4, 0]
+    });
+    assert!(
+        only_first,
+        "a not-ready endpoint still got requests: {:?}",
+        lists(&[&first, &second])
+    );
+
+    // No ready endpoint at all: unavailable with kube's reason, and a 503 Status.
+    gate.ok_stdin(
+        &["apply", "-f", "-"],
+        &endpoints(port, &[], &[FIRST, SECOND]),
+    );
+    let missing = eventually(Duration::from_secs(10), || {
+        availability(&gate) == ("False".into(), "MissingEndpoints".into())
+    });
+    assert!(
+        missing,
+        "expected MissingEndpoints, got {:?}: {}",
+        availability(&gate),
+        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"])
+    );
+    let (code, body) = gate.curl("GET", FLUNDERS, &[], None);
+    assert_eq!(code, 503, "{}", String::from_utf8_lossy(&body));
+    let status: Value = serde_json::from_slice(&body).expect("a Status body");
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert_eq!(status["reason"], "ServiceUnavailable", "{status}");
+
+    // An EndpointSlice for the Service takes precedence over the Endpoints object: only the
+    // second backend, ready, on the slice's port.
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "api-1", "namespace": "wardle",
+                     "labels": {"kubernetes.io/service-name": "api"}},
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": [SECOND.to_string()], "conditions": {"ready": true}},
+            {"addresses": [FIRST.to_string()], "conditions": {"ready": false}},
+        ],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &slice.to_string());
+    let back = eventually(Duration::from_secs(20), || {
+        availability(&gate) == ("True".into(), "Passed".into())
+    });
+    assert!(back, "never available again: {:?}", availability(&gate));
+    let only_second = eventually(Duration::from_secs(10), || {
+        spread(&gate, &first, &second, 4) == [0, 4]
+    });
+    assert!(
+        only_second,
+        "the EndpointSlice's ready endpoint was not the one used: {:?}",
+        lists(&[&first, &second])
+    );
+}
