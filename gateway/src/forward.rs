@@ -166,7 +166,8 @@ impl Gateway {
         ctx: &mut RequestCtx,
         plan: &ProxyPlan,
     ) -> Result<()> {
-        let Some(peer) = plan.backend.next_forward_peer(self.request_timeout) else {
+        let Some((mut address, mut peer)) = plan.backend.next_forward_peer(self.request_timeout)
+        else {
             let why = match &plan.backend.location {
                 Err(e) => e.message.clone(),
                 Ok(_) => "no endpoints".to_string(),
@@ -183,6 +184,10 @@ impl Gateway {
         } else {
             0
         };
+        // An address that cannot be connected to is passed over for the next, each address
+        // tried once: nothing was sent, so any request may go again (Go's dialer does the same
+        // with a host's addresses). A TLS failure is the backend's answer, not retried.
+        let mut other_addresses = plan.backend.address_count().saturating_sub(1);
         let mut upstream = loop {
             let (mut upstream, reused) = match connector.get_http_session(peer).await {
                 Ok(session) => session,
@@ -192,6 +197,18 @@ impl Gateway {
                         .proxy_connect_errors
                         .with_label_values(&[&plan.backend.service.name])
                         .inc();
+                    let dial_failure = proxy::is_dial_failure(&error);
+                    if dial_failure {
+                        plan.backend.connect_failed(address);
+                    }
+                    if dial_failure && other_addresses > 0 {
+                        if let Some(next) = plan.backend.next_forward_peer(self.request_timeout) {
+                            tracing::debug!(%error, %address, "a backend address refused the connection; trying the next");
+                            other_addresses -= 1;
+                            (address, peer) = next;
+                            continue;
+                        }
+                    }
                     return self.write_proxy_error(session, ctx, &error).await;
                 }
             };

@@ -115,6 +115,9 @@ pub struct ProxyPlan {
     pub(crate) upgrade: bool,
     pub(crate) long_running: bool,
     body_bytes: usize,
+    /// Backend addresses that refused this request's connection so far (pingora's proxy
+    /// then asks for a peer again; each address is tried once).
+    dial_failures: usize,
     /// Counts the request as in flight (shutdown drains it) until the plan is dropped.
     _in_flight: Option<InFlight>,
 }
@@ -351,6 +354,7 @@ impl Gateway {
                 upgrade,
                 long_running: info.long_running || upgrade,
                 body_bytes: 0,
+                dial_failures: 0,
                 _in_flight: in_flight,
             });
         }
@@ -831,16 +835,25 @@ impl ProxyHttp for ProxyPhases {
     fn fail_to_connect(
         &self,
         _session: &mut Session,
-        _peer: &HttpPeer,
+        peer: &HttpPeer,
         ctx: &mut RequestCtx,
-        e: Box<pingora::Error>,
+        mut e: Box<pingora::Error>,
     ) -> Box<pingora::Error> {
-        if let Some(plan) = &ctx.proxy {
+        if let Some(plan) = &mut ctx.proxy {
             self.routes
                 .metrics
                 .proxy_connect_errors
                 .with_label_values(&[&plan.backend.service.name])
                 .inc();
+            // As the front's own forwarding: an address that refuses the connection is passed
+            // over for the backend's next one (pingora asks `upstream_peer` again), each once.
+            if proxy::is_dial_failure(&e) {
+                if let Some(address) = pingora::upstreams::peer::Peer::address(peer).as_inet() {
+                    plan.backend.connect_failed(*address);
+                }
+                plan.dial_failures += 1;
+                e.set_retry(plan.dial_failures < plan.backend.address_count());
+            }
         }
         e
     }

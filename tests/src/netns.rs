@@ -49,3 +49,62 @@ fn ip(args: &[&str]) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// [`enter_private_network`], plus a private mount namespace in which `/etc/hosts` holds
+/// `localhost` and `hosts` (a name may be listed with several addresses, in order): for tests
+/// of names that resolve to more than one address. The file lives as long as the returned
+/// guard; the machine's own `/etc/hosts` is never touched (mounts stay in the new namespace).
+pub fn enter_private_network_with_hosts(
+    addresses: &[IpAddr],
+    hosts: &[(&str, IpAddr)],
+) -> tempfile::NamedTempFile {
+    enter_private_network(addresses);
+    let mut text = String::from("127.0.0.1 localhost\n");
+    for (name, address) in hosts {
+        text.push_str(&format!("{address} {name}\n"));
+    }
+    let file = tempfile::NamedTempFile::new().expect("a temporary hosts file");
+    std::fs::write(file.path(), text).expect("write the temporary hosts file");
+    let source = std::ffi::CString::new(file.path().as_os_str().as_encoded_bytes())
+        .expect("a temp path without NUL");
+    // SAFETY: unshare and mount take flags and NUL-terminated strings that outlive the calls;
+    // CLONE_NEWNS (with the CLONE_FS it implies) changes the calling thread only.
+    #[allow(unsafe_code)]
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            panic!(
+                "creating a private mount namespace failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // Nothing mounted here may propagate back to the machine's namespace; stop before the
+        // bind mount if that cannot be guaranteed.
+        if libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            panic!(
+                "making the private mount namespace's mounts private failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        if libc::mount(
+            source.as_ptr(),
+            c"/etc/hosts".as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        ) != 0
+        {
+            panic!(
+                "bind-mounting a private /etc/hosts failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    file
+}

@@ -1,15 +1,19 @@
-//! End-to-end: an APIService whose Service is backed by Endpoints, then by EndpointSlices, as
-//! kube-aggregator resolves one. kube's validation refuses loopback addresses in both, so the
-//! test runs in a private network namespace (`kubegate_tests::netns`) whose loopback interface
-//! also holds two TEST-NET-1 addresses, one per backend. Covers: requests spread over the
-//! ready endpoints, a not-ready endpoint left out, `MissingEndpoints` (503) when none is
-//! ready, and EndpointSlices taking precedence over the Endpoints object, all with the real
-//! kubectl and two sample extension API servers.
+//! End-to-end: where a remote APIService's requests go when it has several addresses, with
+//! the real kubectl and sample extension API servers. kube's validation refuses loopback
+//! addresses in Endpoints and EndpointSlices, so these tests run in a private network namespace
+//! (`kubegate_tests::netns`) whose loopback interface also holds two TEST-NET-1 addresses.
+//!
+//! - A Service backed by Endpoints, then EndpointSlices (as kube-aggregator resolves one):
+//!   requests spread over the ready endpoints, a not-ready endpoint left out, `MissingEndpoints`
+//!   (503) when none is ready, and EndpointSlices taking precedence over Endpoints.
+//! - A backend URL whose host name resolves to both addresses (a private `/etc/hosts`): as Go's
+//!   dialer, requests go to one address until it refuses a connection, then to the next, for
+//!   both forwarded GETs and proxied requests with a body.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
-use kubegate_tests::netns::enter_private_network;
+use kubegate_tests::netns::{enter_private_network, enter_private_network_with_hosts};
 use kubegate_tests::wardle::{Wardle, WardleOptions};
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
@@ -219,5 +223,128 @@ fn a_service_backed_apiservice_reaches_its_ready_endpoints() {
         only_second,
         "the EndpointSlice's ready endpoint was not the one used: {:?}",
         lists(&[&first, &second])
+    );
+}
+
+/// Starts kubegate with probes only on change (so requests alone drive which address is
+/// used) and fast discovery.
+fn start_probing_on_change() -> Kubegate {
+    let config = tempfile::NamedTempFile::new().expect("config file");
+    std::fs::write(
+        config.path(),
+        "aggregator:\n  availabilityCheckInterval: 1h\n  discoveryRefreshInterval: 1s\n  probeTimeout: 2s\n",
+    )
+    .expect("write config");
+    let config_path = config.path().to_string_lossy().to_string();
+    Kubegate::start_with(&["--config", &config_path])
+}
+
+/// Flunders whose names each backend saw created.
+fn creates(backend: &Wardle) -> usize {
+    backend
+        .requests()
+        .iter()
+        .filter(|r| {
+            r["method"] == "POST" && r["path"].as_str().is_some_and(|p| p.starts_with(FLUNDERS))
+        })
+        .count()
+}
+
+fn flunder(name: &str) -> String {
+    json!({
+        "apiVersion": "wardle.example.com/v1alpha1", "kind": "Flunder",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"reference": "ref"},
+    })
+    .to_string()
+}
+
+#[test]
+fn a_host_with_two_addresses_is_dialled_in_order_and_fails_over() {
+    const HOST: &str = "wardle.test";
+    let _hosts =
+        enter_private_network_with_hosts(&[FIRST, SECOND], &[(HOST, FIRST), (HOST, SECOND)]);
+    let gate = start_probing_on_change();
+    let port = free_port_on(FIRST);
+    let front_proxy_ca = gate.data_dir.join("pki").join("front-proxy-ca.crt");
+    let options = |address: IpAddr, sibling: Option<&Wardle>| {
+        let mut options = WardleOptions::new(front_proxy_ca.clone());
+        options.address = address;
+        options.port = Some(port);
+        options.dns_names = vec![HOST.to_string()];
+        options.serving_ca = sibling.map(Wardle::serving_ca);
+        options
+    };
+    let mut first = Wardle::start(options(FIRST, None));
+    let mut second = Wardle::start(options(SECOND, Some(&first)));
+    // The name's first address refuses connections to begin with.
+    first.stop();
+
+    let apiservice = json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": APISERVICE,
+                     "annotations": {"kubegate.io/backend-url": format!("https://{HOST}:{port}")}},
+        "spec": {"group": "wardle.example.com", "version": "v1alpha1",
+                 "groupPriorityMinimum": 1000, "versionPriority": 15,
+                 "caBundle": second.ca_bundle_base64()},
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &apiservice.to_string());
+    // The probe moves on to the address that answers.
+    let available = eventually(Duration::from_secs(20), || {
+        availability(&gate) == ("True".into(), "Passed".into())
+    });
+    assert!(
+        available,
+        "APIService never became available: {}\n{}",
+        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+
+    let discovered = eventually(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).contains("flunders")
+    });
+    assert!(discovered, "flunders never appeared in api-resources");
+
+    // A create (proxied with its body) and lists (forwarded) all reach the second address.
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("one"));
+    assert_eq!(creates(&second), 1, "{:?}", second.requests());
+    for _ in 0..3 {
+        let (code, body) = gate.curl("GET", FLUNDERS, &[], None);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    assert_eq!(lists(&[&second]), [3]);
+
+    // The second address goes away and the first comes back: the next forwarded GET fails
+    // to connect, moves on (wrapping around) and is answered; the ones after go there at once.
+    second.stop();
+    first.restart();
+    for _ in 0..3 {
+        let (code, body) = gate.curl("GET", FLUNDERS, &[], None);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    assert_eq!(lists(&[&first]), [3]);
+
+    // And back again, this time first met by a request with a body (pingora's proxy path).
+    first.stop();
+    second.restart();
+    second.clear_requests();
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("two"));
+    assert_eq!(creates(&second), 1, "{:?}", second.requests());
+    let (code, body) = gate.curl("GET", &format!("{FLUNDERS}/two"), &[], None);
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+
+    // Each refused connection was counted; the requests themselves all succeeded.
+    let (_, metrics) = gate.curl("GET", "/metrics", &[], None);
+    let metrics = String::from_utf8_lossy(&metrics);
+    let refused: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("kubegate_proxy_upstream_connect_errors_total{"))
+        .collect();
+    assert_eq!(
+        refused,
+        [format!(
+            "kubegate_proxy_upstream_connect_errors_total{{apiservice=\"{APISERVICE}\"}} 2"
+        )],
+        "{metrics}"
     );
 }

@@ -20,6 +20,7 @@ use kubegate_policy::https::{
 
 use super::apiservice::{ApiService, Condition};
 use super::proxy::{Forwarding, ProxyIdentity};
+use super::resolve::Dialing;
 use super::table::Backend;
 use super::Aggregator;
 use crate::metrics::Metrics;
@@ -173,14 +174,27 @@ pub async fn check(aggregator: &Aggregator, backend: &Backend) -> Condition {
         discovery_path(&backend.service.group, &backend.service.version)
     );
     // kube requires every endpoint it may send to to answer; one failing endpoint makes the
-    // APIService unavailable, because a share of requests would fail.
+    // APIService unavailable, because a share of requests would fail. A host's addresses are
+    // dialled in order until one connects, as requests do, so one that answers is enough.
     let mut last_error = None;
     for address in &location.addresses {
         match probe(aggregator, backend, &location.server_name, *address, &path).await {
-            Ok(()) => {}
-            Err(message) => {
-                last_error = Some(message);
+            Ok(()) if location.dialing == Dialing::InOrder => {
+                last_error = None;
                 break;
+            }
+            Ok(()) => {}
+            Err(failure) => {
+                let next_may_answer =
+                    location.dialing == Dialing::InOrder && failure.could_not_connect;
+                if next_may_answer {
+                    // Requests and document fetches move on from it too.
+                    backend.connect_failed(*address);
+                }
+                last_error = Some(failure.message);
+                if !next_may_answer {
+                    break;
+                }
             }
         }
     }
@@ -198,6 +212,22 @@ pub async fn check(aggregator: &Aggregator, backend: &Backend) -> Condition {
     }
 }
 
+/// Why a probe of one address failed.
+struct ProbeFailure {
+    message: String,
+    /// No connection was made (nothing answered): a host's next address may still serve.
+    could_not_connect: bool,
+}
+
+impl From<String> for ProbeFailure {
+    fn from(message: String) -> Self {
+        ProbeFailure {
+            message,
+            could_not_connect: false,
+        }
+    }
+}
+
 /// One `GET` against one endpoint with kubegate's proxy certificate.
 async fn probe(
     aggregator: &Aggregator,
@@ -205,7 +235,7 @@ async fn probe(
     server_name: &str,
     address: std::net::SocketAddr,
     path: &str,
-) -> Result<(), String> {
+) -> Result<(), ProbeFailure> {
     let url = format!("https://{}:{}{path}", url_host(server_name), address.port());
     let client = client_for(backend, server_name, address)?;
     let request = with_probe_identity(client.get(&url), &backend.identity)
@@ -216,11 +246,15 @@ async fn probe(
         Ok(response) => Err(format!(
             "failing or missing response from {url}: bad status from {url}: {}",
             response.status().as_u16()
-        )),
-        Err(e) => Err(format!(
-            "failing or missing response from {url}: {}",
-            error_chain(&e)
-        )),
+        )
+        .into()),
+        Err(e) => Err(ProbeFailure {
+            message: format!(
+                "failing or missing response from {url}: {}",
+                error_chain(&e)
+            ),
+            could_not_connect: e.is_connect(),
+        }),
     }
 }
 

@@ -235,6 +235,7 @@ pub async fn build_table(registry: &Registry, aggregator: &Aggregator) -> RouteT
         .filter_map(|item| serde_json::from_slice::<Value>(&item.bytes).ok())
         .filter_map(|object| ApiService::from_object(&object))
         .collect();
+    let previous = aggregator.table.load();
     let mut backends = Vec::new();
     for service in services.iter().filter(|s| !s.is_local()) {
         let backend = match (&service.target, &aggregator.delegate) {
@@ -266,6 +267,9 @@ pub async fn build_table(registry: &Registry, aggregator: &Aggregator) -> RouteT
                 aggregator.identity.clone(),
             ),
         };
+        if let Some(before) = previous.remote(&service.group, &service.version) {
+            backend.continue_from(before);
+        }
         backends.push(Arc::new(backend));
     }
     RouteTable::new(services, backends)

@@ -342,6 +342,20 @@ fn backend_uri(base: &str, escaped_path: &str, query: Option<&str>) -> pingora::
     })
 }
 
+/// Whether connecting failed below TLS (refused, timed out, unreachable): the address is
+/// unusable and another of the backend's may be dialled instead, as Go's dialer moves on
+/// to a host's next address. TLS failures are not among these.
+pub fn is_dial_failure(error: &pingora::Error) -> bool {
+    matches!(
+        error.etype(),
+        pingora::ErrorType::ConnectTimedout
+            | pingora::ErrorType::ConnectRefused
+            | pingora::ErrorType::ConnectNoRoute
+            | pingora::ErrorType::ConnectError
+            | pingora::ErrorType::SocketError
+    )
+}
+
 /// Removes every request header that carries a client's credentials or claimed identity:
 /// none of them may reach a backend, which trusts kubegate's certificate for whatever
 /// `X-Remote-*` says.
@@ -441,6 +455,7 @@ mod tests {
             Ok(Location {
                 server_name: "api.wardle.svc".into(),
                 addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
+                dialing: crate::aggregator::resolve::Dialing::Spread,
                 base_path: "/base".into(),
             }),
             identity,

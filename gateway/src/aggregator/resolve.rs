@@ -22,10 +22,24 @@ pub enum Resolution {
 pub struct Location {
     /// The TLS server name (SNI) and the name the certificate must be valid for.
     pub server_name: String,
-    /// Addresses to spread requests over (ready endpoints, or what a host name resolved to).
+    /// The ready endpoints, or every address a host name resolved to (IPv4 first).
     pub addresses: Vec<SocketAddr>,
+    /// How requests use `addresses`.
+    pub dialing: Dialing,
     /// A path prefix put before every request path (only from a backend URL).
     pub base_path: String,
+}
+
+/// How requests use a location's addresses. Either way an address that refuses a connection
+/// is passed over for the next one within the same request (nothing was sent yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialing {
+    /// Endpoints of a Service: requests are spread over all of them, round-robin.
+    Spread,
+    /// One host's addresses: every request goes to the same one until it fails to connect,
+    /// then to the next, as Go's dialer tries a name's addresses in order (kube-aggregator
+    /// for an ExternalName Service, client-go for a cluster's URL).
+    InOrder,
 }
 
 /// Why a target could not be resolved: kube's availability reason and message.
@@ -62,6 +76,7 @@ pub async fn resolve(
         Target::Url { host, port, path } => Ok(Location {
             server_name: host.clone(),
             addresses: lookup(host, *port).await?,
+            dialing: Dialing::InOrder,
             base_path: path.clone(),
         }),
         Target::Service {
@@ -74,6 +89,7 @@ pub async fn resolve(
                 return Ok(Location {
                     addresses: lookup(&server_name, *port).await?,
                     server_name,
+                    dialing: Dialing::InOrder,
                     base_path: String::new(),
                 });
             }
@@ -94,6 +110,7 @@ pub async fn resolve(
                 return Ok(Location {
                     addresses: lookup(&host, *port).await?,
                     server_name: host,
+                    dialing: Dialing::InOrder,
                     base_path: String::new(),
                 });
             }
@@ -105,6 +122,7 @@ pub async fn resolve(
             Ok(Location {
                 server_name,
                 addresses,
+                dialing: Dialing::Spread,
                 base_path: String::new(),
             })
         }
@@ -259,12 +277,15 @@ async fn lookup(host: &str, port: u16) -> Result<Vec<SocketAddr>, ResolveError> 
     }
     match tokio::net::lookup_host((host, port)).await {
         Ok(found) => {
-            // A name is one endpoint, as Go's dialer treats it: the first address, IPv4
-            // preferred (`localhost` often resolves to ::1 first while servers bind
-            // 127.0.0.1 only).
-            let mut addresses: Vec<SocketAddr> = found.collect();
+            // Every address, IPv4 first (`localhost` often resolves to ::1 first while
+            // servers bind 127.0.0.1 only), each once; they are dialled in this order.
+            let mut addresses: Vec<SocketAddr> = Vec::new();
+            for address in found {
+                if !addresses.contains(&address) {
+                    addresses.push(address);
+                }
+            }
             addresses.sort_by_key(|a| !a.is_ipv4());
-            addresses.truncate(1);
             if addresses.is_empty() {
                 Err(ResolveError {
                     reason: "ServiceAccessError",

@@ -13,7 +13,7 @@ use pingora::utils::tls::{parse_x509, WrappedX509};
 
 use super::apiservice::ApiService;
 use super::proxy::{PooledPeer, ProxyIdentity};
-use super::resolve::{Location, ResolveError};
+use super::resolve::{Dialing, Location, ResolveError};
 
 /// One remote APIService with where its requests go right now.
 pub struct Backend {
@@ -76,20 +76,72 @@ impl Backend {
         }
     }
 
-    /// The next address to dial, spreading requests over every ready endpoint.
-    pub fn next_address(&self) -> Option<SocketAddr> {
-        let location = self.location.as_ref().ok()?;
-        if location.addresses.is_empty() {
+    /// Which address the next request dials: round-robin over a Service's endpoints, the
+    /// current one of a host's addresses (see [`Dialing`]).
+    fn next_index(&self, location: &Location) -> Option<usize> {
+        let count = location.addresses.len();
+        if count == 0 {
             return None;
         }
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % location.addresses.len();
-        location.addresses.get(i).copied()
+        let turn = match location.dialing {
+            Dialing::Spread => self.next.fetch_add(1, Ordering::Relaxed),
+            Dialing::InOrder => self.next.load(Ordering::Relaxed),
+        };
+        Some(turn % count)
     }
 
-    /// The peer for the next forwarded request (no upgrade; `read_timeout` per read), spread
-    /// over every ready endpoint as [`Backend::next_address`] does. The peers are made once
-    /// per backend: `read_timeout` is the server's request timeout, the same for every call.
-    pub fn next_forward_peer(&self, read_timeout: Duration) -> Option<&PooledPeer> {
+    /// The next address to dial (see [`Backend::next_index`]).
+    pub fn next_address(&self) -> Option<SocketAddr> {
+        let location = self.location.as_ref().ok()?;
+        location.addresses.get(self.next_index(location)?).copied()
+    }
+
+    /// How many addresses a request may try: each one once.
+    pub fn address_count(&self) -> usize {
+        self.location.as_ref().map_or(0, |l| l.addresses.len())
+    }
+
+    /// Takes over where `previous` (this APIService's backend in the table being replaced)
+    /// was in its addresses, when they are the same: a rebuild of the table (after any
+    /// APIService, Service or endpoints change) does not send a host's requests back to an
+    /// address that already refused them, nor restart a round-robin.
+    pub fn continue_from(&self, previous: &Backend) {
+        let same = match (&self.location, &previous.location) {
+            (Ok(now), Ok(before)) => now == before,
+            _ => false,
+        };
+        if same {
+            self.next
+                .store(previous.next.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
+    /// Records that `address` refused a connection: a host's next requests go to its next
+    /// address (unless another request has moved on already). Endpoints of a Service stay in
+    /// their round-robin, which moves on by itself.
+    pub fn connect_failed(&self, address: SocketAddr) {
+        let Ok(location) = &self.location else {
+            return;
+        };
+        if location.dialing != Dialing::InOrder || location.addresses.len() < 2 {
+            return;
+        }
+        let current = self.next.load(Ordering::Relaxed);
+        if location.addresses.get(current % location.addresses.len()) == Some(&address) {
+            // A lost race means another request already moved on from this address.
+            let _ = self.next.compare_exchange(
+                current,
+                current.wrapping_add(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// The peer for the next forwarded request (no upgrade; `read_timeout` per read), chosen
+    /// as [`Backend::next_address`] chooses. The peers are made once per backend:
+    /// `read_timeout` is the server's request timeout, the same for every call.
+    pub fn next_forward_peer(&self, read_timeout: Duration) -> Option<(SocketAddr, &PooledPeer)> {
         let location = self.location.as_ref().ok()?;
         let peers = self.forward_peers.get_or_init(|| {
             location
@@ -105,11 +157,8 @@ impl Backend {
                 })
                 .collect()
         });
-        if peers.is_empty() {
-            return None;
-        }
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % peers.len();
-        peers.get(i)
+        let i = self.next_index(location)?;
+        Some((*location.addresses.get(i)?, peers.get(i)?))
     }
 
     /// Why requests cannot be sent now (kube-aggregator answers 503 unless the APIService's
@@ -150,6 +199,7 @@ fn fingerprint(
         Ok(location) => {
             location.server_name.hash(&mut hasher);
             location.addresses.hash(&mut hasher);
+            location.dialing.hash(&mut hasher);
             location.base_path.hash(&mut hasher);
         }
         Err(error) => {
@@ -237,10 +287,84 @@ mod tests {
             Ok(Location {
                 server_name: "api.ns.svc".into(),
                 addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
+                dialing: Dialing::Spread,
                 base_path: String::new(),
             }),
             identity,
         ))
+    }
+
+    /// A backend at two addresses, dialled as `dialing` says.
+    fn two_addresses(dialing: Dialing) -> Backend {
+        let identity = Arc::new(ProxyIdentity {
+            cert_key: None,
+            pem: None,
+            bearer: None,
+            forwarding: Forwarding::FrontProxy,
+        });
+        Backend::new(
+            ApiService::remote_for_tests("a.example.com", "v1", "ns"),
+            Ok(Location {
+                server_name: "api.example.com".into(),
+                addresses: vec![
+                    "127.0.0.1:8443".parse().expect("addr"),
+                    "127.0.0.2:8443".parse().expect("addr"),
+                ],
+                dialing,
+                base_path: String::new(),
+            }),
+            identity,
+        )
+    }
+
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().expect("addr")
+    }
+
+    #[test]
+    fn a_hosts_addresses_are_used_in_order_moving_on_only_when_one_refuses() {
+        let b = two_addresses(Dialing::InOrder);
+        let picks: Vec<_> = (0..3).filter_map(|_| b.next_address()).collect();
+        assert_eq!(picks, [addr("127.0.0.1:8443"); 3]);
+        // A failure reported for an address no longer current changes nothing.
+        b.connect_failed(addr("127.0.0.2:8443"));
+        assert_eq!(b.next_address(), Some(addr("127.0.0.1:8443")));
+        b.connect_failed(addr("127.0.0.1:8443"));
+        assert_eq!(b.next_address(), Some(addr("127.0.0.2:8443")));
+        assert_eq!(b.next_address(), Some(addr("127.0.0.2:8443")));
+        // After the last address, the first again.
+        b.connect_failed(addr("127.0.0.2:8443"));
+        assert_eq!(b.next_address(), Some(addr("127.0.0.1:8443")));
+        assert_eq!(b.address_count(), 2);
+    }
+
+    #[test]
+    fn endpoints_stay_round_robin_whatever_refuses() {
+        let b = two_addresses(Dialing::Spread);
+        b.connect_failed(addr("127.0.0.1:8443"));
+        let picks: Vec<_> = (0..4).filter_map(|_| b.next_address()).collect();
+        assert_eq!(picks[0], picks[2]);
+        assert_ne!(picks[0], picks[1]);
+    }
+
+    #[test]
+    fn a_rebuilt_table_keeps_a_hosts_current_address_only_for_the_same_location() {
+        let before = two_addresses(Dialing::InOrder);
+        before.connect_failed(addr("127.0.0.1:8443"));
+        let same = two_addresses(Dialing::InOrder);
+        same.continue_from(&before);
+        assert_eq!(same.next_address(), Some(addr("127.0.0.2:8443")));
+
+        let mut moved = two_addresses(Dialing::InOrder);
+        if let Ok(location) = &mut moved.location {
+            location.addresses.reverse();
+        }
+        moved.continue_from(&before);
+        assert_eq!(
+            moved.next_address(),
+            Some(addr("127.0.0.2:8443")),
+            "starts at its own first"
+        );
     }
 
     #[test]
