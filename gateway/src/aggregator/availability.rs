@@ -215,7 +215,9 @@ pub async fn check(aggregator: &Aggregator, backend: &Backend) -> Condition {
 /// Why a probe of one address failed.
 struct ProbeFailure {
     message: String,
-    /// No connection was made (nothing answered): a host's next address may still serve.
+    /// Connecting failed (reqwest counts the TLS handshake in): nothing answered, and a host's
+    /// next address may still serve. Requests then move on from this address too, although
+    /// on their own they pass over only refused or timed-out connects.
     could_not_connect: bool,
 }
 
