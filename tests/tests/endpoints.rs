@@ -226,17 +226,70 @@ fn a_service_backed_apiservice_reaches_its_ready_endpoints() {
     );
 }
 
-/// Starts kubegate with probes only on change (so requests alone drive which address is
-/// used) and fast discovery.
-fn start_probing_on_change() -> Kubegate {
+/// Starts kubegate with availability probes only on change, so that requests (and, every
+/// `discovery_refresh`, document fetches) alone decide which of a host's addresses is used.
+fn start_probing_on_change(discovery_refresh: &str) -> Kubegate {
     let config = tempfile::NamedTempFile::new().expect("config file");
     std::fs::write(
         config.path(),
-        "aggregator:\n  availabilityCheckInterval: 1h\n  discoveryRefreshInterval: 1s\n  probeTimeout: 2s\n",
+        format!(
+            "aggregator:\n  availabilityCheckInterval: 1h\n  discoveryRefreshInterval: {discovery_refresh}\n  probeTimeout: 2s\n"
+        ),
     )
     .expect("write config");
     let config_path = config.path().to_string_lossy().to_string();
     Kubegate::start_with(&["--config", &config_path])
+}
+
+/// The host name both addresses are given in the private `/etc/hosts`.
+const HOST: &str = "wardle.test";
+
+/// A backend on one of [`HOST`]'s addresses; `sibling` lends its serving CA.
+fn host_backend(gate: &Kubegate, address: IpAddr, port: u16, sibling: Option<&Wardle>) -> Wardle {
+    let mut options = WardleOptions::new(gate.data_dir.join("pki").join("front-proxy-ca.crt"));
+    options.address = address;
+    options.port = Some(port);
+    options.dns_names = vec![HOST.to_string()];
+    options.serving_ca = sibling.map(Wardle::serving_ca);
+    Wardle::start(options)
+}
+
+/// Registers the APIService at `https://HOST:port`, while only the second address answers,
+/// and waits until it is available and discovered.
+fn register_host(gate: &Kubegate, port: u16, ca_bundle: String) {
+    let apiservice = json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": APISERVICE,
+                     "annotations": {"kubegate.io/backend-url": format!("https://{HOST}:{port}")}},
+        "spec": {"group": "wardle.example.com", "version": "v1alpha1",
+                 "groupPriorityMinimum": 1000, "versionPriority": 15,
+                 "caBundle": ca_bundle},
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &apiservice.to_string());
+    // The probe moves on to the address that answers.
+    let available = eventually(Duration::from_secs(20), || {
+        availability(gate) == ("True".into(), "Passed".into())
+    });
+    assert!(
+        available,
+        "APIService never became available: {}\n{}",
+        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
+        kubegate_tests::tail(&gate.log(), 30)
+    );
+    let discovered = eventually(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).contains("flunders")
+    });
+    assert!(discovered, "flunders never appeared in api-resources");
+}
+
+/// kubegate's `kubegate_proxy_upstream_connect_errors_total` lines.
+fn connect_errors(gate: &Kubegate) -> Vec<String> {
+    let (_, metrics) = gate.curl("GET", "/metrics", &[], None);
+    String::from_utf8_lossy(&metrics)
+        .lines()
+        .filter(|l| l.starts_with("kubegate_proxy_upstream_connect_errors_total{"))
+        .map(str::to_string)
+        .collect()
 }
 
 /// Flunders whose names each backend saw created.
@@ -261,49 +314,16 @@ fn flunder(name: &str) -> String {
 
 #[test]
 fn a_host_with_two_addresses_is_dialled_in_order_and_fails_over() {
-    const HOST: &str = "wardle.test";
     let _hosts =
         enter_private_network_with_hosts(&[FIRST, SECOND], &[(HOST, FIRST), (HOST, SECOND)]);
-    let gate = start_probing_on_change();
+    // No document fetch after the first: only requests move from one address to the next.
+    let gate = start_probing_on_change("1h");
     let port = free_port_on(FIRST);
-    let front_proxy_ca = gate.data_dir.join("pki").join("front-proxy-ca.crt");
-    let options = |address: IpAddr, sibling: Option<&Wardle>| {
-        let mut options = WardleOptions::new(front_proxy_ca.clone());
-        options.address = address;
-        options.port = Some(port);
-        options.dns_names = vec![HOST.to_string()];
-        options.serving_ca = sibling.map(Wardle::serving_ca);
-        options
-    };
-    let mut first = Wardle::start(options(FIRST, None));
-    let mut second = Wardle::start(options(SECOND, Some(&first)));
+    let mut first = host_backend(&gate, FIRST, port, None);
+    let mut second = host_backend(&gate, SECOND, port, Some(&first));
     // The name's first address refuses connections to begin with.
     first.stop();
-
-    let apiservice = json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": APISERVICE,
-                     "annotations": {"kubegate.io/backend-url": format!("https://{HOST}:{port}")}},
-        "spec": {"group": "wardle.example.com", "version": "v1alpha1",
-                 "groupPriorityMinimum": 1000, "versionPriority": 15,
-                 "caBundle": second.ca_bundle_base64()},
-    });
-    gate.ok_stdin(&["apply", "-f", "-"], &apiservice.to_string());
-    // The probe moves on to the address that answers.
-    let available = eventually(Duration::from_secs(20), || {
-        availability(&gate) == ("True".into(), "Passed".into())
-    });
-    assert!(
-        available,
-        "APIService never became available: {}\n{}",
-        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
-        kubegate_tests::tail(&gate.log(), 30)
-    );
-
-    let discovered = eventually(Duration::from_secs(10), || {
-        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).contains("flunders")
-    });
-    assert!(discovered, "flunders never appeared in api-resources");
+    register_host(&gate, port, second.ca_bundle_base64());
 
     // A create (proxied with its body) and lists (forwarded) all reach the second address.
     gate.ok_stdin(&["create", "-f", "-"], &flunder("one"));
@@ -334,17 +354,52 @@ fn a_host_with_two_addresses_is_dialled_in_order_and_fails_over() {
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
 
     // Each refused connection was counted; the requests themselves all succeeded.
-    let (_, metrics) = gate.curl("GET", "/metrics", &[], None);
-    let metrics = String::from_utf8_lossy(&metrics);
-    let refused: Vec<&str> = metrics
-        .lines()
-        .filter(|l| l.starts_with("kubegate_proxy_upstream_connect_errors_total{"))
-        .collect();
     assert_eq!(
-        refused,
+        connect_errors(&gate),
         [format!(
             "kubegate_proxy_upstream_connect_errors_total{{apiservice=\"{APISERVICE}\"}} 2"
-        )],
-        "{metrics}"
+        )]
     );
+}
+
+#[test]
+fn document_fetches_move_on_from_a_hosts_address_that_refuses() {
+    let _hosts =
+        enter_private_network_with_hosts(&[FIRST, SECOND], &[(HOST, FIRST), (HOST, SECOND)]);
+    let gate = start_probing_on_change("1s");
+    let port = free_port_on(FIRST);
+    let mut first = host_backend(&gate, FIRST, port, None);
+    let mut second = host_backend(&gate, SECOND, port, Some(&first));
+    first.stop();
+    register_host(&gate, port, second.ca_bundle_base64());
+
+    // The second address goes away and the first comes back. Before any request, the next
+    // discovery refresh finds the current address refusing and fetches from the first.
+    second.stop();
+    first.restart();
+    let fetched = eventually(Duration::from_secs(10), || {
+        first
+            .requests()
+            .iter()
+            .any(|r| r["method"] == "GET" && r["path"] == "/apis")
+    });
+    assert!(
+        fetched,
+        "discovery was never fetched from the first address"
+    );
+    // Requests then go there at once: none meets a refused connection.
+    for _ in 0..3 {
+        let (code, body) = gate.curl("GET", FLUNDERS, &[], None);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    assert_eq!(lists(&[&first]), [3]);
+    assert!(
+        connect_errors(&gate).is_empty(),
+        "{:?}",
+        connect_errors(&gate)
+    );
+    // And the group stays discoverable (not stale).
+    let resources =
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).to_string();
+    assert!(resources.contains("flunders"), "{resources}");
 }

@@ -20,6 +20,7 @@ use kubegate_policy::https::{error_chain, read_body_capped};
 use serde_json::Value;
 
 use super::availability::{client_for, discovery_path, url_host, with_probe_identity};
+use super::resolve::{Dialing, Location};
 use super::table::Backend;
 use super::Aggregator;
 
@@ -54,7 +55,24 @@ struct FetchMemo {
     fetches: std::sync::Mutex<HashMap<String, SharedFetch>>,
 }
 
-type FetchOutput = Result<(String, Bytes), String>;
+type FetchOutput = Result<(String, Bytes), FetchError>;
+
+/// Why a document could not be fetched.
+#[derive(Debug, Clone)]
+struct FetchError {
+    message: String,
+    /// Connecting failed: nothing answered at this address (a host's next one may).
+    could_not_connect: bool,
+}
+
+impl From<String> for FetchError {
+    fn from(message: String) -> Self {
+        FetchError {
+            message,
+            could_not_connect: false,
+        }
+    }
+}
 type SharedFetch = futures::future::Shared<futures::future::BoxFuture<'static, FetchOutput>>;
 
 impl FetchMemo {
@@ -419,13 +437,40 @@ async fn refresh(
 
 type FetchResult = (Vec<Value>, Option<Vec<(String, Bytes)>>, Option<Arc<Value>>);
 
+/// Fetches a backend's documents from the address its requests go to; a host whose current
+/// address cannot be connected to is asked at its next ones, in order, as requests would be.
 async fn fetch(
     aggregator: &Aggregator,
     backend: &Backend,
     memo: &FetchMemo,
 ) -> Result<FetchResult, String> {
     let location = backend.location.as_ref().map_err(|e| e.message.clone())?;
-    let address = backend.next_address().ok_or("no endpoints")?;
+    let attempts = match location.dialing {
+        Dialing::InOrder => location.addresses.len().max(1),
+        Dialing::Spread => 1,
+    };
+    let mut last_error = String::from("no endpoints");
+    for _ in 0..attempts {
+        let address = backend.next_address().ok_or("no endpoints")?;
+        match fetch_at(aggregator, backend, memo, location, address).await {
+            Err(error) if error.could_not_connect => {
+                backend.connect_failed(address);
+                last_error = error.message;
+            }
+            other => return other.map_err(|e| e.message),
+        }
+    }
+    Err(last_error)
+}
+
+/// [`fetch`] at one address.
+async fn fetch_at(
+    aggregator: &Aggregator,
+    backend: &Backend,
+    memo: &FetchMemo,
+    location: &Location,
+    address: std::net::SocketAddr,
+) -> Result<FetchResult, FetchError> {
     let client = client_for(backend, &location.server_name, address)?;
     let base = format!(
         "https://{}:{}{}",
@@ -434,7 +479,8 @@ async fn fetch(
         location.base_path
     );
     // Fetches are shared only between APIServices with the same address, trust and
-    // credentials: a document verified against one caBundle never serves another.
+    // credentials: a document verified against one caBundle never serves another, and a
+    // host's address that failed is not taken for the next one's answer.
     let trust = {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -448,7 +494,7 @@ async fn fetch(
         let url = format!("{base}{path}");
         let timeout = aggregator.probe_timeout;
         let identity = backend.identity.clone();
-        let key = format!("{identity_key:x}|{trust:x}|{accept}|{url}");
+        let key = format!("{identity_key:x}|{trust:x}|{address}|{accept}|{url}");
         memo.get(key, move || {
             Box::pin(async move {
                 let mut response = with_probe_identity(client.get(&url), &identity)
@@ -456,7 +502,10 @@ async fn fetch(
                     .timeout(timeout)
                     .send()
                     .await
-                    .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
+                    .map_err(|e| FetchError {
+                        message: format!("GET {url}: {}", error_chain(&e)),
+                        could_not_connect: e.is_connect(),
+                    })?;
                 let status = response.status();
                 let content_type = response
                     .headers()
@@ -466,9 +515,9 @@ async fn fetch(
                     .to_string();
                 let body = read_body_capped(&mut response, MAX_DOCUMENT_BYTES).await?;
                 if !status.is_success() {
-                    return Err(format!("GET {url}: {}", status.as_u16()));
+                    return Err(format!("GET {url}: {}", status.as_u16()).into());
                 }
-                Ok::<_, String>((content_type, Bytes::from(body)))
+                Ok::<_, FetchError>((content_type, Bytes::from(body)))
             })
         })
     };
@@ -519,7 +568,7 @@ async fn fetch_openapi_v3<F, Fut>(
 ) -> Option<Vec<(String, Bytes)>>
 where
     F: Fn(String, &'static str) -> Fut,
-    Fut: std::future::Future<Output = Result<(String, Bytes), String>>,
+    Fut: std::future::Future<Output = FetchOutput>,
 {
     let (_, body) = get("/openapi/v3".into(), "application/json").await.ok()?;
     let index: Value = serde_json::from_slice(&body).ok()?;
