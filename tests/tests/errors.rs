@@ -206,3 +206,46 @@ fn invalid_configuration_is_rejected_at_start() {
     );
     assert!(err.contains("maxRequestBytes"), "{err}");
 }
+
+#[test]
+fn fields_of_the_wrong_type_are_refused_as_kubes_decoding_refuses_them() {
+    let gate = Kubegate::start();
+    // kubectl sends YAML's numbers and booleans as they are; kube's Go decoding refuses them
+    // where the field is a string, so no typed client ever meets such an object.
+    let manifests = [
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typed}\ndata: {replicas: 3}\n",
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string",
+        ),
+        (
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: typed}\nspec: {holderIdentity: true}\n",
+            "Lease in version \"v1\" cannot be handled as a Lease: json: cannot unmarshal bool into Go struct field LeaseSpec.spec.holderIdentity of type string",
+        ),
+    ];
+    for (manifest, expected) in manifests {
+        for args in [
+            &["create", "-f", "-"][..],
+            &["apply", "--server-side", "-f", "-"][..],
+        ] {
+            let out = gate.kubectl_stdin(args, Some(manifest));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{args:?} accepted {manifest}");
+            assert!(
+                stderr.contains("(BadRequest)") && stderr.contains(expected),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    let listed = gate.ok(&[
+        "get",
+        "configmaps,leases",
+        "--field-selector",
+        "metadata.name=typed",
+        "-o",
+        "name",
+    ]);
+    assert!(
+        listed.trim().is_empty(),
+        "a refused object was stored: {listed}"
+    );
+}

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{Map, Value};
 
 /// A kind's schema with every definition it references.
-struct Schema {
-    root: Value,
-    defs: Map<String, Value>,
+pub(super) struct Schema {
+    pub(super) root: Value,
+    pub(super) defs: Map<String, Value>,
 }
 
 /// Schemas are generated once per definition and kept.
-fn schema(definition: &str) -> Option<Arc<Schema>> {
+pub(super) fn schema(definition: &str) -> Option<Arc<Schema>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Option<Arc<Schema>>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -121,13 +121,25 @@ fn prune(
 }
 
 /// Follows `$ref` (and single-element `allOf`) to the schema that describes a value.
-fn resolve<'a>(schema: &'a Schema, mut node: &'a Value) -> &'a Value {
+fn resolve<'a>(schema: &'a Schema, node: &'a Value) -> &'a Value {
+    resolve_named(schema, node).0
+}
+
+/// [`resolve`], with the name of the last definition a `$ref` led to (the Go type).
+pub(super) fn resolve_named<'a>(
+    schema: &'a Schema,
+    mut node: &'a Value,
+) -> (&'a Value, Option<&'a str>) {
+    let mut named = None;
     for _ in 0..16 {
         if let Some(r) = node.get("$ref").and_then(Value::as_str) {
             let name = r.rsplit('/').next().unwrap_or(r);
-            match schema.defs.get(name) {
-                Some(target) => node = target,
-                None => return node,
+            match schema.defs.get_key_value(name) {
+                Some((key, target)) => {
+                    node = target;
+                    named = Some(key.as_str());
+                }
+                None => return (node, named),
             }
         } else if let Some([only]) = node
             .get("allOf")
@@ -136,10 +148,10 @@ fn resolve<'a>(schema: &'a Schema, mut node: &'a Value) -> &'a Value {
         {
             node = only;
         } else {
-            return node;
+            return (node, named);
         }
     }
-    node
+    (node, named)
 }
 
 #[cfg(test)]

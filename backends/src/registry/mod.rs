@@ -9,6 +9,7 @@
 mod apply;
 mod encode;
 mod fields;
+mod go_types;
 mod internal;
 mod meta;
 pub mod namespaces;

@@ -831,6 +831,61 @@ async fn unknown_fields_are_never_stored_and_strict_patches_write_nothing() {
 }
 
 #[tokio::test]
+async fn fields_of_the_wrong_json_type_are_refused_by_every_write_and_never_stored() {
+    let f = fixture().await;
+    let refused = "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string";
+    let with_data = |data: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t"}, "data": data});
+    let (code, status) = call(&f, "POST", CMS, Some(with_data(json!({"a": 1})))).await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["reason"], "BadRequest", "{status}");
+    assert_eq!(status["message"], refused, "{status}");
+    let (code, _) = call(&f, "GET", &format!("{CMS}/t"), None).await;
+    assert_eq!(code, 404, "a refused create must not write");
+
+    let (_, created) = call(&f, "POST", CMS, Some(with_data(json!({"a": "1"})))).await;
+    let before = rv(&created);
+    for (content_type, patch) in [
+        ("application/merge-patch+json", json!({"data": {"b": 2}})),
+        (
+            "application/strategic-merge-patch+json",
+            json!({"data": {"b": 2}}),
+        ),
+        (
+            "application/json-patch+json",
+            json!([{"op": "add", "path": "/data/b", "value": 2}]),
+        ),
+        (
+            "application/apply-patch+yaml",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t"}, "data": {"b": 2}}),
+        ),
+    ] {
+        let (code, status) = call_typed(
+            &f,
+            "PATCH",
+            &format!("{CMS}/t?fieldManager=test"),
+            Some(patch),
+            content_type,
+        )
+        .await;
+        assert_eq!(code, 400, "{content_type}: {status}");
+        assert_eq!(status["message"], refused, "{content_type}: {status}");
+    }
+    let mut replaced = created.clone();
+    replaced["immutable"] = json!("yes");
+    let (code, status) = call(&f, "PUT", &format!("{CMS}/t"), Some(replaced)).await;
+    assert_eq!(code, 400, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("Go struct field ConfigMap.immutable of type bool")),
+        "{status}"
+    );
+    let (_, after) = call(&f, "GET", &format!("{CMS}/t"), None).await;
+    assert_eq!(rv(&after), before, "refused writes must not write");
+    assert_eq!(after["data"], json!({"a": "1"}));
+}
+
+#[tokio::test]
 async fn output_is_negotiated_before_writing() {
     let f = fixture().await;
     let mut req = request("POST", CMS, Some(cm("n", json!({}))), "application/json");

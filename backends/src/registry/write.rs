@@ -162,6 +162,21 @@ fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<Bytes> {
     ))
 }
 
+/// kube's decoding of a request body into the kind's Go type, which comes before anything
+/// else looks at it: the strategy's own checks (base64, and worded kind by kind), then every
+/// field's JSON type against the kind's schema. Failures are 400s, and nothing is written.
+fn check_decoding(def: &ResourceDef, object: &Value) -> ApiResult<()> {
+    def.strategy.check_decode(object)?;
+    match super::go_types::type_mismatch(&def.definition, object) {
+        None => Ok(()),
+        Some(error) => Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}",
+            kind = def.kind,
+            version = def.version,
+        ))),
+    }
+}
+
 fn invalid(def: &ResourceDef, object: &Value, causes: Vec<StatusCause>) -> ApiError {
     ApiError::invalid(&def.group, &def.kind, object_name(object), causes)
 }
@@ -357,7 +372,7 @@ impl Registry {
                 meta.remove("generation");
             }
         }
-        def.strategy.check_decode(&object)?;
+        check_decoding(def, &object)?;
         def.strategy.prepare_for_create(&mut object);
         if let Some(tracker) = mode.tracker {
             tracker.created(&mut object);
@@ -675,7 +690,7 @@ impl Registry {
                     "the patched or updated object must be a JSON object",
                 ));
             }
-            def.strategy.check_decode(&object)?;
+            check_decoding(def, &object)?;
             if let Some(map) = object.as_object_mut() {
                 map.insert("apiVersion".into(), json!(def.api_version()));
                 map.insert("kind".into(), json!(def.kind));

@@ -1,0 +1,313 @@
+//! Go's typed decoding of built-in kinds, generically: kube-apiserver decodes every request
+//! body into the kind's Go struct before anything else looks at it, so a field of the wrong
+//! JSON type (`"data": {"a": 1}` in a ConfigMap, `"holderIdentity": 5` in a Lease) is a 400,
+//! never a stored object that typed clients (client-go informers) then fail to decode. Walks
+//! the body along the kind's OpenAPI schema (the same k8s-openapi schemas unknown fields are
+//! found with) and words the first mismatch as Go's `UnmarshalTypeError`: `json: cannot
+//! unmarshal number into Go struct field ConfigMap.data of type string`. As in Go, `null` and
+//! absent fields are zero values, map keys and list indices are not part of the field path,
+//! and fields the schema does not declare are left to the unknown-field handling.
+
+use serde_json::Value;
+
+use super::fields::{resolve_named, schema, Schema};
+use crate::machinery::json_kind;
+
+/// The first value of `object` its Go field cannot hold, in Go's words; `None` when every
+/// field fits, or when `definition` has no known schema (custom resources are checked
+/// against their own schemas elsewhere).
+pub fn type_mismatch(definition: &str, object: &Value) -> Option<String> {
+    let schema = schema(definition)?;
+    let root_name = definition.rsplit('.').next().unwrap_or(definition);
+    check(&schema, &schema.root, object, root_name, "", 0)
+}
+
+/// Checks `value` against `node`. `owner` is the Go struct holding the field being decoded and
+/// `path` the field's dotted path from the root, as Go names them in the error.
+fn check(
+    schema: &Schema,
+    node: &Value,
+    value: &Value,
+    owner: &str,
+    path: &str,
+    depth: usize,
+) -> Option<String> {
+    if depth > 64 || value.is_null() {
+        return None;
+    }
+    let (node, named) = resolve_named(schema, node);
+    let mismatch = |go_type: String| Some(unmarshal_error(value, owner, path, &go_type));
+    if flag(node, "x-kubernetes-preserve-unknown-fields") {
+        return None;
+    }
+    if flag(node, "x-kubernetes-int-or-string") {
+        return match value {
+            Value::String(_) => None,
+            Value::Number(n) if fits_int32(n) => None,
+            _ => mismatch("intstr.IntOrString".into()),
+        };
+    }
+    match node.get("type").and_then(Value::as_str) {
+        Some("string") => {
+            if value.is_string() {
+                return None;
+            }
+            if node.get("format").and_then(Value::as_str) == Some("date-time") {
+                // metav1.Time decodes a string itself: anything else fails inside it.
+                return Some(format!(
+                    "json: cannot unmarshal {} into Go value of type string",
+                    json_kind(value)
+                ));
+            }
+            mismatch(go_type(schema, node, named))
+        }
+        Some("integer") => match value {
+            Value::Number(n) => {
+                let fits = if node.get("format").and_then(Value::as_str) == Some("int32") {
+                    fits_int32(n)
+                } else {
+                    n.is_i64() || n.is_u64()
+                };
+                if fits {
+                    None
+                } else {
+                    // Go names the literal it could not fit: `number 1.5`.
+                    Some(unmarshal_error_found(
+                        &format!("number {n}"),
+                        owner,
+                        path,
+                        &go_type(schema, node, named),
+                    ))
+                }
+            }
+            _ => mismatch(go_type(schema, node, named)),
+        },
+        Some("number") => (!value.is_number()).then(|| mismatch(go_type(schema, node, named)))?,
+        Some("boolean") => (!value.is_boolean()).then(|| mismatch(go_type(schema, node, named)))?,
+        Some("array") => {
+            let Value::Array(items) = value else {
+                return mismatch(go_type(schema, node, named));
+            };
+            let item_schema = node.get("items")?;
+            items
+                .iter()
+                .find_map(|item| check(schema, item_schema, item, owner, path, depth + 1))
+        }
+        Some("object") | None => {
+            let properties = node.get("properties").and_then(Value::as_object);
+            let additional = node.get("additionalProperties").filter(|a| a.is_object());
+            if properties.is_none() && additional.is_none() {
+                // No fields declared: anything goes (a `RawExtension`, apiextensions' `JSON`
+                // for a schema's `default`, which the generated schema calls an object).
+                return None;
+            }
+            let Value::Object(map) = value else {
+                return mismatch(go_type(schema, node, named));
+            };
+            if let Some(properties) = properties {
+                // The fields of this struct are reported as its own.
+                let owner = named.map_or(owner, short_name);
+                for (key, child) in map {
+                    if let Some(child_schema) = properties.get(key) {
+                        let child_path = join(path, key);
+                        if let Some(error) =
+                            check(schema, child_schema, child, owner, &child_path, depth + 1)
+                        {
+                            return Some(error);
+                        }
+                    }
+                }
+                None
+            } else if let Some(additional) = additional {
+                map.values()
+                    .find_map(|child| check(schema, additional, child, owner, path, depth + 1))
+            } else {
+                None
+            }
+        }
+        Some(_) => None,
+    }
+}
+
+fn flag(node: &Value, name: &str) -> bool {
+    node.get(name).and_then(Value::as_bool) == Some(true)
+}
+
+fn fits_int32(n: &serde_json::Number) -> bool {
+    n.as_i64().is_some_and(|i| i32::try_from(i).is_ok())
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// `io.k8s.api.core.v1.ServicePort` → `ServicePort`.
+fn short_name(definition: &str) -> &str {
+    definition.rsplit('.').next().unwrap_or(definition)
+}
+
+/// The Go type a schema node decodes into, as Go prints it in the error (`string`, `int32`,
+/// `[]v1.ServicePort`, `map[string]string`, `[]uint8` for base64 bytes).
+fn go_type(schema: &Schema, node: &Value, named: Option<&str>) -> String {
+    let format = node.get("format").and_then(Value::as_str);
+    match node.get("type").and_then(Value::as_str) {
+        Some("string") if format == Some("byte") => "[]uint8".into(),
+        Some("string") => "string".into(),
+        Some("integer") if format == Some("int64") => "int64".into(),
+        Some("integer") => "int32".into(),
+        Some("number") => "float64".into(),
+        Some("boolean") => "bool".into(),
+        Some("array") => {
+            let item = node.get("items").map(|items| {
+                let (item, item_name) = resolve_named(schema, items);
+                go_type(schema, item, item_name)
+            });
+            format!("[]{}", item.unwrap_or_else(|| "interface {}".into()))
+        }
+        _ => {
+            if node.get("properties").is_some() {
+                if let Some(name) = named {
+                    // `io.k8s.api.core.v1.ServicePort` → `v1.ServicePort`.
+                    let mut parts = name.rsplit('.');
+                    let short = parts.next().unwrap_or(name);
+                    return match parts.next() {
+                        Some(package) => format!("{package}.{short}"),
+                        None => short.to_string(),
+                    };
+                }
+                return "struct".into();
+            }
+            match node.get("additionalProperties").filter(|a| a.is_object()) {
+                Some(additional) => {
+                    let (value, value_name) = resolve_named(schema, additional);
+                    format!("map[string]{}", go_type(schema, value, value_name))
+                }
+                None => "map[string]interface {}".into(),
+            }
+        }
+    }
+}
+
+fn unmarshal_error(value: &Value, owner: &str, path: &str, go_type: &str) -> String {
+    unmarshal_error_found(json_kind(value), owner, path, go_type)
+}
+
+fn unmarshal_error_found(found: &str, owner: &str, path: &str, go_type: &str) -> String {
+    if path.is_empty() {
+        format!("json: cannot unmarshal {found} into Go value of type {go_type}")
+    } else {
+        format!(
+            "json: cannot unmarshal {found} into Go struct field {owner}.{path} of type {go_type}"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mismatch(definition: &str, object: Value) -> Option<String> {
+        type_mismatch(&format!("io.k8s.api.{definition}"), &object)
+    }
+
+    #[test]
+    fn well_typed_objects_pass() {
+        let service = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "s", "labels": {"a": "b"}, "annotations": null,
+                         "creationTimestamp": null, "generation": 3},
+            "spec": {"ports": [{"port": 80, "targetPort": "http", "protocol": "TCP"},
+                               {"port": 81, "targetPort": 8081, "nodePort": null}],
+                     "selector": {"app": "x"}, "clusterIPs": ["10.96.0.10"],
+                     "publishNotReadyAddresses": true},
+            "unknownField": [1, 2]
+        });
+        assert_eq!(mismatch("core.v1.Service", service), None);
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+            "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15,
+                     "renewTime": "2026-11-27T00:00:00.000000Z"}
+        });
+        assert_eq!(mismatch("coordination.v1.Lease", lease), None);
+    }
+
+    #[test]
+    fn a_map_value_of_the_wrong_type_is_named_as_go_does() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                        "data": {"a": 1}});
+        assert_eq!(
+            mismatch("core.v1.ConfigMap", cm).as_deref(),
+            Some(
+                "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+            )
+        );
+        let labels = json!({"metadata": {"name": "c", "labels": {"a": true}}});
+        assert_eq!(
+            mismatch("core.v1.ConfigMap", labels).as_deref(),
+            Some("json: cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels of type string")
+        );
+    }
+
+    #[test]
+    fn scalars_lists_and_structs_of_the_wrong_type_are_refused() {
+        let cases = [
+            ("coordination.v1.Lease", json!({"spec": {"holderIdentity": 5}}),
+             "json: cannot unmarshal number into Go struct field LeaseSpec.spec.holderIdentity of type string"),
+            ("coordination.v1.Lease", json!({"spec": {"leaseDurationSeconds": 1.5}}),
+             "json: cannot unmarshal number 1.5 into Go struct field LeaseSpec.spec.leaseDurationSeconds of type int32"),
+            ("coordination.v1.Lease", json!({"spec": {"leaseDurationSeconds": 3_000_000_000_u64}}),
+             "json: cannot unmarshal number 3000000000 into Go struct field LeaseSpec.spec.leaseDurationSeconds of type int32"),
+            ("core.v1.ConfigMap", json!({"immutable": "true"}),
+             "json: cannot unmarshal string into Go struct field ConfigMap.immutable of type bool"),
+            ("core.v1.Namespace", json!({"spec": {"finalizers": "kubernetes"}}),
+             "json: cannot unmarshal string into Go struct field NamespaceSpec.spec.finalizers of type []string"),
+            ("core.v1.Service", json!({"spec": {"ports": {"port": 80}}}),
+             "json: cannot unmarshal object into Go struct field ServiceSpec.spec.ports of type []v1.ServicePort"),
+            ("core.v1.Service", json!({"spec": {"ports": [{"port": "80"}]}}),
+             "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"),
+            ("core.v1.Service", json!({"spec": {"ports": [{"port": 80, "targetPort": true}]}}),
+             "json: cannot unmarshal bool into Go struct field ServicePort.spec.ports.targetPort of type intstr.IntOrString"),
+            ("core.v1.Secret", json!({"stringData": {"a": 1}}),
+             "json: cannot unmarshal number into Go struct field Secret.stringData of type string"),
+            ("core.v1.ConfigMap", json!({"metadata": "x"}),
+             "json: cannot unmarshal string into Go struct field ConfigMap.metadata of type v1.ObjectMeta"),
+            ("core.v1.ConfigMap", json!({"metadata": {"creationTimestamp": 5}}),
+             "json: cannot unmarshal number into Go value of type string"),
+        ];
+        for (definition, object, expected) in cases {
+            assert_eq!(
+                mismatch(definition, object.clone()).as_deref(),
+                Some(expected),
+                "{definition} {object}"
+            );
+        }
+    }
+
+    #[test]
+    fn free_form_values_are_not_checked() {
+        let crd = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "properties": {"size": {"type": "integer", "default": 3}},
+        }}}]}});
+        assert_eq!(
+            type_mismatch(
+                "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+                &crd
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn unknown_definitions_are_not_checked() {
+        assert_eq!(
+            type_mismatch("com.example.v1.Widget", &json!({"spec": 1})),
+            None
+        );
+    }
+}
