@@ -292,7 +292,19 @@ mod tests {
     fn free_form_values_are_not_checked() {
         let crd = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
             "type": "object",
-            "properties": {"size": {"type": "integer", "default": 3}},
+            "properties": {
+                "size": {"type": "integer", "default": 3, "maximum": 10.5, "minimum": 0,
+                         "enum": [1, 2, 3], "example": 2},
+                "name": {"type": "string", "maxLength": 63, "pattern": "^a", "default": "a"},
+                "closed": {"type": "object", "additionalProperties": false},
+                "open": {"type": "object", "additionalProperties": {"type": "string"}},
+                "list": {"type": "array", "items": {"type": "string"}, "default": []},
+                "tuple": {"type": "array", "items": [{"type": "string"}]},
+                "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                "needs": {"type": "object", "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
+            },
+            "required": ["size"],
+            "x-kubernetes-validations": [{"rule": "self.size > 0", "message": "positive"}],
         }}}]}});
         assert_eq!(
             type_mismatch(
