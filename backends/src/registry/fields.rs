@@ -18,6 +18,10 @@ pub(super) fn schema(definition: &str) -> Option<Arc<Schema>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Option<Arc<Schema>>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
+    // Every write asks: the common case finds its schema without building a key.
+    if let Some(known) = guard.get(definition) {
+        return known.clone();
+    }
     guard
         .entry(definition.to_string())
         .or_insert_with(|| {

@@ -19,24 +19,24 @@ use crate::machinery::json_kind;
 pub fn type_mismatch(definition: &str, object: &Value) -> Option<String> {
     let schema = schema(definition)?;
     let root_name = definition.rsplit('.').next().unwrap_or(definition);
-    check(&schema, &schema.root, object, root_name, "", 0)
+    check(&schema, &schema.root, object, root_name, &mut Vec::new())
 }
 
 /// Checks `value` against `node`. `owner` is the Go struct holding the field being decoded and
-/// `path` the field's dotted path from the root, as Go names them in the error.
-fn check(
-    schema: &Schema,
-    node: &Value,
-    value: &Value,
+/// `path` the field names from the root, as Go names them in the error (joined with dots only
+/// when there is one: every write of a built-in kind runs this walk).
+fn check<'a>(
+    schema: &'a Schema,
+    node: &'a Value,
+    value: &'a Value,
     owner: &str,
-    path: &str,
-    depth: usize,
+    path: &mut Vec<&'a str>,
 ) -> Option<String> {
-    if depth > 64 || value.is_null() {
+    if path.len() > 64 || value.is_null() {
         return None;
     }
     let (node, named) = resolve_named(schema, node);
-    let mismatch = |go_type: String| Some(unmarshal_error(value, owner, path, &go_type));
+    let mismatch = |go_type: String| Some(unmarshal_error(value, owner, &path.join("."), &go_type));
     if flag(node, "x-kubernetes-preserve-unknown-fields") {
         return None;
     }
@@ -75,7 +75,7 @@ fn check(
                     Some(unmarshal_error_found(
                         &format!("number {n}"),
                         owner,
-                        path,
+                        &path.join("."),
                         &go_type(schema, node, named),
                     ))
                 }
@@ -91,7 +91,7 @@ fn check(
             let item_schema = node.get("items")?;
             items
                 .iter()
-                .find_map(|item| check(schema, item_schema, item, owner, path, depth + 1))
+                .find_map(|item| check(schema, item_schema, item, owner, path))
         }
         Some("object") | None => {
             let properties = node.get("properties").and_then(Value::as_object);
@@ -109,18 +109,18 @@ fn check(
                 let owner = named.map_or(owner, short_name);
                 for (key, child) in map {
                     if let Some(child_schema) = properties.get(key) {
-                        let child_path = join(path, key);
-                        if let Some(error) =
-                            check(schema, child_schema, child, owner, &child_path, depth + 1)
-                        {
-                            return Some(error);
+                        path.push(key);
+                        let error = check(schema, child_schema, child, owner, path);
+                        path.pop();
+                        if error.is_some() {
+                            return error;
                         }
                     }
                 }
                 None
             } else if let Some(additional) = additional {
                 map.values()
-                    .find_map(|child| check(schema, additional, child, owner, path, depth + 1))
+                    .find_map(|child| check(schema, additional, child, owner, path))
             } else {
                 None
             }
@@ -135,14 +135,6 @@ fn flag(node: &Value, name: &str) -> bool {
 
 fn fits_int32(n: &serde_json::Number) -> bool {
     n.as_i64().is_some_and(|i| i32::try_from(i).is_ok())
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
 }
 
 /// `io.k8s.api.core.v1.ServicePort` → `ServicePort`.
