@@ -1852,6 +1852,33 @@ impl Drop for Wardle {
     }
 }
 
+/// Waits until kubegate has the sample API's APIService `Available=True` and `flunders` in its
+/// merged discovery (fetched in the background once the backend is available), failing the
+/// test with the APIService and kubegate's log otherwise.
+pub fn wait_until_served(gate: &crate::Kubegate) {
+    let apiservice = format!("{VERSION}.{GROUP}");
+    let available = crate::eventually(Duration::from_secs(20), || {
+        let out = gate.kubectl(&[
+            "get",
+            "apiservice",
+            &apiservice,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim() == "True"
+    });
+    assert!(
+        available,
+        "APIService never became available: {}\n{}",
+        gate.ok(&["get", "apiservice", &apiservice, "-o", "yaml"]),
+        crate::tail(&gate.log(), 30)
+    );
+    let discovered = crate::eventually(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).contains("flunders")
+    });
+    assert!(discovered, "flunders never appeared in api-resources");
+}
+
 /// Standard base64 with padding (RFC 4648 §4).
 fn base64(data: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use kubegate_tests::wardle::{
-    Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED, ENDLESS_INFORMATIONAL,
-    INFORMATIONAL_ANSWER, SLOW_ANSWER, SLOW_SECONDS, UNASKED_SWITCH,
+    wait_until_served, Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED,
+    ENDLESS_INFORMATIONAL, INFORMATIONAL_ANSWER, SLOW_ANSWER, SLOW_SECONDS, UNASKED_SWITCH,
 };
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
@@ -46,18 +46,7 @@ fn register(gate: &Kubegate, wardle: &Wardle) {
         ]
     });
     gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
-    let available = eventually(Duration::from_secs(20), || available(gate) == "True");
-    assert!(
-        available,
-        "APIService never became available: {}\n{}",
-        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
-        kubegate_tests::tail(&gate.log(), 30)
-    );
-    // Discovery is merged in the background once the backend is available.
-    let discovered = eventually(Duration::from_secs(10), || {
-        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).contains("flunders")
-    });
-    assert!(discovered, "flunders never appeared in api-resources");
+    wait_until_served(gate);
 }
 
 fn available(gate: &Kubegate) -> String {

@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
 use kubegate_tests::netns::{enter_private_network, enter_private_network_with_hosts};
-use kubegate_tests::wardle::{Wardle, WardleOptions};
+use kubegate_tests::wardle::{wait_until_served, Wardle, WardleOptions};
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
 
@@ -137,15 +137,8 @@ fn a_service_backed_apiservice_reaches_its_ready_endpoints() {
         ]
     });
     gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
-    let available = eventually(Duration::from_secs(20), || {
-        availability(&gate) == ("True".into(), "Passed".into())
-    });
-    assert!(
-        available,
-        "APIService never became available: {}\n{}",
-        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
-        kubegate_tests::tail(&gate.log(), 30)
-    );
+    wait_until_served(&gate);
+    assert_eq!(availability(&gate), ("True".into(), "Passed".into()));
 
     // kubectl reaches the backends through the Service; both ready endpoints get requests.
     let listing = gate.json(&["get", "flunders", "-A", "-o", "json"]);
@@ -267,19 +260,35 @@ fn register_host(gate: &Kubegate, port: u16, ca_bundle: String) {
     });
     gate.ok_stdin(&["apply", "-f", "-"], &apiservice.to_string());
     // The probe moves on to the address that answers.
-    let available = eventually(Duration::from_secs(20), || {
-        availability(gate) == ("True".into(), "Passed".into())
-    });
-    assert!(
-        available,
-        "APIService never became available: {}\n{}",
-        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"]),
-        kubegate_tests::tail(&gate.log(), 30)
-    );
-    let discovered = eventually(Duration::from_secs(10), || {
-        String::from_utf8_lossy(&gate.kubectl_fresh(&["api-resources"]).stdout).contains("flunders")
-    });
-    assert!(discovered, "flunders never appeared in api-resources");
+    wait_until_served(gate);
+    assert_eq!(availability(gate), ("True".into(), "Passed".into()));
+}
+
+/// Two backends on [`HOST`]'s addresses with only the second answering, and the APIService
+/// registered and served. Holds the private `/etc/hosts` while the test runs.
+struct HostSetup {
+    _hosts: tempfile::NamedTempFile,
+    gate: Kubegate,
+    first: Wardle,
+    second: Wardle,
+}
+
+fn host_setup(discovery_refresh: &str) -> HostSetup {
+    let hosts =
+        enter_private_network_with_hosts(&[FIRST, SECOND], &[(HOST, FIRST), (HOST, SECOND)]);
+    let gate = start_probing_on_change(discovery_refresh);
+    let port = free_port_on(FIRST);
+    let mut first = host_backend(&gate, FIRST, port, None);
+    let second = host_backend(&gate, SECOND, port, Some(&first));
+    // The name's first address refuses connections to begin with.
+    first.stop();
+    register_host(&gate, port, second.ca_bundle_base64());
+    HostSetup {
+        _hosts: hosts,
+        gate,
+        first,
+        second,
+    }
 }
 
 /// kubegate's `kubegate_proxy_upstream_connect_errors_total` lines.
@@ -314,16 +323,13 @@ fn flunder(name: &str) -> String {
 
 #[test]
 fn a_host_with_two_addresses_is_dialled_in_order_and_fails_over() {
-    let _hosts =
-        enter_private_network_with_hosts(&[FIRST, SECOND], &[(HOST, FIRST), (HOST, SECOND)]);
     // No document fetch after the first: only requests move from one address to the next.
-    let gate = start_probing_on_change("1h");
-    let port = free_port_on(FIRST);
-    let mut first = host_backend(&gate, FIRST, port, None);
-    let mut second = host_backend(&gate, SECOND, port, Some(&first));
-    // The name's first address refuses connections to begin with.
-    first.stop();
-    register_host(&gate, port, second.ca_bundle_base64());
+    let HostSetup {
+        _hosts,
+        gate,
+        mut first,
+        mut second,
+    } = host_setup("1h");
 
     // A create (proxied with its body) and lists (forwarded) all reach the second address.
     gate.ok_stdin(&["create", "-f", "-"], &flunder("one"));
@@ -364,14 +370,12 @@ fn a_host_with_two_addresses_is_dialled_in_order_and_fails_over() {
 
 #[test]
 fn document_fetches_move_on_from_a_hosts_address_that_refuses() {
-    let _hosts =
-        enter_private_network_with_hosts(&[FIRST, SECOND], &[(HOST, FIRST), (HOST, SECOND)]);
-    let gate = start_probing_on_change("1s");
-    let port = free_port_on(FIRST);
-    let mut first = host_backend(&gate, FIRST, port, None);
-    let mut second = host_backend(&gate, SECOND, port, Some(&first));
-    first.stop();
-    register_host(&gate, port, second.ca_bundle_base64());
+    let HostSetup {
+        _hosts,
+        gate,
+        mut first,
+        mut second,
+    } = host_setup("1s");
 
     // The second address goes away and the first comes back. Before any request, the next
     // discovery refresh finds the current address refusing and fetches from the first.

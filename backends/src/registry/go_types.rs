@@ -82,8 +82,9 @@ fn check<'a>(
             }
             _ => mismatch(go_type(schema, node, named)),
         },
-        Some("number") => (!value.is_number()).then(|| mismatch(go_type(schema, node, named)))?,
-        Some("boolean") => (!value.is_boolean()).then(|| mismatch(go_type(schema, node, named)))?,
+        Some("number") if !value.is_number() => mismatch(go_type(schema, node, named)),
+        Some("boolean") if !value.is_boolean() => mismatch(go_type(schema, node, named)),
+        Some("number" | "boolean") => None,
         Some("array") => {
             let Value::Array(items) = value else {
                 return mismatch(go_type(schema, node, named));
@@ -104,26 +105,26 @@ fn check<'a>(
             let Value::Object(map) = value else {
                 return mismatch(go_type(schema, node, named));
             };
-            if let Some(properties) = properties {
-                // The fields of this struct are reported as its own.
-                let owner = named.map_or(owner, short_name);
-                for (key, child) in map {
-                    if let Some(child_schema) = properties.get(key) {
-                        path.push(key);
-                        let error = check(schema, child_schema, child, owner, path);
-                        path.pop();
-                        if error.is_some() {
-                            return error;
-                        }
+            let Some(properties) = properties else {
+                // A map: its values, under the map's own field name.
+                return additional.and_then(|additional| {
+                    map.values()
+                        .find_map(|child| check(schema, additional, child, owner, path))
+                });
+            };
+            // The fields of this struct are reported as its own.
+            let owner = named.map_or(owner, short_name);
+            for (key, child) in map {
+                if let Some(child_schema) = properties.get(key) {
+                    path.push(key);
+                    let error = check(schema, child_schema, child, owner, path);
+                    path.pop();
+                    if error.is_some() {
+                        return error;
                     }
                 }
-                None
-            } else if let Some(additional) = additional {
-                map.values()
-                    .find_map(|child| check(schema, additional, child, owner, path))
-            } else {
-                None
             }
+            None
         }
         Some(_) => None,
     }
