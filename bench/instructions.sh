@@ -10,6 +10,8 @@
 # the figure. CREDS picks the credentials measured in turn on each server (token: the user's
 # bearer token, cached after the first request; sa-jwt: a ServiceAccount token from `kubectl
 # create token`, a ~1 KiB JWT, cached likewise; anonymous: none).
+# REQUEST=create counts a create instead (POST of a ~1 KiB ConfigMap with a unique name, c=4,
+# durable; every thread's instructions are counted, the store's writer thread included).
 # Caveats: callgrind counts user-space instructions only (no kernel, no cache misses); under
 # valgrind SHA-256 runs its portable code (SHA-NI is hidden), so a token costs ~10,000
 # instructions of hashing that take ~0.2 us for real.
@@ -18,6 +20,7 @@
 #   MODES="apf off" CREDS="token anonymous" N=3000 bench/instructions.sh
 #   MODES=apf CREDS="sa-jwt token anonymous" bench/instructions.sh
 #   KUBEGATE_BIN=/tmp/kg-old bench/instructions.sh        (another build)
+#   REQUEST=create MODES=apf CREDS=token N=1000 bench/instructions.sh   (creates)
 # Output: $RESULTS/instructions/summary.txt, callgrind.<mode>.<cred> (callgrind_annotate input),
 #         top.<mode>.<cred>.txt (the 40 functions with the most instructions of their own).
 # Needs valgrind (Debian: apt-get install valgrind).
@@ -28,7 +31,9 @@ MODES=${MODES:-"apf off"}
 CREDS=${CREDS:-"token anonymous"}
 N=${N:-3000}
 WARM=${WARM:-500}
-COMMAND="$({ env | grep -E '^(MODES|CREDS|N|WARM)=' || true; } | sort | tr '\n' ' ')bench/instructions.sh"
+REQUEST=${REQUEST:-get}                     # get | create
+[[ $REQUEST == get || $REQUEST == create ]] || die "REQUEST: get or create"
+COMMAND="$({ env | grep -E '^(MODES|CREDS|N|WARM|REQUEST)=' || true; } | sort | tr '\n' ' ')bench/instructions.sh"
 
 need_tools valgrind callgrind_control callgrind_annotate
 if [[ $CREDS == *sa-jwt* ]]; then need_tools kubectl; fi
@@ -65,8 +70,14 @@ for mode in $MODES; do
   configmap_json bench-get 1024 >"$RUN/cm.json"
   kg_curl /api/v1/namespaces/default/configmaps -X POST -H 'Content-Type: application/json' \
     --data-binary @"$RUN/cm.json" -o /dev/null --fail
+  configmap_json "ins-{run}-{n}" 1024 >"$RUN/create.json"
   for cred in $CREDS; do
-    args=(--url "https://127.0.0.1:$port/api/v1/namespaces/default/configmaps/bench-get" --ca "$dir/pki/ca.crt")
+    if [[ $REQUEST == create ]]; then
+      args=(--url "https://127.0.0.1:$port/api/v1/namespaces/default/configmaps" --method POST
+        --body-file "$RUN/create.json" --ca "$dir/pki/ca.crt")
+    else
+      args=(--url "https://127.0.0.1:$port/api/v1/namespaces/default/configmaps/bench-get" --ca "$dir/pki/ca.crt")
+    fi
     case $cred in
       token) args+=(--header "Authorization: Bearer $TOKEN") ;;
       sa-jwt)
@@ -80,7 +91,7 @@ for mode in $MODES; do
     callgrind_control -z "$pid" >/dev/null
     run_loadgen "$OUT/load.$mode.$cred.txt" 4 "${args[@]}" -n "$N"
     [[ $(result_field "$OUT/load.$mode.$cred.txt" ok) == "$N" ]] ||
-      die "$mode/$cred: not every GET answered 200 ($(result_field "$OUT/load.$mode.$cred.txt" status))"
+      die "$mode/$cred: not every $REQUEST answered 2xx ($(result_field "$OUT/load.$mode.$cred.txt" status))"
     before=$(ls "$RUN"/callgrind."$mode".* 2>/dev/null | wc -l)
     callgrind_control -d "$pid" >/dev/null
     for ((i = 0; i < 100; i++)); do
@@ -92,21 +103,21 @@ for mode in $MODES; do
     total=$(sed -n 's/^summary: //p' "$dump")
     echo "$mode $cred $total" >>"$RUN/results"
     callgrind_annotate --threshold=100 --auto=no "$dump" 2>/dev/null | grep -E '^ *[0-9,]+ \(' | sed -n '1,40p' >"$OUT/top.$mode.$cred.txt"
-    log "$mode/$cred: $(( total / N )) instructions per GET"
+    log "$mode/$cred: $(( total / N )) instructions per $REQUEST"
   done
   stop_pid "$pid" TERM; forget_pid "$pid"
 done
 
-python3 - "$RUN/results" "$N" "$COMMAND" <<'EOF' | tee "$OUT/summary.txt"
+python3 - "$RUN/results" "$N" "$COMMAND" "$REQUEST" <<'EOF' | tee "$OUT/summary.txt"
 import sys
 rows = [line.split() for line in open(sys.argv[1])]
-n, command = int(sys.argv[2]), sys.argv[3]
-print(f"user-space instructions per GET of a ~1 KiB ConfigMap (callgrind, {n} GETs, c=4)")
-print(f"{'flow control':<14}{'credential':<12}{'instructions/GET':>18}")
+n, command, request = int(sys.argv[2]), sys.argv[3], sys.argv[4].upper()
+print(f"user-space instructions per {request} of a ~1 KiB ConfigMap (callgrind, {n} {request}s, c=4)")
+print(f"{'flow control':<14}{'credential':<12}{'instructions/' + request:>21}")
 per = {}
 for mode, cred, total in rows:
     per[(mode, cred)] = int(total) / n
-    print(f"{mode:<14}{cred:<12}{int(total) / n:>18,.0f}")
+    print(f"{mode:<14}{cred:<12}{int(total) / n:>21,.0f}")
 for cred in sorted({c for _, c in per}):
     if ("apf", cred) in per and ("off", cred) in per:
         print(f"APF's share ({cred}): {per[('apf', cred)] - per[('off', cred)]:,.0f} instructions")
