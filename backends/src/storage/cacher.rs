@@ -24,6 +24,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
+use super::render::{render, Rendered};
 use super::{EventKind, KeyValue, Revision, Store, StoreError, StoreEvent, WatchReceiver};
 
 /// Objects read per page when the cache loads the store.
@@ -587,62 +588,6 @@ fn start_admits(start: &Bound<&str>, key: &str) -> bool {
         Bound::Excluded(s) => key > *s,
         Bound::Included(s) => key >= *s,
         Bound::Unbounded => true,
-    }
-}
-
-/// An object's bytes and labels as served.
-struct Rendered {
-    bytes: Bytes,
-    labels: BTreeMap<String, String>,
-}
-
-/// Sets `metadata.resourceVersion` and extracts the labels, parsing the JSON once; the parsed
-/// tree is dropped right away (keeping it per object would cost several times the bytes).
-fn render(value: &[u8], revision: Revision) -> Rendered {
-    use serde_json::Value;
-    let mut root = match serde_json::from_slice::<Value>(value) {
-        Ok(Value::Object(root)) => root,
-        _ => {
-            tracing::warn!(
-                revision,
-                "stored value is not a JSON object; serving it as is"
-            );
-            return Rendered {
-                bytes: Bytes::copy_from_slice(value),
-                labels: BTreeMap::new(),
-            };
-        }
-    };
-    let mut labels = BTreeMap::new();
-    let metadata = root
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(serde_json::Map::new()));
-    if let Value::Object(metadata) = metadata {
-        metadata.insert(
-            "resourceVersion".to_string(),
-            Value::String(revision.to_string()),
-        );
-        if let Some(Value::Object(map)) = metadata.get("labels") {
-            for (k, v) in map {
-                if let Value::String(v) = v {
-                    labels.insert(k.clone(), v.clone());
-                }
-            }
-        }
-    }
-    // The revision adds a few bytes; size the buffer so it rarely grows, and trim it so a
-    // doubled capacity is not kept alive for the object's lifetime.
-    let mut out = Vec::with_capacity(value.len() + 32);
-    if serde_json::to_writer(&mut out, &root).is_err() {
-        return Rendered {
-            bytes: Bytes::copy_from_slice(value),
-            labels,
-        };
-    }
-    out.shrink_to_fit();
-    Rendered {
-        bytes: Bytes::from(out),
-        labels,
     }
 }
 

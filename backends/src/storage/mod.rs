@@ -12,6 +12,7 @@ pub mod cacher;
 pub(crate) mod conformance;
 pub mod embedded;
 pub mod etcd;
+mod render;
 
 use bytes::Bytes;
 
