@@ -3,6 +3,7 @@
 //! and pruning, because kube's typed decoding drops such fields before anything is stored.
 
 use std::collections::HashMap;
+use std::fmt::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Map, Value};
@@ -37,11 +38,30 @@ pub(super) fn schema(definition: &str) -> Option<Arc<Schema>> {
 pub fn prune_unknown_fields(definition: &str, object: &mut Value) -> Vec<String> {
     let mut removed = Vec::new();
     if let Some(schema) = schema(definition) {
-        prune(&schema, &schema.root, object, "", &mut removed, 0);
+        prune(
+            &schema,
+            &schema.root,
+            object,
+            &mut String::new(),
+            &mut removed,
+            0,
+        );
     }
     removed
 }
 
+/// Extends the dotted path in place by `key` (every write walks its object: one buffer grows
+/// and shrinks instead of a string per field); returns the length to truncate back to.
+fn push_key(path: &mut String, key: &str) -> usize {
+    let len = path.len();
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(key);
+    len
+}
+
+/// The dotted path with `key` appended, for a field that is reported.
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
@@ -54,7 +74,7 @@ fn prune(
     schema: &Schema,
     node: &Value,
     value: &mut Value,
-    path: &str,
+    path: &mut String,
     removed: &mut Vec<String>,
     depth: usize,
 ) {
@@ -81,42 +101,29 @@ fn prune(
                 });
                 for (key, child) in map.iter_mut() {
                     if let Some(child_schema) = props.get(key) {
-                        prune(
-                            schema,
-                            child_schema,
-                            child,
-                            &join(path, key),
-                            removed,
-                            depth + 1,
-                        );
+                        let len = push_key(path, key);
+                        prune(schema, child_schema, child, path, removed, depth + 1);
+                        path.truncate(len);
                     }
                 }
             } else if let Some(additional) =
                 node.get("additionalProperties").filter(|a| a.is_object())
             {
                 for (key, child) in map.iter_mut() {
-                    prune(
-                        schema,
-                        additional,
-                        child,
-                        &join(path, key),
-                        removed,
-                        depth + 1,
-                    );
+                    let len = push_key(path, key);
+                    prune(schema, additional, child, path, removed, depth + 1);
+                    path.truncate(len);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = node.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
-                    prune(
-                        schema,
-                        item_schema,
-                        item,
-                        &format!("{path}[{i}]"),
-                        removed,
-                        depth + 1,
-                    );
+                    let len = path.len();
+                    // Writing into a String cannot fail.
+                    let _ = write!(path, "[{i}]");
+                    prune(schema, item_schema, item, path, removed, depth + 1);
+                    path.truncate(len);
                 }
             }
         }
