@@ -10,6 +10,15 @@ pub mod selectors;
 pub mod table;
 pub mod validation;
 
+/// A field of an object's `metadata`. (`Value::pointer` allocates two strings per path
+/// segment, and this is read on every write's path.)
+pub(crate) fn meta_field<'a>(
+    object: &'a serde_json::Value,
+    field: &str,
+) -> Option<&'a serde_json::Value> {
+    object.get("metadata")?.get(field)
+}
+
 /// The word Go's `encoding/json` uses for a JSON value's type in its unmarshal errors
 /// (`cannot unmarshal string into Go struct field ...`).
 pub(crate) fn json_kind(value: &serde_json::Value) -> &'static str {

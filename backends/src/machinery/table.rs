@@ -10,6 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use crate::machinery::meta_field;
 use crate::resource::TableColumn;
 use crate::status::{ApiError, ApiResult};
 
@@ -123,8 +124,7 @@ pub fn age_cell(object: &Value) -> Value {
 
 /// [`age_cell`] measured at `now`.
 pub fn age_cell_at(object: &Value, now: DateTime<Utc>) -> Value {
-    let created = object
-        .pointer("/metadata/creationTimestamp")
+    let created = meta_field(object, "creationTimestamp")
         .and_then(Value::as_str)
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok());
     let text = match created {

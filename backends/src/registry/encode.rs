@@ -6,6 +6,7 @@ use base64::Engine;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
+use super::meta::meta_field;
 use crate::api::ApiResponse;
 use crate::machinery::negotiation::{MediaType, Negotiated};
 use crate::machinery::protobuf;
@@ -28,8 +29,7 @@ pub(crate) fn object_response(
 ) -> ApiResult<ApiResponse> {
     if output.as_table {
         let object: Value = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
-        let rv = object
-            .pointer("/metadata/resourceVersion")
+        let rv = meta_field(&object, "resourceVersion")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();

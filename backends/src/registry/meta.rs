@@ -3,26 +3,25 @@
 
 use serde_json::{Map, Value};
 
+pub(crate) use crate::machinery::meta_field;
 use crate::resource::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 
 /// The current time as kube writes timestamps (`2006-01-02T15:04:05Z`).
 pub fn now_rfc3339() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// `metadata.name`, or "".
 pub fn object_name(object: &Value) -> &str {
-    object
-        .pointer("/metadata/name")
+    meta_field(object, "name")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
 
 /// `metadata.namespace`, or "".
 pub fn object_namespace(object: &Value) -> &str {
-    object
-        .pointer("/metadata/namespace")
+    meta_field(object, "namespace")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
@@ -44,16 +43,12 @@ pub(crate) fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
 
 /// A string field of `metadata`.
 pub(crate) fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
-    object
-        .get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
+    meta_field(object, field).and_then(Value::as_str)
 }
 
 /// `metadata.finalizers`.
 pub(crate) fn finalizers(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
+    meta_field(object, "finalizers")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()

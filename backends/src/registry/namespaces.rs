@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 
+use super::meta::meta_field;
 use super::write::{DeleteOptions, WriteMode};
 use super::Registry;
 use crate::resource::ResourceDef;
@@ -49,7 +50,7 @@ pub(crate) fn check_namespace_delete(def: &ResourceDef, namespace: &Value) -> Ap
         .pointer("/spec/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| !f.is_empty());
-    if namespace.pointer("/metadata/deletionTimestamp").is_some() && finalizing {
+    if meta_field(namespace, "deletionTimestamp").is_some() && finalizing {
         return Err(ApiError::conflict(
             &def.group_resource(),
             name,
@@ -88,7 +89,7 @@ impl Registry {
         items
             .iter()
             .filter_map(|o| serde_json::from_slice::<Value>(&o.bytes).ok())
-            .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_some())
+            .filter(|ns| meta_field(ns, "deletionTimestamp").is_some())
             .filter_map(|ns| super::object_name(&ns).to_string().into())
             .filter(|n: &String| !n.is_empty())
             .collect()
@@ -106,7 +107,7 @@ impl Registry {
             Err(e) if e.code == 404 => return Ok(FinalizeOutcome::Gone),
             Err(e) => return Err(e),
         };
-        if namespace.pointer("/metadata/deletionTimestamp").is_none() {
+        if meta_field(&namespace, "deletionTimestamp").is_none() {
             return Ok(FinalizeOutcome::NotTerminating);
         }
         let mut remaining = 0;

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::encode::{self, ListMeta};
+use super::meta::meta_field;
 use super::{store_error, Registry};
 use crate::api::{ApiRequest, ApiResponse, WatchStream};
 use crate::machinery::negotiation::{negotiate_output, MediaType, Negotiated};
@@ -612,8 +613,7 @@ impl FrameEncoder {
         if self.output.media == MediaType::Protobuf {
             return self.value_frame(kind, &object);
         }
-        let rv = object
-            .pointer("/metadata/resourceVersion")
+        let rv = meta_field(&object, "resourceVersion")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::apply::{check_no_force, Tracker};
 use super::encode;
+use super::meta::meta_field;
 use super::write::{decode_request_body, WriteMode};
 use super::Registry;
 use crate::api::{ApiRequest, ApiResponse};
@@ -91,8 +92,8 @@ impl Registry {
                             check_scale_type(&mut after)?;
                             // The resourceVersion rides along unchanged unless the patch set
                             // one: only then is it a precondition.
-                            if after.pointer("/metadata/resourceVersion")
-                                == before.pointer("/metadata/resourceVersion")
+                            if meta_field(&after, "resourceVersion")
+                                == meta_field(&before, "resourceVersion")
                             {
                                 if let Some(meta) =
                                     after.get_mut("metadata").and_then(Value::as_object_mut)
@@ -151,7 +152,7 @@ fn apply(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<Value> 
         .with_scale(current, scale)
         .ok_or_else(|| ApiError::method_not_supported(&def.group_resource(), "update"))??;
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        match scale.pointer("/metadata/resourceVersion") {
+        match meta_field(scale, "resourceVersion") {
             Some(rv) if rv.as_str().is_some_and(|s| !s.is_empty()) => {
                 meta.insert("resourceVersion".into(), rv.clone());
             }

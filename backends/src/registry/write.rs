@@ -6,13 +6,16 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::{json, Value};
+use serde::de::IgnoredAny;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{json, Map, Value};
 
 use super::apply::{check_no_force, Tracker};
 use super::encode;
 use super::meta::{
-    check_namespace, check_type, finalizers, meta_str, metadata_mut, now_rfc3339, object_name,
-    requested_revision, spec_changed, unchanged,
+    check_namespace, check_type, finalizers, meta_field, meta_str, metadata_mut, now_rfc3339,
+    object_name, requested_revision, spec_changed, unchanged,
 };
 use super::{store_error, Registry};
 use crate::api::{ApiRequest, ApiResponse};
@@ -151,15 +154,48 @@ fn with_revision(mut object: Value, revision: Revision) -> Value {
 /// What the store keeps: the object in its stored shape, without its resourceVersion (the
 /// revision is the truth).
 fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<Bytes> {
-    let mut object = if def.strategy.converts_storage() {
-        def.strategy.encode_for_storage(object.clone())
+    let bytes = if def.strategy.converts_storage() {
+        serde_json::to_vec(&AsStored(&def.strategy.encode_for_storage(object.clone())))
     } else {
-        object.clone()
+        serde_json::to_vec(&AsStored(object))
     };
-    metadata_mut(&mut object).remove("resourceVersion");
-    Ok(Bytes::from(
-        serde_json::to_vec(&object).map_err(ApiError::internal)?,
-    ))
+    Ok(Bytes::from(bytes.map_err(ApiError::internal)?))
+}
+
+/// An object encoded as stored: as it is but for `metadata.resourceVersion`, left out without
+/// copying the object to remove it.
+struct AsStored<'a>(&'a Value);
+
+impl Serialize for AsStored<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(members) = self.0 else {
+            return self.0.serialize(serializer);
+        };
+        let mut out = serializer.serialize_map(Some(members.len()))?;
+        for (key, value) in members {
+            match value {
+                Value::Object(meta) if key == "metadata" => {
+                    out.serialize_entry(key, &MetaAsStored(meta))?
+                }
+                _ => out.serialize_entry(key, value)?,
+            }
+        }
+        out.end()
+    }
+}
+
+struct MetaAsStored<'a>(&'a Map<String, Value>);
+
+impl Serialize for MetaAsStored<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_map(None)?;
+        for (key, value) in self.0 {
+            if key != "resourceVersion" {
+                out.serialize_entry(key, value)?;
+            }
+        }
+        out.end()
+    }
 }
 
 /// kube's decoding of a request body into the kind's Go type, which comes before anything
@@ -177,14 +213,42 @@ fn check_decoding(def: &ResourceDef, object: &Value) -> ApiResult<()> {
     }
 }
 
+/// What the namespace lifecycle check reads of a Namespace, decoded without building the rest
+/// of the object (every namespaced create reads it).
+#[derive(Deserialize)]
+struct NamespaceState {
+    #[serde(default)]
+    metadata: NamespaceMeta,
+    #[serde(default)]
+    status: NamespacePhase,
+}
+
+#[derive(Deserialize, Default)]
+struct NamespaceMeta {
+    #[serde(rename = "deletionTimestamp")]
+    deletion_timestamp: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+struct NamespacePhase {
+    phase: Option<String>,
+}
+
+impl NamespaceState {
+    fn terminating(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+            || self.status.phase.as_deref() == Some("Terminating")
+    }
+}
+
 fn invalid(def: &ResourceDef, object: &Value, causes: Vec<StatusCause>) -> ApiError {
     ApiError::invalid(&def.group, &def.kind, object_name(object), causes)
 }
 
 impl Registry {
     fn validate_meta(&self, def: &ResourceDef, object: &Value) -> Vec<StatusCause> {
-        let meta = object.get("metadata").cloned().unwrap_or(Value::Null);
-        validation::validate_object_meta(&meta, def.namespaced, def.strategy.name_rule())
+        let meta = object.get("metadata").unwrap_or(&Value::Null);
+        validation::validate_object_meta(meta, def.namespaced, def.strategy.name_rule())
     }
 
     /// Unknown fields per `fieldValidation`: an error under Strict, warnings under Warn; in
@@ -239,11 +303,9 @@ impl Registry {
             let Some(cached) = self.cacher.get(&key) else {
                 return Ok(None);
             };
-            let ns: Value = serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
-            Ok(Some(
-                ns.pointer("/metadata/deletionTimestamp").is_some()
-                    || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating"),
-            ))
+            let ns: NamespaceState =
+                serde_json::from_slice(&cached.bytes).map_err(ApiError::internal)?;
+            Ok(Some(ns.terminating()))
         };
         // Like kube's NamespaceLifecycle admission: the cache may allow the write, but a
         // refusal is confirmed against the store (a namespace created moments ago, through
@@ -316,16 +378,14 @@ impl Registry {
     ) -> ApiResult<Written> {
         let generated = object_name(&object).is_empty()
             && meta_str(&object, "generateName").is_some_and(|p| !p.is_empty());
+        if !generated {
+            return self.create_once(def, object, mode).await;
+        }
         // kube retries a generated name that collides (RetryGenerateName).
-        let attempts = if generated {
-            MAX_GENERATE_NAME_ATTEMPTS
-        } else {
-            1
-        };
         let mut last = None;
-        for _ in 0..attempts {
+        for _ in 0..MAX_GENERATE_NAME_ATTEMPTS {
             match self.create_once(def, object.clone(), mode).await {
-                Err(e) if generated && e.reason == "AlreadyExists" => last = Some(e),
+                Err(e) if e.reason == "AlreadyExists" => last = Some(e),
                 other => return other,
             }
         }
@@ -502,7 +562,7 @@ impl Registry {
             .cacher
             .get(&def.key(namespace, name))
             .and_then(|o| serde_json::from_slice::<Value>(&o.bytes).ok())
-            .is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some());
+            .is_some_and(|o| meta_field(&o, "deletionTimestamp").is_some());
         if deleting {
             error.message = format!("object is being deleted: {}", error.message);
         }
@@ -727,7 +787,7 @@ impl Registry {
             }
             // No finalizer may be added once deletion has started (kube's
             // ValidateObjectMetaUpdate).
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
+            if meta_field(&current, "deletionTimestamp").is_some() {
                 let old = finalizers(&current);
                 let added: Vec<String> = finalizers(&object)
                     .into_iter()
@@ -775,7 +835,7 @@ impl Registry {
             // The strategy takes everything but status from the stored object; the field
             // manager's record of this write stays (kube's ResetObjectMetaForStatus keeps
             // managedFields).
-            let managed_fields = object.pointer("/metadata/managedFields").cloned();
+            let managed_fields = meta_field(&object, "managedFields").cloned();
             match subresource {
                 "status" => {
                     def.strategy
@@ -793,8 +853,7 @@ impl Registry {
                 tracker.updated(&current, &mut object);
             }
             if def.strategy.tracks_generation() && spec_changed(&object, &current) {
-                let generation = current
-                    .pointer("/metadata/generation")
+                let generation = meta_field(&current, "generation")
                     .and_then(Value::as_i64)
                     .unwrap_or(0)
                     + 1;
@@ -809,7 +868,7 @@ impl Registry {
                 admission.admit(user, &object, Some(&current)).await?;
             }
             // An object being deleted goes once its last finalizer is removed.
-            let deleting = current.pointer("/metadata/deletionTimestamp").is_some();
+            let deleting = meta_field(&current, "deletionTimestamp").is_some();
             if deleting && finalizers(&object).is_empty() && def.strategy.ready_to_delete(&object) {
                 if dry_run {
                     return Ok(Written {
@@ -938,7 +997,7 @@ impl Registry {
             let must_wait =
                 def.strategy.begin_delete(&mut marked) || !finalizers(&current).is_empty();
             if must_wait {
-                if current.pointer("/metadata/deletionTimestamp").is_some() && marked == current {
+                if meta_field(&current, "deletionTimestamp").is_some() && marked == current {
                     // Already being deleted: nothing more to do.
                     return Ok((options.pending_status(), current, false));
                 }
@@ -1120,6 +1179,34 @@ impl DeleteOptions {
             }
         }
         Ok(options)
+    }
+}
+
+#[cfg(test)]
+mod stored_form_tests {
+    use serde_json::json;
+
+    use super::AsStored;
+
+    #[test]
+    fn the_stored_form_leaves_out_only_metadata_resource_version_and_keeps_the_order() {
+        let object = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "5", "uid": "u", "labels": {"resourceVersion": "x"}},
+            "data": {"resourceVersion": "kept"}
+        });
+        assert_eq!(
+            serde_json::to_string(&AsStored(&object)).expect("encodes"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u","labels":{"resourceVersion":"x"}},"data":{"resourceVersion":"kept"}}"#
+        );
+        // Not an object, or metadata not one: encoded as it is.
+        for odd in [json!([1]), json!({"metadata": "m", "resourceVersion": "1"})] {
+            assert_eq!(
+                serde_json::to_string(&AsStored(&odd)).expect("encodes"),
+                odd.to_string()
+            );
+        }
     }
 }
 

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
+use crate::machinery::meta_field;
+
 use super::path::{path_string, FieldSet, Path, PathElement};
 use super::types::{Node, TypeModel};
 use super::walk::{compare, ensure_named_fields_are_members, merge, remove_items, to_field_set};
@@ -132,7 +134,7 @@ impl Entry {
 
 /// Decodes `metadata.managedFields` (absent: no entries).
 pub fn decode(object: &Value) -> Result<Vec<Entry>, String> {
-    match object.pointer("/metadata/managedFields") {
+    match meta_field(object, "managedFields") {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(entries)) => entries
             .iter()
@@ -289,8 +291,7 @@ impl FieldManager<'_> {
     /// [`FieldManager::empty_object`]) by `manager`: the fields it changed become its own and
     /// leave their other owners. Sets `new`'s `managedFields`.
     pub fn update(&self, live: &Value, new: &mut Value, manager: &str, now: &str) {
-        let existing = live
-            .pointer("/metadata/uid")
+        let existing = meta_field(live, "uid")
             .and_then(Value::as_str)
             .is_some_and(|u| !u.is_empty());
         let mut entries = self.entries_for_update(live, new).unwrap_or_default();
@@ -326,7 +327,7 @@ impl FieldManager<'_> {
         if !self.subresource.is_empty() {
             return from_live();
         }
-        match new.pointer("/metadata/managedFields") {
+        match meta_field(new, "managedFields") {
             Some(Value::Array(list)) if list.is_empty() => Some(Vec::new()),
             Some(Value::Array(list)) if list.len() == 1 && list[0] == json!({}) => Some(Vec::new()),
             Some(Value::Array(_)) => match decode(new) {
@@ -402,10 +403,7 @@ impl FieldManager<'_> {
         force: bool,
         now: &str,
     ) -> Result<Value, ApplyError> {
-        if config
-            .pointer("/metadata/managedFields")
-            .is_some_and(|m| !m.is_null())
-        {
+        if meta_field(config, "managedFields").is_some_and(|m| !m.is_null()) {
             return Err(ApplyError::BadRequest(
                 "metadata.managedFields must be nil".into(),
             ));
@@ -499,8 +497,7 @@ impl FieldManager<'_> {
         live: &Value,
         conflicts: Vec<(String, Path)>,
     ) -> Vec<(String, Path)> {
-        let Some(annotation) = live
-            .pointer("/metadata/annotations")
+        let Some(annotation) = meta_field(live, "annotations")
             .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
             .and_then(Value::as_str)
             .filter(|a| !a.is_empty())
@@ -528,8 +525,7 @@ impl FieldManager<'_> {
 /// `kubectl apply --server-side` keeps client-side apply's annotation, where there is one, in
 /// step with what it applies (kube's last-applied updater).
 fn keep_last_applied_in_step(live: &Value, config: &Value, merged: &mut Value) {
-    let has_annotation = live
-        .pointer("/metadata/annotations")
+    let has_annotation = meta_field(live, "annotations")
         .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
         .and_then(Value::as_str)
         .is_some_and(|a| !a.is_empty());
