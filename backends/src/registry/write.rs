@@ -1183,6 +1183,34 @@ impl DeleteOptions {
 }
 
 #[cfg(test)]
+mod namespace_state_tests {
+    use super::NamespaceState;
+
+    fn terminating(json: &str) -> bool {
+        serde_json::from_str::<NamespaceState>(json)
+            .expect("a namespace decodes")
+            .terminating()
+    }
+
+    #[test]
+    fn a_namespace_terminates_with_a_deletion_timestamp_or_the_terminating_phase() {
+        assert!(!terminating(
+            r#"{"metadata":{"name":"a","labels":{"x":"y"}},"spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}}"#
+        ));
+        assert!(!terminating(r#"{"metadata":{"name":"a"}}"#));
+        assert!(!terminating("{}"));
+        // A null timestamp is Go's nil pointer: not being deleted.
+        assert!(!terminating(r#"{"metadata":{"deletionTimestamp":null}}"#));
+        assert!(terminating(
+            r#"{"metadata":{"name":"a","deletionTimestamp":"2026-11-28T03:00:00Z"}}"#
+        ));
+        assert!(terminating(
+            r#"{"metadata":{"name":"a"},"status":{"phase":"Terminating"}}"#
+        ));
+    }
+}
+
+#[cfg(test)]
 mod stored_form_tests {
     use serde_json::json;
 
