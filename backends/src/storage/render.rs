@@ -94,17 +94,17 @@ fn without_duplicates<'a>(
 }
 
 /// Writes `{key:value,...}` from raw members.
-fn write_object<'a>(out: &mut Vec<u8>, members: impl Iterator<Item = (&'a str, &'a str)>) {
-    out.push(b'{');
+fn write_object<'a>(out: &mut String, members: impl Iterator<Item = (&'a str, &'a str)>) {
+    out.push('{');
     for (i, (key, value)) in members.enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.push(',');
         }
-        out.extend_from_slice(key.as_bytes());
-        out.push(b':');
-        out.extend_from_slice(value.as_bytes());
+        out.push_str(key);
+        out.push(':');
+        out.push_str(value);
     }
-    out.push(b'}');
+    out.push('}');
 }
 
 fn stamp(value: &[u8], revision: Revision) -> Option<Rendered> {
@@ -129,25 +129,25 @@ fn stamp(value: &[u8], revision: Revision) -> Option<Rendered> {
     let version = format!("\"{revision}\"");
     let has_version = meta.iter().any(|(key, _)| key_is(key, "resourceVersion"));
     let added = (!has_version).then_some(("\"resourceVersion\"", version.as_str()));
-    let mut metadata = Vec::with_capacity(found.map_or(0, |i| members[i].1.get().len()) + 32);
+    let mut metadata = String::with_capacity(found.map_or(0, |i| members[i].1.get().len()) + 32);
     write_object(
         &mut metadata,
         without_duplicates(&meta, "resourceVersion", Some(&version)).chain(added),
     );
-    // Only raw JSON text and ASCII were written.
-    let metadata = std::str::from_utf8(&metadata).ok()?;
 
     // The revision adds a few bytes; size the buffer so it rarely grows.
-    let mut out = Vec::with_capacity(value.len() + 32);
-    let added = found.is_none().then_some(("\"metadata\"", metadata));
+    let mut out = String::with_capacity(value.len() + 32);
+    let added = found
+        .is_none()
+        .then_some(("\"metadata\"", metadata.as_str()));
     write_object(
         &mut out,
-        without_duplicates(&members, "metadata", Some(metadata)).chain(added),
+        without_duplicates(&members, "metadata", Some(&metadata)).chain(added),
     );
     // Trimmed so that a doubled capacity is not kept alive for the object's lifetime.
     out.shrink_to_fit();
     Some(Rendered {
-        bytes: Bytes::from(out),
+        bytes: Bytes::from(out.into_bytes()),
         labels,
     })
 }
