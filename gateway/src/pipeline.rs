@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use kubegate_backends::api::{ApiRequest, ApiResponse};
 use kubegate_backends::status::ApiError;
+use kubegate_policy::authn::cache::TokenMemo;
 use kubegate_policy::authn::request_header::IdentityHeaders;
 use kubegate_policy::authn::{AuthnOutcome, AuthnRequest, PeerCertificate};
 use kubegate_policy::authz::{forbidden_message, Attributes, Decision};
@@ -91,6 +92,8 @@ pub struct RequestCtx {
     flow: Option<crate::flowcontrol::Ticket>,
     /// `X-Kubernetes-PF-*` for every response of a classified request.
     pub(crate) pf_headers: Option<crate::flowcontrol::PfHeaders>,
+    /// The connection's memo of its last bearer token (HTTP/1.1 connections keep one).
+    pub(crate) token_memo: Option<Arc<TokenMemo>>,
 }
 
 impl RequestCtx {
@@ -239,6 +242,7 @@ impl Gateway {
             let request = AuthnRequest {
                 headers: &session.req_header().headers,
                 peer_certificate: peer,
+                token_memo: ctx.token_memo.as_deref(),
             };
             self.authenticator.authenticate(&request).await
         };
@@ -474,6 +478,7 @@ impl Gateway {
             proxy: None,
             flow: None,
             pf_headers: None,
+            token_memo: None,
         }
     }
 

@@ -448,3 +448,105 @@ fn malformed_credentials_are_401_and_the_server_survives() {
         "the server is still serving"
     );
 }
+
+/// A keep-alive HTTP/1.1 connection remembers its last bearer token to skip hashing it again;
+/// every request on it must still be answered for its own credential: another token, an
+/// unknown one of the same length, none at all, and the first again.
+#[test]
+fn one_connection_carrying_several_tokens_gets_each_ones_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    // Same length, differing in the last byte only.
+    std::fs::write(
+        &tokens,
+        "memo-token-0001,alice,alice-uid,devs\nmemo-token-0002,bob,bob-uid,ops\n",
+    )
+    .unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "authentication:\n  anonymous: true\n  tokenAuthFile: {}\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    let gate = Kubegate::start_with(&["--config", config.to_str().unwrap()]);
+    let url = format!(
+        "{}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        gate.url()
+    );
+    let ca = gate.data_dir.join("pki/ca.crt");
+    let review = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+    let sequence = [
+        Some("memo-token-0001"),
+        Some("memo-token-0001"),
+        Some("memo-token-0002"),
+        Some("memo-token-0003"),
+        None,
+        Some("memo-token-0001"),
+    ];
+    // One curl, one transfer per request (`--next`), sharing curl's connection cache; no
+    // client certificate, so the bearer token is the only credential.
+    let mut cmd = Command::new("curl");
+    for (i, token) in sequence.iter().enumerate() {
+        if i > 0 {
+            cmd.arg("--next");
+        }
+        cmd.args(["-sS", "--http1.1", "-X", "POST", "--cacert"])
+            .arg(&ca)
+            .args(["-H", "Content-Type: application/json", "--data", review])
+            .args(["-w", "\n%{http_code} %{num_connects}\n"]);
+        if let Some(token) = token {
+            cmd.arg("-H").arg(format!("Authorization: Bearer {token}"));
+        }
+        cmd.arg(&url);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text} {:?}", out.stderr);
+    // Each transfer prints its body, then "<code> <new connections>".
+    let mut answers = Vec::new();
+    let mut connects = 0;
+    let mut body = String::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        match parts[..] {
+            [code, new] if code.len() == 3 && code.parse::<u16>().is_ok() => {
+                connects += new.parse::<u32>().unwrap();
+                // The identity answered for: the review's user, or who a `Status` refused.
+                let user = serde_json::from_str::<Value>(&body).ok().and_then(|v| {
+                    v["status"]["userInfo"]["username"]
+                        .as_str()
+                        .or_else(|| v["message"].as_str())
+                        .map(String::from)
+                });
+                answers.push((code.to_string(), user));
+                body.clear();
+            }
+            _ => body.push_str(line),
+        }
+    }
+    let user = |name: &str| ("201".to_string(), Some(name.to_string()));
+    assert_eq!(
+        answers,
+        vec![
+            user("alice"),
+            user("alice"),
+            user("bob"),
+            ("401".to_string(), Some("Unauthorized".to_string())),
+            // Anonymous requests may not create reviews (kube's system:basic-user is for
+            // authenticated users), and the refusal names who asked.
+            (
+                "403".to_string(),
+                Some(
+                    "selfsubjectreviews.authentication.k8s.io is forbidden: User \"system:anonymous\" cannot create resource \"selfsubjectreviews\" in API group \"authentication.k8s.io\" at the cluster scope"
+                        .to_string()
+                )
+            ),
+            user("alice"),
+        ],
+        "{text}"
+    );
+    assert_eq!(connects, 1, "all requests on one connection: {text}");
+}

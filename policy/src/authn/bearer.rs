@@ -12,6 +12,7 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;
 
+use super::cache::TokenMemo;
 use super::{Authenticator, AuthnOutcome, AuthnRequest};
 use crate::user::UserInfo;
 
@@ -229,8 +230,14 @@ pub trait TokenAuthenticator: Send + Sync {
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome;
     /// The answer for `token` if it can be given at once, without waiting on anything (a
     /// cache's recent hit); `None` means ask [`TokenAuthenticator::authenticate_token`]. Lets
-    /// the common case skip building and boxing a future.
-    fn authenticate_token_now(&self, _token: &str, _audiences: &[String]) -> Option<TokenOutcome> {
+    /// the common case skip building and boxing a future. `memo` is the connection's memo of
+    /// its last token, for a cache to answer from (or fill) when it may.
+    fn authenticate_token_now(
+        &self,
+        _token: &str,
+        _audiences: &[String],
+        _memo: Option<&TokenMemo>,
+    ) -> Option<TokenOutcome> {
         None
     }
 }
@@ -430,10 +437,12 @@ impl Authenticator for BearerAuthenticator {
         // The gateway configures one (caching) token authenticator here; calling it directly
         // saves a boxed future per request.
         let outcome = match self.union.single() {
-            Some(only) => match only.authenticate_token_now(&token, &self.api_audiences) {
-                Some(outcome) => outcome,
-                None => only.authenticate_token(&token, &self.api_audiences).await,
-            },
+            Some(only) => {
+                match only.authenticate_token_now(&token, &self.api_audiences, request.token_memo) {
+                    Some(outcome) => outcome,
+                    None => only.authenticate_token(&token, &self.api_audiences).await,
+                }
+            }
             None => {
                 self.union
                     .authenticate_token(&token, &self.api_audiences)
@@ -726,6 +735,7 @@ mod tests {
             .authenticate(&AuthnRequest {
                 headers: &map,
                 peer_certificate: None,
+                token_memo: None,
             })
             .await
     }

@@ -12,12 +12,21 @@
 //! one slot lookup under an uncontended lock, instead of moka's hashing, read recording and
 //! housekeeping. Moka stays the store of record (capacity, miss coalescing); the table only
 //! holds clones of its entries and never serves one past the deadline moka expires it at.
+//!
+//! A connection may also keep a [`TokenMemo`]: the last token it presented and the entry that
+//! answered it. A client presents the same token on every request of a keep-alive connection,
+//! and comparing it with the remembered one costs far less than hashing it again (~0.8 µs for
+//! a ~1 KiB JWT, ~3 % of a cached GET). The memo holds the token itself, as the connection's
+//! read buffer did, for the connection's life at most: it is compared in constant time,
+//! wiped when replaced or dropped, answers only the connection that filled it, and never
+//! serves an entry past its deadline or its token's expiry.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
 
 use super::bearer::{TokenAuthenticator, TokenOutcome, TokenReviewResult};
 use crate::user::UserInfo;
@@ -132,6 +141,84 @@ impl RecentEntries {
     }
 }
 
+/// What one connection remembers of the last bearer token it presented; see the module
+/// documentation. Give each connection its own (HTTP/1.1 serves one request at a time on it,
+/// so its lock is never contended) and pass it with every request of that connection.
+#[derive(Default)]
+pub struct TokenMemo {
+    last: Mutex<Option<Remembered>>,
+}
+
+impl std::fmt::Debug for TokenMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenMemo").finish_non_exhaustive()
+    }
+}
+
+struct Remembered {
+    /// The cache that answered ([`CachedTokenAuthenticator::id`]).
+    cache: u64,
+    audiences: Vec<String>,
+    /// Wiped when the memo is replaced or dropped.
+    token: Zeroizing<Vec<u8>>,
+    entry: Arc<Entry>,
+}
+
+impl TokenMemo {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Remembered>> {
+        // A poisoned lock only means a panic between two assignments; the slot is whole.
+        self.last.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The remembered outcome, if `token` and `audiences` are what cache `cache` answered
+    /// last on this connection and its entry may still be served.
+    fn recall(&self, cache: u64, token: &str, audiences: &[String]) -> Option<TokenOutcome> {
+        let mut last = self.slot();
+        let remembered = last.as_ref()?;
+        if remembered.cache != cache
+            || remembered.audiences[..] != *audiences
+            || !equal_in_constant_time(&remembered.token, token.as_bytes())
+        {
+            return None;
+        }
+        let entry = &remembered.entry;
+        if Instant::now() < entry.deadline && entry.usable(SystemTime::now()) {
+            return Some(entry.outcome.clone());
+        }
+        *last = None;
+        None
+    }
+
+    fn remember(&self, cache: u64, token: &str, audiences: &[String], entry: Arc<Entry>) {
+        *self.slot() = Some(Remembered {
+            cache,
+            audiences: audiences.to_vec(),
+            token: Zeroizing::new(token.as_bytes().to_vec()),
+            entry,
+        });
+    }
+}
+
+/// Whether `a` equals `b`, in a time that depends on their length only, not on where they
+/// differ (kube's `subtle.ConstantTimeCompare` also answers a length mismatch at once).
+/// `subtle`'s slice comparison guards every byte separately, ~10 instructions a byte; this
+/// folds the differences eight bytes at a time, with no branch on the data.
+fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, a_rest) = a.as_chunks::<8>();
+    let (b_words, b_rest) = b.as_chunks::<8>();
+    let mut difference = 0u64;
+    for (x, y) in a_words.iter().zip(b_words) {
+        difference |= u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y);
+    }
+    for (x, y) in a_rest.iter().zip(b_rest) {
+        difference |= u64::from(x ^ y);
+    }
+    std::hint::black_box(difference) == 0
+}
+
 /// Gives every entry the TTL chosen when it was stored.
 struct PerEntryTtl;
 
@@ -149,6 +236,9 @@ impl moka::Expiry<Key, Arc<Entry>> for PerEntryTtl {
 /// Remembers the outcomes of a token authenticator; see the module documentation.
 pub struct CachedTokenAuthenticator {
     inner: Arc<dyn TokenAuthenticator>,
+    /// Random, so that a [`TokenMemo`] filled by one cache is never answered by another (not
+    /// even by one later allocated at the same address).
+    id: u64,
     success_ttl: Duration,
     failure_ttl: Duration,
     /// Per-instance random salt for the key hash (kube keys with an HMAC under a random key),
@@ -186,6 +276,7 @@ impl CachedTokenAuthenticator {
     ) -> Self {
         CachedTokenAuthenticator {
             inner,
+            id: rand::random(),
             success_ttl,
             failure_ttl,
             salt: rand::random(),
@@ -226,15 +317,19 @@ impl CachedTokenAuthenticator {
         hasher
     }
 
-    /// The remembered answer for `key` from the table of recent entries, if it is still
-    /// good; a stale one is dropped from the table.
-    fn recent_outcome(&self, key: &Key) -> Option<TokenOutcome> {
+    /// The entry for `key` from the table of recent entries, if it is still good; a stale one
+    /// is dropped from the table.
+    fn recent_entry(&self, key: &Key) -> Option<Arc<Entry>> {
         let entry = self.recent.get(key, Instant::now())?;
         if entry.usable(SystemTime::now()) {
-            return Some(entry.outcome.clone());
+            return Some(entry);
         }
         self.recent.forget(key);
         None
+    }
+
+    fn recent_outcome(&self, key: &Key) -> Option<TokenOutcome> {
+        self.recent_entry(key).map(|entry| entry.outcome.clone())
     }
 
     /// How long `outcome` may be remembered, or `None` if it must not be.
@@ -259,8 +354,22 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
         self.inner.name()
     }
 
-    fn authenticate_token_now(&self, token: &str, audiences: &[String]) -> Option<TokenOutcome> {
-        self.recent_outcome(&self.key(token, audiences))
+    fn authenticate_token_now(
+        &self,
+        token: &str,
+        audiences: &[String],
+        memo: Option<&TokenMemo>,
+    ) -> Option<TokenOutcome> {
+        let Some(memo) = memo else {
+            return self.recent_outcome(&self.key(token, audiences));
+        };
+        if let Some(outcome) = memo.recall(self.id, token, audiences) {
+            return Some(outcome);
+        }
+        let entry = self.recent_entry(&self.key(token, audiences))?;
+        let outcome = entry.outcome.clone();
+        memo.remember(self.id, token, audiences, entry);
+        Some(outcome)
     }
 
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
@@ -534,22 +643,102 @@ mod tests {
         let cached = CachedTokenAuthenticator::new(inner.clone(), LONG, LONG);
         let api = vec!["api".to_string()];
         assert_eq!(
-            cached.authenticate_token_now("good", &api),
+            cached.authenticate_token_now("good", &api, None),
             None,
             "nothing yet"
         );
         let first = cached.authenticate_token("good", &api).await;
         assert!(matches!(first, TokenOutcome::Authenticated(_)));
-        assert_eq!(cached.authenticate_token_now("good", &api), Some(first));
         assert_eq!(
-            cached.authenticate_token_now("good", &["other".to_string()]),
+            cached.authenticate_token_now("good", &api, None),
+            Some(first)
+        );
+        assert_eq!(
+            cached.authenticate_token_now("good", &["other".to_string()], None),
             None,
             "other audiences are another key"
         );
-        assert_eq!(cached.authenticate_token_now("bad", &api), None);
+        assert_eq!(cached.authenticate_token_now("bad", &api, None), None);
         let rejected = cached.authenticate_token("bad", &api).await;
-        assert_eq!(cached.authenticate_token_now("bad", &api), Some(rejected));
+        assert_eq!(
+            cached.authenticate_token_now("bad", &api, None),
+            Some(rejected)
+        );
         assert_eq!(calls(&inner), 2, "immediate answers never ask the source");
+    }
+
+    #[tokio::test]
+    async fn a_connection_memo_answers_its_last_token_only() {
+        let inner = counting(Duration::ZERO, None);
+        let cached = CachedTokenAuthenticator::new(inner.clone(), LONG, LONG);
+        let api = vec!["api".to_string()];
+        let memo = TokenMemo::default();
+        let good = cached.authenticate_token("good", &api).await;
+        assert!(matches!(good, TokenOutcome::Authenticated(_)));
+        assert_eq!(
+            cached.authenticate_token_now("good", &api, Some(&memo)),
+            Some(good.clone())
+        );
+        // Filled: the memo answers with the table of recent entries emptied.
+        cached.recent.forget(&cached.key("good", &api));
+        assert_eq!(cached.recent_outcome(&cached.key("good", &api)), None);
+        assert_eq!(
+            cached.authenticate_token_now("good", &api, Some(&memo)),
+            Some(good.clone())
+        );
+        // A token of the same length, other audiences, another cache: not from the memo.
+        assert_eq!(memo.recall(cached.id, "gooe", &api), None);
+        assert_eq!(memo.recall(cached.id, "good", &[]), None);
+        let other = CachedTokenAuthenticator::new(counting(Duration::ZERO, None), LONG, LONG);
+        assert_eq!(
+            other.authenticate_token_now("good", &api, Some(&memo)),
+            None,
+            "a memo filled by one cache answers nothing for another"
+        );
+        // One token at a time: the next one replaces it.
+        let bad = cached.authenticate_token("bad", &api).await;
+        assert_eq!(
+            cached.authenticate_token_now("bad", &api, Some(&memo)),
+            Some(bad)
+        );
+        assert_eq!(memo.recall(cached.id, "good", &api), None);
+        assert_eq!(calls(&inner), 2, "the memo never asks the source");
+        assert!(!format!("{memo:?}").contains("good"));
+    }
+
+    #[tokio::test]
+    async fn a_connection_memo_never_outlives_its_entry() {
+        let cached = CachedTokenAuthenticator::new(counting(Duration::ZERO, None), SHORT, LONG);
+        let api = vec!["api".to_string()];
+        let memo = TokenMemo::default();
+        let good = cached.authenticate_token("good", &api).await;
+        assert_eq!(
+            cached.authenticate_token_now("good", &api, Some(&memo)),
+            Some(good)
+        );
+        tokio::time::sleep(SHORT + Duration::from_millis(100)).await;
+        assert_eq!(memo.recall(cached.id, "good", &api), None);
+        assert!(memo.slot().is_none(), "a stale memo is dropped");
+        assert_eq!(
+            cached.authenticate_token_now("good", &api, Some(&memo)),
+            None,
+            "past its TTL the token is looked up again"
+        );
+    }
+
+    #[test]
+    fn constant_time_equality_sees_every_byte() {
+        for len in [0usize, 1, 7, 8, 9, 16, 1100] {
+            let a: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            assert!(equal_in_constant_time(&a, &a.clone()), "len {len}");
+            for i in 0..len {
+                let mut b = a.clone();
+                b[i] ^= 0x80;
+                assert!(!equal_in_constant_time(&a, &b), "len {len}, byte {i}");
+            }
+        }
+        assert!(!equal_in_constant_time(b"ab", b"abc"));
+        assert!(!equal_in_constant_time(b"", b"a"));
     }
 
     #[tokio::test]

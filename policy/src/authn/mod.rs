@@ -64,11 +64,13 @@ impl std::fmt::Debug for PeerCertificate {
 }
 
 /// What an authenticator may look at: the request headers and the verified client
-/// certificate, if the TLS handshake presented one.
+/// certificate, if the TLS handshake presented one; and the connection's memo of its last
+/// bearer token, when the connection keeps one (HTTP/1.1 connections do).
 #[derive(Debug, Clone, Copy)]
 pub struct AuthnRequest<'a> {
     pub headers: &'a http::HeaderMap,
     pub peer_certificate: Option<&'a PeerCertificate>,
+    pub token_memo: Option<&'a cache::TokenMemo>,
 }
 
 /// The result of one authenticator.

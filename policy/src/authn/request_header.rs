@@ -421,6 +421,7 @@ mod tests {
         let request = AuthnRequest {
             headers,
             peer_certificate: peer.as_ref(),
+            token_memo: None,
         };
         block_on(authenticator.authenticate(&request))
     }

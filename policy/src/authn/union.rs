@@ -126,6 +126,7 @@ mod tests {
         let request = AuthnRequest {
             headers: &headers,
             peer_certificate: None,
+            token_memo: None,
         };
         block_on(union.authenticate(&request))
     }

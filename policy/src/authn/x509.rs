@@ -378,6 +378,7 @@ mod tests {
         let request = AuthnRequest {
             headers: &headers,
             peer_certificate: peer,
+            token_memo: None,
         };
         block_on(authenticator.authenticate(&request))
     }
