@@ -19,7 +19,6 @@ use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use bytes::BytesMut;
-use kubegate_policy::authn::cache::TokenMemo;
 use pingora::apps::ServerApp;
 use pingora::apps::{HttpPersistentSettings, HttpServerApp, HttpServerOptions, ReusedHttpStream};
 use pingora::protocols::http::v2::server::H2Options;
@@ -49,9 +48,6 @@ const CLOSING_SHARDS: usize = 8;
 /// An HTTP/1.1 connection's own state.
 struct Connection {
     record: Arc<HeaderRecord>,
-    /// The last bearer token the connection presented and its cached answer: a client sends
-    /// the same token on every request, and recognising it spares hashing it each time.
-    token_memo: Arc<TokenMemo>,
     /// Which of `Requests::closed` this connection waits on.
     shard: usize,
 }
@@ -100,7 +96,6 @@ impl ServerApp for Front {
         // next session as a prefix that the record never saw, so it could not replay them.
         let connection = Connection {
             record: Arc::new(HeaderRecord::default()),
-            token_memo: Arc::default(),
             shard: stream.id().unsigned_abs() as usize % CLOSING_SHARDS,
         };
         let stream: Stream = Box::new(RecordingStream {
@@ -226,7 +221,6 @@ impl Requests {
             session.set_keepalive(None);
         }
         let mut ctx = self.gateway.new_ctx();
-        ctx.token_memo = connection.map(|c| c.token_memo.clone());
         let answered = match self.gateway.answer(&mut session, &mut ctx, routed).await {
             Ok(Some(plan)) => {
                 self.gateway

@@ -10,9 +10,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use kubegate_backends::api::{ApiRequest, ApiResponse};
 use kubegate_backends::status::ApiError;
-use kubegate_policy::authn::cache::TokenMemo;
 use kubegate_policy::authn::request_header::IdentityHeaders;
-use kubegate_policy::authn::{AuthnOutcome, AuthnRequest, PeerCertificate};
+use kubegate_policy::authn::{AuthnOutcome, AuthnRequest};
 use kubegate_policy::authz::{forbidden_message, Attributes, Decision};
 use kubegate_policy::impersonation::{impersonate, impersonation_header_names, ImpersonationError};
 use kubegate_policy::request_info::{self, RequestInfo};
@@ -27,6 +26,7 @@ use crate::flowcontrol::is_read_only;
 use crate::metrics::{metric_verb, RequestLabels};
 use crate::respond;
 use crate::routes::Routes;
+use crate::tls::TlsConnection;
 
 /// Everything the pipeline needs, shared by every request.
 pub struct Gateway {
@@ -92,8 +92,6 @@ pub struct RequestCtx {
     flow: Option<crate::flowcontrol::Ticket>,
     /// `X-Kubernetes-PF-*` for every response of a classified request.
     pub(crate) pf_headers: Option<crate::flowcontrol::PfHeaders>,
-    /// The connection's memo of its last bearer token (HTTP/1.1 connections keep one).
-    pub(crate) token_memo: Option<Arc<TokenMemo>>,
 }
 
 impl RequestCtx {
@@ -235,14 +233,14 @@ impl Gateway {
         let outcome = {
             // Borrowed from the connection: the certificate (and the digests computed at the
             // handshake) serve every request on it without a copy.
-            let peer = session
+            let connection = session
                 .digest()
                 .and_then(|d| d.ssl_digest.as_ref())
-                .and_then(|ssl| ssl.extension.get::<PeerCertificate>());
+                .and_then(|ssl| ssl.extension.get::<TlsConnection>());
             let request = AuthnRequest {
                 headers: &session.req_header().headers,
-                peer_certificate: peer,
-                token_memo: ctx.token_memo.as_deref(),
+                peer_certificate: connection.and_then(|c| c.peer.as_ref()),
+                token_memo: connection.map(|c| &c.token_memo),
             };
             self.authenticator.authenticate(&request).await
         };
@@ -478,7 +476,6 @@ impl Gateway {
             proxy: None,
             flow: None,
             pf_headers: None,
-            token_memo: None,
         }
     }
 

@@ -2,12 +2,14 @@
 //! certificates accepted when they lead to any of the configured CA bundles (the client CA and
 //! the request-header CA), which are followed as their files change. The presented chain is
 //! handed to the request through the TLS digest extension (this survives TLS 1.3 resumption),
-//! where each authenticator verifies it against its own bundle.
+//! where each authenticator verifies it against its own bundle. The same extension carries the
+//! connection's memo of its last bearer token, shared by every request on the connection.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use kubegate_policy::authn::ca_bundle::CaBundle;
+use kubegate_policy::authn::cache::TokenMemo;
 use kubegate_policy::authn::PeerCertificate;
 use pingora::listeners::tls::TlsSettings;
 use pingora::listeners::TlsAccept;
@@ -29,6 +31,17 @@ pub enum TlsError {
     Verifier(String),
 }
 
+/// What a TLS connection's requests share, set when its handshake completes and found in the
+/// TLS digest's extension.
+#[derive(Debug, Default)]
+pub struct TlsConnection {
+    /// The client certificate chain the client presented, if any.
+    pub peer: Option<PeerCertificate>,
+    /// The last bearer token presented on the connection and its cached answer: a client
+    /// sends the same token with every request, and recognising it spares hashing it again.
+    pub token_memo: TokenMemo,
+}
+
 /// Extracts the presented client certificate chain after the handshake.
 struct PeerIdentityCallback;
 
@@ -38,18 +51,23 @@ impl TlsAccept for PeerIdentityCallback {
         &self,
         tls: &TlsRef,
     ) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
-        let chain: Vec<Vec<u8>> = tls
-            .peer_cert_chain_der()?
-            .iter()
-            .map(|certificate| certificate.as_ref().to_vec())
-            .collect();
-        match PeerCertificate::from_chain(chain) {
-            Ok(peer) => Some(Arc::new(peer)),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not parse a presented client certificate");
-                None
+        let peer = tls.peer_cert_chain_der().and_then(|chain| {
+            let chain: Vec<Vec<u8>> = chain
+                .iter()
+                .map(|certificate| certificate.as_ref().to_vec())
+                .collect();
+            match PeerCertificate::from_chain(chain) {
+                Ok(peer) => Some(peer),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not parse a presented client certificate");
+                    None
+                }
             }
-        }
+        });
+        Some(Arc::new(TlsConnection {
+            peer,
+            token_memo: TokenMemo::default(),
+        }))
     }
 }
 

@@ -449,9 +449,9 @@ fn malformed_credentials_are_401_and_the_server_survives() {
     );
 }
 
-/// A keep-alive HTTP/1.1 connection remembers its last bearer token to skip hashing it again;
-/// every request on it must still be answered for its own credential: another token, an
-/// unknown one of the same length, none at all, and the first again.
+/// A connection remembers its last bearer token to skip hashing it again; every request on it
+/// must still be answered for its own credential: another token, an unknown one of the same
+/// length, none at all, and the first again. Over HTTP/1.1 and HTTP/2.
 #[test]
 fn one_connection_carrying_several_tokens_gets_each_ones_identity() {
     let dir = tempfile::tempdir().unwrap();
@@ -486,6 +486,20 @@ fn one_connection_carrying_several_tokens_gets_each_ones_identity() {
         None,
         Some("memo-token-0001"),
     ];
+    for protocol in ["--http1.1", "--http2"] {
+        same_connection_identities(&url, &ca, review, &sequence, protocol);
+    }
+}
+
+/// Sends `sequence` (bearer tokens, or none) over one connection; asserts who each request was
+/// answered for.
+fn same_connection_identities(
+    url: &str,
+    ca: &Path,
+    review: &str,
+    sequence: &[Option<&str>],
+    protocol: &str,
+) {
     // One curl, one transfer per request (`--next`), sharing curl's connection cache; no
     // client certificate, so the bearer token is the only credential.
     let mut cmd = Command::new("curl");
@@ -493,14 +507,14 @@ fn one_connection_carrying_several_tokens_gets_each_ones_identity() {
         if i > 0 {
             cmd.arg("--next");
         }
-        cmd.args(["-sS", "--http1.1", "-X", "POST", "--cacert"])
-            .arg(&ca)
+        cmd.args(["-sS", protocol, "-X", "POST", "--cacert"])
+            .arg(ca)
             .args(["-H", "Content-Type: application/json", "--data", review])
             .args(["-w", "\n%{http_code} %{num_connects}\n"]);
         if let Some(token) = token {
             cmd.arg("-H").arg(format!("Authorization: Bearer {token}"));
         }
-        cmd.arg(&url);
+        cmd.arg(url);
     }
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -546,7 +560,10 @@ fn one_connection_carrying_several_tokens_gets_each_ones_identity() {
             ),
             user("alice"),
         ],
-        "{text}"
+        "{protocol}: {text}"
     );
-    assert_eq!(connects, 1, "all requests on one connection: {text}");
+    assert_eq!(
+        connects, 1,
+        "{protocol}: all requests on one connection: {text}"
+    );
 }

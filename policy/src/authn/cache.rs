@@ -142,8 +142,8 @@ impl RecentEntries {
 }
 
 /// What one connection remembers of the last bearer token it presented; see the module
-/// documentation. Give each connection its own (HTTP/1.1 serves one request at a time on it,
-/// so its lock is never contended) and pass it with every request of that connection.
+/// documentation. Give each connection its own and pass it with every request of that
+/// connection (its lock is held for one comparison; HTTP/2 streams of a connection share it).
 #[derive(Default)]
 pub struct TokenMemo {
     last: Mutex<Option<Remembered>>,

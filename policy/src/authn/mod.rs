@@ -65,7 +65,7 @@ impl std::fmt::Debug for PeerCertificate {
 
 /// What an authenticator may look at: the request headers and the verified client
 /// certificate, if the TLS handshake presented one; and the connection's memo of its last
-/// bearer token, when the connection keeps one (HTTP/1.1 connections do).
+/// bearer token, when the connection keeps one (kubegate's TLS connections do).
 #[derive(Debug, Clone, Copy)]
 pub struct AuthnRequest<'a> {
     pub headers: &'a http::HeaderMap,
