@@ -68,6 +68,17 @@ pub fn bearer_token(headers: &http::HeaderMap) -> Result<Option<Cow<'_, str>>, S
 /// header, surrounding whitespace trimmed, the scheme compared case-insensitively, the token
 /// is the text between the first and second space.
 fn authorization_bearer(headers: &http::HeaderMap) -> Result<Option<&str>, String> {
+    let Some(token) = authorization_bearer_bytes(headers)? else {
+        return Ok(None);
+    };
+    match std::str::from_utf8(token) {
+        Ok(token) => Ok(Some(token)),
+        Err(_) => Err(INVALID_BEARER_TOKEN.to_string()),
+    }
+}
+
+/// [`authorization_bearer`]'s token before it is checked to be UTF-8.
+fn authorization_bearer_bytes(headers: &http::HeaderMap) -> Result<Option<&[u8]>, String> {
     let Some(value) = headers.get(http::header::AUTHORIZATION) else {
         return Ok(None);
     };
@@ -83,11 +94,9 @@ fn authorization_bearer(headers: &http::HeaderMap) -> Result<Option<&str>, Strin
         return Err("empty bearer token".to_string());
     };
     // The token ends at the next space (found with SIMD: a JWT is ~1 KiB, and `str::find`
-    // walks it a word at a time) and has to be UTF-8; what follows it does not matter.
+    // walks it a word at a time); what follows it does not matter.
     let end = memchr::memchr(b' ', rest).unwrap_or(rest.len());
-    let Ok(token) = std::str::from_utf8(&rest[..end]) else {
-        return Err(INVALID_BEARER_TOKEN.to_string());
-    };
+    let token = &rest[..end];
     if token.is_empty() {
         // kube warns "the provided Authorization header contains extra space before the
         // bearer token, and is ignored" in this case.
@@ -237,6 +246,17 @@ pub trait TokenAuthenticator: Send + Sync {
         _token: &str,
         _audiences: &[String],
         _memo: Option<&TokenMemo>,
+    ) -> Option<TokenOutcome> {
+        None
+    }
+    /// The answer `memo` holds for `token`, the raw bytes of an `Authorization: Bearer`
+    /// token not yet checked to be UTF-8 (a remembered token was), if this authenticator
+    /// filled it and may still serve it.
+    fn recall_token(
+        &self,
+        _token: &[u8],
+        _audiences: &[String],
+        _memo: &TokenMemo,
     ) -> Option<TokenOutcome> {
         None
     }
@@ -429,6 +449,17 @@ impl Authenticator for BearerAuthenticator {
     }
 
     async fn authenticate(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
+        // The connection's last token, recognised before anything else is done with it.
+        let remembered = match (request.token_memo, self.union.single()) {
+            (Some(memo), Some(only)) => match authorization_bearer_bytes(request.headers) {
+                Ok(Some(token)) => only.recall_token(token, &self.api_audiences, memo),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(outcome) = remembered {
+            return self.request_outcome(outcome);
+        }
         let token = match bearer_token(request.headers) {
             Ok(Some(token)) => token,
             Ok(None) => return AuthnOutcome::NoCredential,
@@ -449,6 +480,13 @@ impl Authenticator for BearerAuthenticator {
                     .await
             }
         };
+        self.request_outcome(outcome)
+    }
+}
+
+impl BearerAuthenticator {
+    /// A request's outcome from its token's.
+    fn request_outcome(&self, outcome: TokenOutcome) -> AuthnOutcome {
         match outcome {
             TokenOutcome::Authenticated(result) => {
                 // kube checks this in the authentication filter after the whole chain.
@@ -738,6 +776,53 @@ mod tests {
                 token_memo: None,
             })
             .await
+    }
+
+    #[tokio::test]
+    async fn a_connection_memo_answers_only_the_same_token_bytes() {
+        use crate::authn::cache::CachedTokenAuthenticator;
+        let a = fake("a", "tok-a", "tok-b");
+        let ttl = std::time::Duration::from_secs(60);
+        let cached = Arc::new(CachedTokenAuthenticator::new(a.clone(), ttl, ttl));
+        let auth = BearerAuthenticator::new(vec![cached], vec![]);
+        let memo = TokenMemo::default();
+        let send = |value: &'static [u8]| {
+            let mut map = http::HeaderMap::new();
+            map.insert(
+                http::header::AUTHORIZATION,
+                http::HeaderValue::from_bytes(value).expect("test header value"),
+            );
+            let auth = &auth;
+            let memo = &memo;
+            async move {
+                auth.authenticate(&AuthnRequest {
+                    headers: &map,
+                    peer_certificate: None,
+                    token_memo: Some(memo),
+                })
+                .await
+            }
+        };
+        let user = |outcome: AuthnOutcome| match outcome {
+            AuthnOutcome::Authenticated(user) => user.name.clone(),
+            other => format!("{other:?}"),
+        };
+        // The first request asks the source, the second fills the memo, the rest use it.
+        for _ in 0..4 {
+            assert_eq!(user(send(b"Bearer tok-a").await), "a");
+        }
+        assert_eq!(a.calls.load(Ordering::SeqCst), 1);
+        // Same length, other bytes; not UTF-8; the rejected one; the first again.
+        assert_eq!(
+            user(send(b"Bearer tok-b").await),
+            format!("{:?}", AuthnOutcome::Failed("a rejected it".into()))
+        );
+        assert_eq!(
+            send(b"Bearer tok-\xff").await,
+            AuthnOutcome::Failed(INVALID_BEARER_TOKEN.into())
+        );
+        assert_eq!(user(send(b"Bearer tok-a trailing").await), "a");
+        assert_eq!(a.calls.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

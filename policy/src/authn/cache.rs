@@ -172,12 +172,12 @@ impl TokenMemo {
 
     /// The remembered outcome, if `token` and `audiences` are what cache `cache` answered
     /// last on this connection and its entry may still be served.
-    fn recall(&self, cache: u64, token: &str, audiences: &[String]) -> Option<TokenOutcome> {
+    fn recall(&self, cache: u64, token: &[u8], audiences: &[String]) -> Option<TokenOutcome> {
         let mut last = self.slot();
         let remembered = last.as_ref()?;
         if remembered.cache != cache
             || remembered.audiences[..] != *audiences
-            || !equal_in_constant_time(&remembered.token, token.as_bytes())
+            || !equal_in_constant_time(&remembered.token, token)
         {
             return None;
         }
@@ -363,13 +363,22 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
         let Some(memo) = memo else {
             return self.recent_outcome(&self.key(token, audiences));
         };
-        if let Some(outcome) = memo.recall(self.id, token, audiences) {
+        if let Some(outcome) = memo.recall(self.id, token.as_bytes(), audiences) {
             return Some(outcome);
         }
         let entry = self.recent_entry(&self.key(token, audiences))?;
         let outcome = entry.outcome.clone();
         memo.remember(self.id, token, audiences, entry);
         Some(outcome)
+    }
+
+    fn recall_token(
+        &self,
+        token: &[u8],
+        audiences: &[String],
+        memo: &TokenMemo,
+    ) -> Option<TokenOutcome> {
+        memo.recall(self.id, token, audiences)
     }
 
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
@@ -687,8 +696,8 @@ mod tests {
             Some(good.clone())
         );
         // A token of the same length, other audiences, another cache: not from the memo.
-        assert_eq!(memo.recall(cached.id, "gooe", &api), None);
-        assert_eq!(memo.recall(cached.id, "good", &[]), None);
+        assert_eq!(memo.recall(cached.id, b"gooe", &api), None);
+        assert_eq!(memo.recall(cached.id, b"good", &[]), None);
         let other = CachedTokenAuthenticator::new(counting(Duration::ZERO, None), LONG, LONG);
         assert_eq!(
             other.authenticate_token_now("good", &api, Some(&memo)),
@@ -701,7 +710,7 @@ mod tests {
             cached.authenticate_token_now("bad", &api, Some(&memo)),
             Some(bad)
         );
-        assert_eq!(memo.recall(cached.id, "good", &api), None);
+        assert_eq!(memo.recall(cached.id, b"good", &api), None);
         assert_eq!(calls(&inner), 2, "the memo never asks the source");
         assert!(!format!("{memo:?}").contains("good"));
     }
@@ -717,7 +726,7 @@ mod tests {
             Some(good)
         );
         tokio::time::sleep(SHORT + Duration::from_millis(100)).await;
-        assert_eq!(memo.recall(cached.id, "good", &api), None);
+        assert_eq!(memo.recall(cached.id, b"good", &api), None);
         assert!(memo.slot().is_none(), "a stale memo is dropped");
         assert_eq!(
             cached.authenticate_token_now("good", &api, Some(&memo)),
