@@ -399,8 +399,8 @@ impl FlowGate {
     /// (`None` for long-running requests).
     pub async fn admit(
         &self,
-        info: &RequestInfo,
-        user: &UserInfo,
+        info: &Arc<RequestInfo>,
+        user: &Arc<UserInfo>,
         raw_query: &str,
         timeout: Option<Duration>,
         long_running: bool,

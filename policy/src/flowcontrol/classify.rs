@@ -1,6 +1,7 @@
 //! Classification: which FlowSchema a request matches (kube's `rule.go`), its flow
 //! distinguisher and the flow hash that shuffle sharding deals from (`apf_controller.go`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::{
@@ -14,8 +15,9 @@ const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 /// What flow control needs to know about a request (kube's `RequestDigest`).
 #[derive(Debug, Clone, Copy)]
 pub struct RequestDigest<'a> {
-    pub request_info: &'a RequestInfo,
-    pub user: &'a UserInfo,
+    /// Shared, so that a request's record in its queue set refers to them without a copy.
+    pub request_info: &'a Arc<RequestInfo>,
+    pub user: &'a Arc<UserInfo>,
     /// The request's own deadline measured from its arrival (the `?timeout=` or the server's
     /// request timeout); `None` for requests without one, such as watches. Its quarter bounds
     /// the time the request may wait in a queue.

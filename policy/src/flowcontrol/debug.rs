@@ -15,7 +15,7 @@
 //! included: kube's wait limit is a context deadline), and `TimedoutRequests` those removed
 //! because their wait limit passed (a column kube prints but never increments).
 
-use std::cell::RefCell;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -26,6 +26,7 @@ use super::classify::RequestDigest;
 use super::config::Distinguisher;
 use super::queueset::{QueueSetDump, RequestDump};
 use super::{lock, FlowControl};
+use crate::{RequestInfo, UserInfo};
 
 const PRIORITY_LEVEL_HEADERS: [&str; 10] = [
     "PriorityLevelName",
@@ -82,80 +83,31 @@ const MIN_WIDTH: usize = 8;
 const PADDING: usize = 1;
 
 /// What `dump_requests?includeRequestDetails=1` shows about a request: the user and the
-/// request info, kept in one shared allocation while the request waits or executes (a clone
-/// is a reference count; kube keeps pointers to the request's own records instead, which the
-/// engine cannot, since it outlives the borrowed request).
+/// request info, shared with the request (kube keeps pointers to the request's own records
+/// too), so recording them costs two reference counts and the text is written only when a
+/// dump asks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestDetails {
-    text: Arc<str>,
-    /// End offsets in `text` of the fields, in [`REQUEST_DETAIL_HEADERS`] order.
-    ends: [u32; 8],
+    user: Arc<UserInfo>,
+    info: Arc<RequestInfo>,
     /// Which field, if any, is the flow distinguisher (the user name or the namespace): kept
     /// here rather than in a per-request copy of the request's [`super::Matched`].
     distinguisher: Option<Distinguisher>,
-}
-
-thread_local! {
-    /// Where [`RequestDetails::new`] assembles the text before its one allocation.
-    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 impl RequestDetails {
     /// The request's details; `distinguisher` is how its flow is told apart (`None` when its
     /// level does not queue by flow).
     pub fn new(digest: &RequestDigest<'_>, distinguisher: Option<Distinguisher>) -> Self {
-        let info = digest.request_info;
-        let fields = [
-            digest.user.name.as_str(),
-            info.verb.as_str(),
-            info.path.as_str(),
-            info.namespace.as_str(),
-            info.name.as_str(),
-        ];
-        SCRATCH.with(|scratch| {
-            let mut text = scratch.borrow_mut();
-            text.clear();
-            let mut ends = [0u32; 8];
-            let end = |text: &String| u32::try_from(text.len()).unwrap_or(u32::MAX);
-            for (i, field) in fields.into_iter().enumerate() {
-                text.push_str(field);
-                ends[i] = end(&text);
-            }
-            // kube's `schema.GroupVersion.String()`.
-            if !info.api_group.is_empty() {
-                text.push_str(&info.api_group);
-                text.push('/');
-            }
-            text.push_str(&info.api_version);
-            ends[5] = end(&text);
-            text.push_str(&info.resource);
-            ends[6] = end(&text);
-            text.push_str(&info.subresource);
-            ends[7] = end(&text);
-            let details = RequestDetails {
-                text: Arc::from(text.as_str()),
-                ends,
-                distinguisher,
-            };
-            // A huge path should not stay allocated in every thread.
-            if text.capacity() > 4096 {
-                *text = String::new();
-            }
-            details
-        })
-    }
-
-    fn field(&self, index: usize) -> &str {
-        let offset = |i: usize| self.ends.get(i).map_or(self.text.len(), |&e| e as usize);
-        let start = match index {
-            0 => 0,
-            i => offset(i - 1),
-        };
-        self.text.get(start..offset(index)).unwrap_or("")
+        RequestDetails {
+            user: digest.user.clone(),
+            info: digest.request_info.clone(),
+            distinguisher,
+        }
     }
 
     pub fn user_name(&self) -> &str {
-        self.field(0)
+        &self.user.name
     }
 
     /// The flow distinguisher (kube's `computeFlowDistinguisher`): the user name, the
@@ -169,32 +121,37 @@ impl RequestDetails {
     }
 
     pub fn verb(&self) -> &str {
-        self.field(1)
+        &self.info.verb
     }
 
     pub fn path(&self) -> &str {
-        self.field(2)
+        &self.info.path
     }
 
     pub fn namespace(&self) -> &str {
-        self.field(3)
+        &self.info.namespace
     }
 
     pub fn name(&self) -> &str {
-        self.field(4)
+        &self.info.name
     }
 
-    /// `group/version`, or the version alone for the core group.
-    pub fn api_version(&self) -> &str {
-        self.field(5)
+    /// `group/version`, or the version alone for the core group (kube's
+    /// `schema.GroupVersion.String()`).
+    pub fn api_version(&self) -> Cow<'_, str> {
+        if self.info.api_group.is_empty() {
+            Cow::Borrowed(&self.info.api_version)
+        } else {
+            Cow::Owned(format!("{}/{}", self.info.api_group, self.info.api_version))
+        }
     }
 
     pub fn resource(&self) -> &str {
-        self.field(6)
+        &self.info.resource
     }
 
     pub fn subresource(&self) -> &str {
-        self.field(7)
+        &self.info.subresource
     }
 }
 
@@ -309,7 +266,7 @@ fn dump_requests_at(fc: &FlowControl, include_request_details: bool, clock: Cloc
                         details.path(),
                         details.namespace(),
                         details.name(),
-                        details.api_version(),
+                        &details.api_version(),
                         details.resource(),
                         details.subresource(),
                     ]
@@ -568,8 +525,11 @@ mod tests {
         groups: &[&str],
         estimate: WorkEstimate,
     ) -> Result<Admission, Rejection> {
-        let info = list_configmaps();
-        let user = UserInfo::new(user, groups.iter().map(|g| g.to_string()).collect());
+        let info = Arc::new(list_configmaps());
+        let user = Arc::new(UserInfo::new(
+            user,
+            groups.iter().map(|g| g.to_string()).collect(),
+        ));
         let digest = RequestDigest {
             request_info: &info,
             user: &user,
@@ -739,8 +699,11 @@ work,              1,            false,  false,       1,               1,       
         let waiter = {
             let fc = fc.clone();
             tokio::spawn(async move {
-                let info = list_configmaps();
-                let user = UserInfo::new("bob", vec!["system:authenticated".to_owned()]);
+                let info = Arc::new(list_configmaps());
+                let user = Arc::new(UserInfo::new(
+                    "bob",
+                    vec!["system:authenticated".to_owned()],
+                ));
                 let digest = RequestDigest {
                     request_info: &info,
                     user: &user,
@@ -820,10 +783,10 @@ work,              0,            true,   false,       0,               0,       
             "/apis/apps/v1/namespaces/ns/deployments/d/scale",
             "",
         ) {
-            Ok(info) => info,
+            Ok(info) => Arc::new(info),
             Err(e) => panic!("{e}"),
         };
-        let user = UserInfo::new("jane", vec![]);
+        let user = Arc::new(UserInfo::new("jane", vec![]));
         let details = RequestDetails::new(
             &RequestDigest {
                 request_info: &info,

@@ -1047,9 +1047,11 @@ mod tests {
     use crate::user::UserInfo;
 
     fn descr(now: Instant) -> RequestDescr {
-        let info = resolve("GET", "/api/v1/namespaces/a/configmaps/x", "")
-            .unwrap_or_else(|e| panic!("resolve: {e}"));
-        let user = UserInfo::new("u", Vec::new());
+        let info = Arc::new(
+            resolve("GET", "/api/v1/namespaces/a/configmaps/x", "")
+                .unwrap_or_else(|e| panic!("resolve: {e}")),
+        );
+        let user = Arc::new(UserInfo::new("u", Vec::new()));
         RequestDescr {
             matched: Arc::new(Matched {
                 flow_schema: "fs".into(),

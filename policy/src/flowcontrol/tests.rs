@@ -213,18 +213,21 @@ fn bootstrap() -> (Vec<Value>, Vec<Value>) {
     (fss, pls)
 }
 
-fn info(method: &str, path: &str, query: &str) -> RequestInfo {
+fn info(method: &str, path: &str, query: &str) -> Arc<RequestInfo> {
     match resolve(method, path, query) {
-        Ok(info) => info,
+        Ok(info) => Arc::new(info),
         Err(e) => panic!("resolve {method} {path}: {e}"),
     }
 }
 
-fn who(name: &str, groups: &[&str]) -> UserInfo {
-    UserInfo::new(name, groups.iter().map(|g| g.to_string()).collect())
+fn who(name: &str, groups: &[&str]) -> Arc<UserInfo> {
+    Arc::new(UserInfo::new(
+        name,
+        groups.iter().map(|g| g.to_string()).collect(),
+    ))
 }
 
-fn digest<'a>(info: &'a RequestInfo, user: &'a UserInfo) -> RequestDigest<'a> {
+fn digest<'a>(info: &'a Arc<RequestInfo>, user: &'a Arc<UserInfo>) -> RequestDigest<'a> {
     RequestDigest {
         request_info: info,
         user,
@@ -258,7 +261,9 @@ fn classification_against_bootstrap_flow_schemas() {
     assert!(report.flow_schemas.iter().all(|s| !s.dangling));
 
     let auth = "system:authenticated";
-    let cases: Vec<(&str, &str, &str, UserInfo, &str, &str)> = vec![
+    // (method, path, query, user, flow schema, distinguisher)
+    type Case<'a> = (&'a str, &'a str, &'a str, Arc<UserInfo>, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
         // (method, path, query, user, flow schema, distinguisher)
         (
             "GET",
@@ -268,7 +273,14 @@ fn classification_against_bootstrap_flow_schemas() {
             "exempt",
             "",
         ),
-        ("GET", "/healthz", "", UserInfo::anonymous(), "probes", ""),
+        (
+            "GET",
+            "/healthz",
+            "",
+            UserInfo::shared_anonymous(),
+            "probes",
+            "",
+        ),
         ("GET", "/livez", "", who("bob", &[auth]), "probes", ""),
         (
             "POST",
@@ -398,7 +410,7 @@ fn classification_against_bootstrap_flow_schemas() {
             "GET",
             "/api",
             "",
-            UserInfo::anonymous(),
+            UserInfo::shared_anonymous(),
             "global-default",
             "system:anonymous",
         ),
