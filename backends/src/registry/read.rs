@@ -249,6 +249,7 @@ impl Registry {
             ));
         }
         let filter = Filter::from_request(request, def)?;
+        timeout_seconds(request)?;
         let limit: usize = match request.param("limit") {
             None | Some("") => 0,
             Some(l) => l
@@ -503,14 +504,21 @@ impl Registry {
 /// The longest a watch may be asked to live; longer requests are capped.
 const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-/// `timeoutSeconds` as kube reads it: absent or ≤ 0 means the server's spread default.
-fn watch_timeout(request: &ApiRequest, min: Duration) -> ApiResult<Duration> {
-    let requested = match request.param("timeoutSeconds") {
+/// The `timeoutSeconds` list option (0 when absent). kube decodes it into `ListOptions` for
+/// lists and watches alike, so a value that is not an integer is a 400 for both, though
+/// only a watch uses it.
+fn timeout_seconds(request: &ApiRequest) -> ApiResult<i64> {
+    match request.param("timeoutSeconds") {
         Some(t) if !t.is_empty() => t
             .parse::<i64>()
-            .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
-        _ => 0,
-    };
+            .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}"))),
+        _ => Ok(0),
+    }
+}
+
+/// `timeoutSeconds` as kube reads it: absent or ≤ 0 means the server's spread default.
+fn watch_timeout(request: &ApiRequest, min: Duration) -> ApiResult<Duration> {
+    let requested = timeout_seconds(request)?;
     if requested > 0 {
         return Ok(Duration::from_secs(requested as u64).min(MAX_WATCH_TIMEOUT));
     }

@@ -716,6 +716,18 @@ async fn named_watches_and_watch_options_follow_kube() {
         panic!()
     };
     assert_eq!(b.status, 400);
+    // A timeoutSeconds that is not an integer is refused for a watch and a plain list alike.
+    for path in [
+        "/api/v1/watch/namespaces/default/configmaps/a?timeoutSeconds=abc",
+        "/api/v1/namespaces/default/configmaps?timeoutSeconds=abc",
+    ] {
+        let (code, status) = call(&f, "GET", path, None).await;
+        assert_eq!(code, 400, "{path}: {status}");
+        assert_eq!(status["reason"], "BadRequest", "{path}: {status}");
+        assert_eq!(status["message"], "invalid timeoutSeconds: abc", "{path}");
+    }
+    let (code, _) = call(&f, "GET", &format!("{CMS}?timeoutSeconds=5"), None).await;
+    assert_eq!(code, 200, "a list ignores a valid timeoutSeconds");
     let evs = frames(f.registry.handle(named("?timeoutSeconds=0")).await, 2).await;
     assert_eq!(
         evs.len(),
