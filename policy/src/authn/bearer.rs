@@ -240,7 +240,8 @@ pub trait TokenAuthenticator: Send + Sync {
     /// The answer for `token` if it can be given at once, without waiting on anything (a
     /// cache's recent hit); `None` means ask [`TokenAuthenticator::authenticate_token`]. Lets
     /// the common case skip building and boxing a future. `memo` is the connection's memo of
-    /// its last token, for a cache to answer from (or fill) when it may.
+    /// its last token, already asked ([`TokenAuthenticator::recall_token`]), for a cache to
+    /// fill with the answer.
     fn authenticate_token_now(
         &self,
         _token: &str,

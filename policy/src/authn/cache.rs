@@ -328,10 +328,6 @@ impl CachedTokenAuthenticator {
         None
     }
 
-    fn recent_outcome(&self, key: &Key) -> Option<TokenOutcome> {
-        self.recent_entry(key).map(|entry| entry.outcome.clone())
-    }
-
     /// How long `outcome` may be remembered, or `None` if it must not be.
     fn ttl_for(&self, outcome: &TokenOutcome, now: SystemTime) -> Option<Duration> {
         let ttl = match outcome {
@@ -360,15 +356,12 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
         audiences: &[String],
         memo: Option<&TokenMemo>,
     ) -> Option<TokenOutcome> {
-        let Some(memo) = memo else {
-            return self.recent_outcome(&self.key(token, audiences));
-        };
-        if let Some(outcome) = memo.recall(self.id, token.as_bytes(), audiences) {
-            return Some(outcome);
-        }
         let entry = self.recent_entry(&self.key(token, audiences))?;
         let outcome = entry.outcome.clone();
-        memo.remember(self.id, token, audiences, entry);
+        // The caller asked the memo first (`recall_token`); it missed, so remember this one.
+        if let Some(memo) = memo {
+            memo.remember(self.id, token, audiences, entry);
+        }
         Some(outcome)
     }
 
@@ -384,8 +377,8 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
         let key = self.key(token, audiences);
         // Fastest path: the entry was served or stored recently.
-        if let Some(outcome) = self.recent_outcome(&key) {
-            return outcome;
+        if let Some(entry) = self.recent_entry(&key) {
+            return entry.outcome.clone();
         }
         // Fast path: a plain lookup for a live cached answer, without the bookkeeping
         // `try_get_with` does to coalesce concurrent misses.
@@ -690,9 +683,9 @@ mod tests {
         );
         // Filled: the memo answers with the table of recent entries emptied.
         cached.recent.forget(&cached.key("good", &api));
-        assert_eq!(cached.recent_outcome(&cached.key("good", &api)), None);
+        assert_eq!(cached.authenticate_token_now("good", &api, None), None);
         assert_eq!(
-            cached.authenticate_token_now("good", &api, Some(&memo)),
+            cached.recall_token(b"good", &api, &memo),
             Some(good.clone())
         );
         // A token of the same length, other audiences, another cache: not from the memo.
@@ -700,7 +693,7 @@ mod tests {
         assert_eq!(memo.recall(cached.id, b"good", &[]), None);
         let other = CachedTokenAuthenticator::new(counting(Duration::ZERO, None), LONG, LONG);
         assert_eq!(
-            other.authenticate_token_now("good", &api, Some(&memo)),
+            other.recall_token(b"good", &api, &memo),
             None,
             "a memo filled by one cache answers nothing for another"
         );
@@ -726,7 +719,7 @@ mod tests {
             Some(good)
         );
         tokio::time::sleep(SHORT + Duration::from_millis(100)).await;
-        assert_eq!(memo.recall(cached.id, b"good", &api), None);
+        assert_eq!(cached.recall_token(b"good", &api, &memo), None);
         assert!(memo.slot().is_none(), "a stale memo is dropped");
         assert_eq!(
             cached.authenticate_token_now("good", &api, Some(&memo)),
