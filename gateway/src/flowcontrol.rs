@@ -18,8 +18,8 @@ use kubegate_backends::registry::Registry;
 use kubegate_backends::status::ApiError;
 use kubegate_config::FlowControlConfig;
 use kubegate_policy::flowcontrol::{
-    Admission, FlowControl, FlowControlOptions, Matched, Name, ObjectCounts, RequestDigest,
-    WatchRegistration, WatchTracker, WorkEstimator, WorkEstimatorConfig,
+    Admission, ClassificationMemo, FlowControl, FlowControlOptions, Matched, Name, ObjectCounts,
+    RequestDigest, WatchRegistration, WatchTracker, WorkEstimator, WorkEstimatorConfig,
     BORROWING_ADJUSTMENT_PERIOD,
 };
 use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
@@ -404,6 +404,7 @@ impl FlowGate {
         raw_query: &str,
         timeout: Option<Duration>,
         long_running: bool,
+        memo: Option<&ClassificationMemo>,
     ) -> Result<Ticket, Refused> {
         match &self.mode {
             Mode::MaxInFlight {
@@ -445,6 +446,7 @@ impl FlowGate {
                     request_info: info,
                     user,
                     timeout,
+                    memo,
                 };
                 let classification = control.classify(&digest);
                 // The pair's shared `Matched` outlives the classification, which admission takes.

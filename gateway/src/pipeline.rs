@@ -302,9 +302,14 @@ impl Gateway {
         let upgrade = is_upgrade(session.req_header());
         let long_running = info.long_running || upgrade;
         let own_timeout = (!long_running).then(|| timeout_param(&query, self.request_timeout));
+        let memo = session
+            .digest()
+            .and_then(|d| d.ssl_digest.as_ref())
+            .and_then(|ssl| ssl.extension.get::<TlsConnection>())
+            .map(|c| &c.classification_memo);
         match self
             .flow
-            .admit(&info, &user, &raw_query, own_timeout, long_running)
+            .admit(&info, &user, &raw_query, own_timeout, long_running, memo)
             .await
         {
             Ok(ticket) => {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use kubegate_policy::authn::ca_bundle::CaBundle;
 use kubegate_policy::authn::cache::TokenMemo;
 use kubegate_policy::authn::PeerCertificate;
+use kubegate_policy::flowcontrol::ClassificationMemo;
 use pingora::listeners::tls::TlsSettings;
 use pingora::listeners::TlsAccept;
 use pingora::protocols::tls::TlsRef;
@@ -40,6 +41,9 @@ pub struct TlsConnection {
     /// The last bearer token presented on the connection and its cached answer: a client
     /// sends the same token with every request, and recognising it spares hashing it again.
     pub token_memo: TokenMemo,
+    /// The FlowSchema rule sets whose subjects matched the connection's last user: a client
+    /// sends every request as the same user, and knowing them spares testing every subject.
+    pub classification_memo: ClassificationMemo,
 }
 
 /// Extracts the presented client certificate chain after the handshake.
@@ -67,6 +71,7 @@ impl TlsAccept for PeerIdentityCallback {
         Some(Arc::new(TlsConnection {
             peer,
             token_memo: TokenMemo::default(),
+            classification_memo: ClassificationMemo::default(),
         }))
     }
 }

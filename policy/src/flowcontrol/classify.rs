@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::config::{
     Distinguisher, FlowSchema, NonResourceRule, PolicyRules, ResourceRule, Subject,
 };
+use super::memo::ClassificationMemo;
 use crate::request_info::RequestInfo;
 use crate::user::UserInfo;
 
@@ -22,6 +23,8 @@ pub struct RequestDigest<'a> {
     /// request timeout); `None` for requests without one, such as watches. Its quarter bounds
     /// the time the request may wait in a queue.
     pub timeout: Option<Duration>,
+    /// The connection's memo of the rule sets its user's subjects match, if it keeps one.
+    pub memo: Option<&'a ClassificationMemo>,
 }
 
 /// Whether `digest` matches any of the schema's rules.
@@ -33,21 +36,30 @@ pub fn matches_flow_schema(digest: &RequestDigest<'_>, schema: &FlowSchema) -> b
 }
 
 fn matches_rules(digest: &RequestDigest<'_>, rules: &PolicyRules) -> bool {
-    let info = digest.request_info;
     // Rules of the other kind of request cannot match: skip the subjects (same answer).
-    let no_applicable_rules = if info.is_resource_request {
-        rules.resource_rules.is_empty()
+    applies_to_request_kind(digest.request_info, rules)
+        && matches_subjects(digest.user, rules)
+        && matches_request(digest.request_info, rules)
+}
+
+/// Whether `rules` has rules of the request's kind (resource or non-resource).
+fn applies_to_request_kind(info: &RequestInfo, rules: &PolicyRules) -> bool {
+    if info.is_resource_request {
+        !rules.resource_rules.is_empty()
     } else {
-        rules.non_resource_rules.is_empty()
-    };
-    if no_applicable_rules
-        || !rules
-            .subjects
-            .iter()
-            .any(|s| matches_subject(digest.user, s))
-    {
-        return false;
+        !rules.non_resource_rules.is_empty()
     }
+}
+
+/// Whether any of the rule set's subjects is `user`: the half of matching that depends on
+/// the user alone (what [`ClassificationMemo`] remembers).
+pub(crate) fn matches_subjects(user: &UserInfo, rules: &PolicyRules) -> bool {
+    rules.subjects.iter().any(|s| matches_subject(user, s))
+}
+
+/// Whether any of the rule set's resource or non-resource rules matches the request: the half
+/// of matching that depends on the request.
+pub(crate) fn matches_request(info: &RequestInfo, rules: &PolicyRules) -> bool {
     if info.is_resource_request {
         rules
             .resource_rules

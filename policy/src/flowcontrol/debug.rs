@@ -534,6 +534,7 @@ mod tests {
             request_info: &info,
             user: &user,
             timeout: None,
+            memo: None,
         };
         fc.admit(&digest, estimate).await
     }
@@ -708,6 +709,7 @@ work,              1,            false,  false,       1,               1,       
                     request_info: &info,
                     user: &user,
                     timeout: Some(Duration::from_secs(4)),
+                    memo: None,
                 };
                 fc.admit(&digest, WorkEstimate::seats(1)).await
             })
@@ -792,6 +794,7 @@ work,              0,            true,   false,       0,               0,       
                 request_info: &info,
                 user: &user,
                 timeout: None,
+                memo: None,
             },
             Some(Distinguisher::ByNamespace),
         );

@@ -27,6 +27,7 @@ pub mod classify;
 pub mod config;
 pub mod debug;
 pub mod estimate;
+mod memo;
 mod queueset;
 mod retry;
 pub mod shuffle;
@@ -35,6 +36,7 @@ mod tests;
 
 use std::any::Any;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -50,9 +52,13 @@ pub use estimate::{
     ObjectCounts, WatchCounts, WatchRegistration, WatchTracker, WorkEstimate, WorkEstimator,
     WorkEstimatorConfig,
 };
+pub use memo::ClassificationMemo;
 pub use queueset::QueueSetCounters;
 
-use classify::{distinguisher_of, hash_flow_id, matches_flow_schema};
+use crate::user::UserInfo;
+use classify::{
+    distinguisher_of, hash_flow_id, matches_flow_schema, matches_request, matches_subjects,
+};
 use config::{FlowSchema, PriorityLevel};
 use queueset::{QueueSet, Queuing, Refusal, RequestDescr, Start, Ticket};
 use retry::DroppedRequests;
@@ -437,14 +443,39 @@ impl Level {
     }
 }
 
+/// Numbers every configuration any engine digests, so that a [`ClassificationMemo`] never
+/// takes one configuration's indices for another's.
+static CONFIG_GENERATIONS: AtomicU64 = AtomicU64::new(0);
+
 /// The configuration in force.
 struct Config {
+    /// Unique to this configuration (see [`CONFIG_GENERATIONS`]).
+    generation: u64,
     /// Non-dangling schemas plus the mandatory ones, in matching order.
     flow_schemas: Vec<SchemaEntry>,
     /// Index in `flow_schemas` of `catch-all`, which every request falls back to.
     catch_all: Option<usize>,
     levels: BTreeMap<String, Arc<Level>>,
     nominal_cl_sum: usize,
+}
+
+impl Config {
+    /// Every rule set whose subjects match `user`, in matching order.
+    fn rules_matching_subjects(&self, user: &UserInfo) -> Vec<memo::RulesRef> {
+        self.flow_schemas
+            .iter()
+            .enumerate()
+            .flat_map(|(schema, entry)| {
+                entry
+                    .schema
+                    .rules
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, rules)| matches_subjects(user, rules))
+                    .map(move |(rules, _)| (schema, rules))
+            })
+            .collect()
+    }
 }
 
 /// A FlowSchema in force with everything classification reads from it and its level,
@@ -515,6 +546,7 @@ impl FlowControl {
     pub fn new(options: FlowControlOptions) -> Self {
         let now = Instant::now();
         let empty = Config {
+            generation: CONFIG_GENERATIONS.fetch_add(1, Ordering::Relaxed),
             flow_schemas: Vec::new(),
             catch_all: None,
             levels: BTreeMap::new(),
@@ -726,6 +758,7 @@ impl FlowControl {
             .collect();
         let catch_all = entries.iter().position(|e| e.schema.name == CATCH_ALL);
         let new = Arc::new(Config {
+            generation: CONFIG_GENERATIONS.fetch_add(1, Ordering::Relaxed),
             flow_schemas: entries,
             catch_all,
             levels,
@@ -760,11 +793,28 @@ impl FlowControl {
     /// Finds the request's FlowSchema, priority level and flow.
     pub fn classify(&self, digest: &RequestDigest<'_>) -> Classification {
         let config = self.config();
-        let entry = config
-            .flow_schemas
-            .iter()
-            .find(|entry| matches_flow_schema(digest, &entry.schema))
-            .or_else(|| config.catch_all.and_then(|i| config.flow_schemas.get(i)));
+        let remembered = digest.memo.and_then(|memo| {
+            memo.with_candidates(
+                config.generation,
+                digest.user,
+                || config.rules_matching_subjects(digest.user),
+                |candidates| {
+                    candidates.iter().find_map(|&(schema, rules)| {
+                        let entry = config.flow_schemas.get(schema)?;
+                        let rules = entry.schema.rules.get(rules)?;
+                        matches_request(digest.request_info, rules).then_some(entry)
+                    })
+                },
+            )
+        });
+        let entry = match remembered {
+            Some(found) => found,
+            None => config
+                .flow_schemas
+                .iter()
+                .find(|entry| matches_flow_schema(digest, &entry.schema)),
+        }
+        .or_else(|| config.catch_all.and_then(|i| config.flow_schemas.get(i)));
         let fallback;
         let entry = match entry {
             Some(entry) => entry,

@@ -1065,6 +1065,7 @@ mod tests {
                     request_info: &info,
                     user: &user,
                     timeout: None,
+                    memo: None,
                 },
                 Some(crate::flowcontrol::config::Distinguisher::ByUser),
             ),

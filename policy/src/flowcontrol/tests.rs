@@ -232,6 +232,7 @@ fn digest<'a>(info: &'a Arc<RequestInfo>, user: &'a Arc<UserInfo>) -> RequestDig
         request_info: info,
         user,
         timeout: None,
+        memo: None,
     }
 }
 
@@ -433,27 +434,70 @@ fn classification_against_bootstrap_flow_schemas() {
             "",
         ),
     ];
-    for (method, path, query, u, want_fs, want_dist) in cases {
-        let ri = info(method, path, query);
-        let c = fc.classify(&digest(&ri, &u));
-        assert_eq!(
-            c.matched.flow_schema, want_fs,
-            "{method} {path} as {}",
-            u.name
-        );
-        assert_eq!(c.matched.flow_schema_uid, format!("uid-fs-{want_fs}"));
-        assert_eq!(
-            c.details.flow_distinguisher(),
-            want_dist,
-            "{method} {path} as {}",
-            u.name
-        );
+    // Every case is classified without a memo, then with a memo of its own (computed, then
+    // remembered), then with one memo all cases share (users switch between cases), twice.
+    let shared = ClassificationMemo::default();
+    for pass in 0..2 {
+        for (method, path, query, u, want_fs, want_dist) in &cases {
+            let ri = info(method, path, query);
+            let own = ClassificationMemo::default();
+            let memos = [None, Some(&own), Some(&own), Some(&shared)];
+            for (round, memo) in memos.into_iter().enumerate() {
+                let c = fc.classify(&RequestDigest {
+                    memo,
+                    ..digest(&ri, u)
+                });
+                let what = format!("{method} {path} as {}, pass {pass} round {round}", u.name);
+                assert_eq!(c.matched.flow_schema, *want_fs, "{what}");
+                assert_eq!(c.matched.flow_schema_uid, format!("uid-fs-{want_fs}"));
+                assert_eq!(c.details.flow_distinguisher(), *want_dist, "{what}");
+            }
+        }
     }
     let ri = info("GET", "/api/v1/pods", "");
     let c = fc.classify(&digest(&ri, &who("admin", &["system:masters"])));
     assert!(c.exempt);
     assert_eq!(c.matched.priority_level, "exempt");
     assert_eq!(c.matched.priority_level_uid, "uid-pl-exempt");
+}
+
+#[test]
+fn a_connection_memo_follows_configuration_changes() {
+    let fc = FlowControl::new(FlowControlOptions::default());
+    let (fss, pls) = bootstrap();
+    fc.update_config(&fss, &pls);
+    let memo = ClassificationMemo::default();
+    let ri = info("GET", "/api/v1/namespaces/ns1/configmaps", "");
+    let bob = who("bob", &["system:authenticated"]);
+    let classify = |fc: &FlowControl| {
+        fc.classify(&RequestDigest {
+            memo: Some(&memo),
+            ..digest(&ri, &bob)
+        })
+        .matched
+        .flow_schema
+        .to_string()
+    };
+    assert_eq!(classify(&fc), "global-default");
+    assert_eq!(classify(&fc), "global-default");
+    // A schema for bob alone, ahead of global-default: the remembered subjects are stale.
+    let mut with_bob = fss.clone();
+    with_bob.push(fs(
+        "bob-first",
+        "workload-low",
+        500,
+        Some("ByUser"),
+        vec![rules(json!([user("bob")]), everything())],
+    ));
+    fc.update_config(&with_bob, &pls);
+    assert_eq!(classify(&fc), "bob-first");
+    fc.update_config(&fss, &pls);
+    assert_eq!(classify(&fc), "global-default");
+    // Two engines never mistake each other's configurations for their own.
+    let other = FlowControl::new(FlowControlOptions::default());
+    other.update_config(&with_bob, &pls);
+    assert_eq!(classify(&other), "bob-first");
+    assert_eq!(classify(&fc), "global-default");
 }
 
 #[test]
@@ -917,6 +961,7 @@ async fn wait_limit_is_a_quarter_of_the_request_timeout() {
         request_info: &ri,
         user: &u,
         timeout: Some(Duration::from_secs(8)),
+        memo: None,
     };
     let c = fc.classify(&d);
     assert_eq!(c.wait_limit, Duration::from_secs(2));
