@@ -170,14 +170,22 @@ impl TokenMemo {
         self.last.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The remembered outcome, if `token` and `audiences` are what cache `cache` answered
-    /// last on this connection and its entry may still be served.
-    fn recall(&self, cache: u64, token: &[u8], audiences: &[String]) -> Option<TokenOutcome> {
+    /// The remembered outcome, if the token `bearer` starts with (up to its first space) and
+    /// `audiences` are what cache `cache` answered last on this connection and its entry may
+    /// still be served.
+    fn recall(&self, cache: u64, bearer: &[u8], audiences: &[String]) -> Option<TokenOutcome> {
         let mut last = self.slot();
         let remembered = last.as_ref()?;
+        // A remembered token holds no space, so `bearer`'s token is that long exactly when
+        // its bytes up to there equal the remembered ones and a space or the end follows.
+        let length = remembered.token.len();
+        let ends_there = bearer.get(length).is_none_or(|b| *b == b' ');
         if remembered.cache != cache
             || remembered.audiences[..] != *audiences
-            || !equal_in_constant_time(&remembered.token, token)
+            || !ends_there
+            || !bearer
+                .get(..length)
+                .is_some_and(|token| equal_in_constant_time(&remembered.token, token))
         {
             return None;
         }
@@ -367,11 +375,11 @@ impl TokenAuthenticator for CachedTokenAuthenticator {
 
     fn recall_token(
         &self,
-        token: &[u8],
+        bearer: &[u8],
         audiences: &[String],
         memo: &TokenMemo,
     ) -> Option<TokenOutcome> {
-        memo.recall(self.id, token, audiences)
+        memo.recall(self.id, bearer, audiences)
     }
 
     async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
@@ -688,6 +696,15 @@ mod tests {
             cached.recall_token(b"good", &api, &memo),
             Some(good.clone())
         );
+        // The token ends at the first space: what follows it does not matter, but a longer
+        // or shorter token, or one split by a space, is another token.
+        assert_eq!(
+            cached.recall_token(b"good trailing words", &api, &memo),
+            Some(good.clone())
+        );
+        for other in [&b"goodX"[..], b"goodX y", b"goo", b"goo d", b" good", b""] {
+            assert_eq!(memo.recall(cached.id, other, &api), None, "{other:?}");
+        }
         // A token of the same length, other audiences, another cache: not from the memo.
         assert_eq!(memo.recall(cached.id, b"gooe", &api), None);
         assert_eq!(memo.recall(cached.id, b"good", &[]), None);
