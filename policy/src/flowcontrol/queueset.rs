@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use super::borrowing::Integrator;
 use super::debug::RequestDetails;
 use super::estimate::WorkEstimate;
-use super::shuffle::Dealer;
+use super::shuffle::{Dealer, Hand};
 use super::Matched;
 
 /// kube's guess of how long a request's initial phase takes, `G` in its fair-queuing notes.
@@ -280,6 +280,10 @@ pub(crate) struct QueueSet {
     last_real_time: Instant,
     robin_index: isize,
     enqueues: usize,
+    /// The last hand dealt, with the dealer and flow hash that dealt it: a level's requests
+    /// mostly come from one flow after another of the same few, and dealing costs a
+    /// division per card.
+    dealt: Option<(Dealer, u64, Hand)>,
     pub waiting_requests: usize,
     pub executing_requests: usize,
     pub seats_in_use: usize,
@@ -354,6 +358,7 @@ impl QueueSet {
             last_real_time: now,
             robin_index: 0,
             enqueues: 0,
+            dealt: None,
             waiting_requests: 0,
             executing_requests: 0,
             seats_in_use: 0,
@@ -760,14 +765,20 @@ impl QueueSet {
     /// kube's `shuffleShardLocked`: of the flow's hand, the queue with the least waiting work,
     /// visiting the hand from a rotating offset so ties spread.
     fn shuffle_shard(&mut self, dealer: &Dealer, hash: u64) -> usize {
-        let hand = dealer.hand(hash);
+        if !matches!(&self.dealt, Some((d, h, _)) if d == dealer && *h == hash) {
+            self.dealt = Some((*dealer, hash, dealer.hand(hash)));
+        }
+        let Some((_, _, hand)) = &self.dealt else {
+            return 0;
+        };
         let hand = hand.as_slice();
         let offset = self.enqueues % hand.len().max(1);
         self.enqueues = self.enqueues.wrapping_add(1);
         let mut best = hand.first().copied().unwrap_or(0);
         let mut least = SeatSeconds::MAX;
-        for i in 0..hand.len() {
-            let index = hand[(offset + i) % hand.len()];
+        // The hand from `offset` round to just before it (without a division per card).
+        let (before, from) = hand.split_at(offset.min(hand.len()));
+        for &index in from.iter().chain(before) {
             if let Some(queue) = self.queues.get(index) {
                 if queue.waiting_work < least {
                     least = queue.waiting_work;
