@@ -9,6 +9,9 @@
 //! user it was computed for. A request of another user (compared by name and groups, the only
 //! fields subjects read) or under another configuration recomputes it. The request half is
 //! evaluated for every request, so the answer is always the one the full walk gives.
+//!
+//! It also keeps the flow hash of the last schema matched when that hash depends on nothing
+//! but the schema and the user (a `ByUser` distinguisher, or none).
 
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
@@ -39,6 +42,8 @@ struct Remembered {
     user: Arc<UserInfo>,
     /// Every rule set whose subjects match the user, in matching order.
     candidates: Vec<RulesRef>,
+    /// The last user-only flow: (flow schema index, flow hash).
+    user_flow: Option<(usize, u64)>,
 }
 
 impl Remembered {
@@ -51,14 +56,15 @@ impl Remembered {
 
 impl ClassificationMemo {
     /// Calls `choose` with the rule sets whose subjects match `user` under configuration
-    /// `generation`, computing them with `compute` unless remembered. `None` when another
-    /// stream of the connection holds the memo: the caller classifies without it.
+    /// `generation`, computing them with `compute` unless remembered, and the remembered
+    /// user-only flow, which `choose` may read and replace. `None` when another stream of the
+    /// connection holds the memo: the caller classifies without it.
     pub(crate) fn with_candidates<R>(
         &self,
         generation: u64,
         user: &Arc<UserInfo>,
         compute: impl FnOnce() -> Vec<RulesRef>,
-        choose: impl FnOnce(&[RulesRef]) -> R,
+        choose: impl FnOnce(&[RulesRef], &mut Option<(usize, u64)>) -> R,
     ) -> Option<R> {
         let mut last = match self.last.try_lock() {
             Ok(last) => last,
@@ -71,10 +77,11 @@ impl ClassificationMemo {
                 generation,
                 user: user.clone(),
                 candidates: compute(),
+                user_flow: None,
             });
         }
-        last.as_ref()
-            .map(|remembered| choose(&remembered.candidates))
+        last.as_mut()
+            .map(|remembered| choose(&remembered.candidates, &mut remembered.user_flow))
     }
 }
 
@@ -102,7 +109,7 @@ mod tests {
                     computed += 1;
                     answer
                 },
-                |c| c.to_vec(),
+                |c, _| c.to_vec(),
             )
         };
         assert_eq!(ask(1, &jane, vec![(0, 0)]), Some(vec![(0, 0)]));
@@ -131,11 +138,34 @@ mod tests {
         let memo = ClassificationMemo::default();
         let jane = user("jane", &[]);
         let held = memo.last.lock().unwrap_or_else(PoisonError::into_inner);
-        assert_eq!(memo.with_candidates(1, &jane, Vec::new, |c| c.len()), None);
+        assert_eq!(
+            memo.with_candidates(1, &jane, Vec::new, |c, _| c.len()),
+            None
+        );
         drop(held);
         assert_eq!(
-            memo.with_candidates(1, &jane, Vec::new, |c| c.len()),
+            memo.with_candidates(1, &jane, Vec::new, |c, _| c.len()),
             Some(0)
         );
+    }
+
+    #[test]
+    fn the_user_flow_is_forgotten_with_the_user() {
+        let memo = ClassificationMemo::default();
+        let (jane, joe) = (user("jane", &[]), user("joe", &[]));
+        let flow = |who: &Arc<UserInfo>, generation: u64, set: Option<(usize, u64)>| {
+            memo.with_candidates(generation, who, Vec::new, |_, flow| {
+                let was = *flow;
+                if set.is_some() {
+                    *flow = set;
+                }
+                was
+            })
+        };
+        assert_eq!(flow(&jane, 1, Some((3, 42))), Some(None));
+        assert_eq!(flow(&jane, 1, None), Some(Some((3, 42))));
+        assert_eq!(flow(&joe, 1, None), Some(None));
+        flow(&joe, 1, Some((3, 7)));
+        assert_eq!(flow(&joe, 2, None), Some(None));
     }
 }

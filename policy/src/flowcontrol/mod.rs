@@ -59,7 +59,7 @@ use crate::user::UserInfo;
 use classify::{
     distinguisher_of, hash_flow_id, matches_flow_schema, matches_request, matches_subjects,
 };
-use config::{FlowSchema, PriorityLevel};
+use config::{Distinguisher, FlowSchema, PriorityLevel};
 use queueset::{QueueSet, Queuing, Refusal, RequestDescr, Start, Ticket};
 use retry::DroppedRequests;
 use shuffle::Dealer;
@@ -793,31 +793,63 @@ impl FlowControl {
     /// Finds the request's FlowSchema, priority level and flow.
     pub fn classify(&self, digest: &RequestDigest<'_>) -> Classification {
         let config = self.config();
+        let flow_hash = |entry: &SchemaEntry| {
+            if entry.distinguishes {
+                hash_flow_id(
+                    &entry.schema.name,
+                    distinguisher_of(digest, entry.schema.distinguisher),
+                )
+            } else {
+                0
+            }
+        };
+        let catch_all = || {
+            let index = config.catch_all?;
+            Some((index, config.flow_schemas.get(index)?))
+        };
         let remembered = digest.memo.and_then(|memo| {
             memo.with_candidates(
                 config.generation,
                 digest.user,
                 || config.rules_matching_subjects(digest.user),
-                |candidates| {
-                    candidates.iter().find_map(|&(schema, rules)| {
-                        let entry = config.flow_schemas.get(schema)?;
-                        let rules = entry.schema.rules.get(rules)?;
-                        matches_request(digest.request_info, rules).then_some(entry)
-                    })
+                |candidates, user_flow| {
+                    let (index, entry) = candidates
+                        .iter()
+                        .find_map(|&(schema, rules)| {
+                            let entry = config.flow_schemas.get(schema)?;
+                            let rules = entry.schema.rules.get(rules)?;
+                            matches_request(digest.request_info, rules).then_some((schema, entry))
+                        })
+                        .or_else(catch_all)?;
+                    // A flow told apart by namespace changes with the request; any other
+                    // only with the schema and the user the memo is for.
+                    let user_only = entry.schema.distinguisher != Some(Distinguisher::ByNamespace);
+                    let hash = match *user_flow {
+                        Some((schema, hash)) if schema == index && user_only => hash,
+                        _ => {
+                            let hash = flow_hash(entry);
+                            if user_only {
+                                *user_flow = Some((index, hash));
+                            }
+                            hash
+                        }
+                    };
+                    Some((entry, hash))
                 },
             )
         });
-        let entry = match remembered {
+        let found = match remembered {
             Some(found) => found,
             None => config
                 .flow_schemas
                 .iter()
-                .find(|entry| matches_flow_schema(digest, &entry.schema)),
-        }
-        .or_else(|| config.catch_all.and_then(|i| config.flow_schemas.get(i)));
+                .find(|entry| matches_flow_schema(digest, &entry.schema))
+                .or_else(|| catch_all().map(|(_, entry)| entry))
+                .map(|entry| (entry, flow_hash(entry))),
+        };
         let fallback;
-        let entry = match entry {
-            Some(entry) => entry,
+        let (entry, hash) = match found {
+            Some(found) => found,
             None => {
                 // Unreachable: the catch-all schema and level are always configured.
                 let spec = config::mandatory_catch_all_priority_level();
@@ -825,7 +857,7 @@ impl FlowControl {
                     Arc::new(config::mandatory_catch_all_flow_schema()),
                     Arc::new(Level::new(spec, Instant::now())),
                 );
-                &fallback
+                (&fallback, flow_hash(&fallback))
             }
         };
         // The flow is the schema and its distinguisher; the request shares the schema's
@@ -834,11 +866,6 @@ impl FlowControl {
             .distinguishes
             .then_some(entry.schema.distinguisher)
             .flatten();
-        let hash = if entry.distinguishes {
-            hash_flow_id(&entry.schema.name, distinguisher_of(digest, distinguisher))
-        } else {
-            0
-        };
         Classification {
             matched: entry.matched.clone(),
             exempt: entry.exempt,

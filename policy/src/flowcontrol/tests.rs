@@ -442,6 +442,7 @@ fn classification_against_bootstrap_flow_schemas() {
             let ri = info(method, path, query);
             let own = ClassificationMemo::default();
             let memos = [None, Some(&own), Some(&own), Some(&shared)];
+            let mut flow_hash = None;
             for (round, memo) in memos.into_iter().enumerate() {
                 let c = fc.classify(&RequestDigest {
                     memo,
@@ -451,6 +452,8 @@ fn classification_against_bootstrap_flow_schemas() {
                 assert_eq!(c.matched.flow_schema, *want_fs, "{what}");
                 assert_eq!(c.matched.flow_schema_uid, format!("uid-fs-{want_fs}"));
                 assert_eq!(c.details.flow_distinguisher(), *want_dist, "{what}");
+                // The flow (and so the hand dealt) is the same whether remembered or not.
+                assert_eq!(*flow_hash.get_or_insert(c.hash), c.hash, "{what}");
             }
         }
     }
@@ -498,6 +501,33 @@ fn a_connection_memo_follows_configuration_changes() {
     other.update_config(&with_bob, &pls);
     assert_eq!(classify(&other), "bob-first");
     assert_eq!(classify(&fc), "global-default");
+
+    // Flows told apart by namespace are hashed per request; by user, per user. One memo, the
+    // same answers as without it.
+    let kcm = who("system:kube-controller-manager", &["system:authenticated"]);
+    let requests = [
+        (&kcm, "/api/v1/namespaces/a/configmaps"),
+        (&kcm, "/api/v1/namespaces/b/configmaps"),
+        (&kcm, "/api/v1/namespaces/a/configmaps"),
+        (&bob, "/api/v1/namespaces/a/configmaps"),
+        (&bob, "/api/v1/namespaces/b/configmaps"),
+    ];
+    let shared = ClassificationMemo::default();
+    let mut hashes = Vec::new();
+    for (user, path) in requests {
+        let ri = info("GET", path, "");
+        let plain = fc.classify(&digest(&ri, user));
+        let remembered = fc.classify(&RequestDigest {
+            memo: Some(&shared),
+            ..digest(&ri, user)
+        });
+        assert_eq!(plain.matched.flow_schema, remembered.matched.flow_schema);
+        assert_eq!(plain.hash, remembered.hash, "{} {path}", user.name);
+        hashes.push(remembered.hash);
+    }
+    assert_ne!(hashes[0], hashes[1], "namespaces a and b are two flows");
+    assert_eq!(hashes[0], hashes[2]);
+    assert_eq!(hashes[3], hashes[4], "bob is one flow in any namespace");
 }
 
 #[test]
