@@ -56,6 +56,11 @@ impl UserInfo {
     }
 
     fn needs_authenticated_group(&self) -> bool {
+        // Where the adder puts it: a user that went through it once is recognised at once
+        // (a cached token's user goes through it again with every request).
+        if self.groups.last().is_some_and(|g| g == ALL_AUTHENTICATED) {
+            return false;
+        }
         self.name != ANONYMOUS
             && !self
                 .groups
