@@ -80,6 +80,7 @@ pub struct Ticket {
     executing: Option<ExecutingSeats>,
     _watch: Option<WatchRegistration>,
     _slot: Option<Slot>,
+    /// The request's `X-Kubernetes-PF-*` headers, for the response (the pipeline takes them).
     pub headers: Option<PfHeaders>,
 }
 

@@ -312,8 +312,8 @@ impl Gateway {
             .admit(&info, &user, &raw_query, own_timeout, long_running, memo)
             .await
         {
-            Ok(ticket) => {
-                ctx.pf_headers = ticket.headers.clone();
+            Ok(mut ticket) => {
+                ctx.pf_headers = ticket.headers.take();
                 ctx.flow = Some(ticket);
             }
             Err(refused) => {
