@@ -233,10 +233,7 @@ impl Gateway {
         let outcome = {
             // Borrowed from the connection: the certificate (and the digests computed at the
             // handshake) serve every request on it without a copy.
-            let connection = session
-                .digest()
-                .and_then(|d| d.ssl_digest.as_ref())
-                .and_then(|ssl| ssl.extension.get::<TlsConnection>());
+            let connection = tls_connection(session);
             let request = AuthnRequest {
                 headers: &session.req_header().headers,
                 peer_certificate: connection.and_then(|c| c.peer.as_ref()),
@@ -302,11 +299,7 @@ impl Gateway {
         let upgrade = is_upgrade(session.req_header());
         let long_running = info.long_running || upgrade;
         let own_timeout = (!long_running).then(|| timeout_param(&query, self.request_timeout));
-        let memo = session
-            .digest()
-            .and_then(|d| d.ssl_digest.as_ref())
-            .and_then(|ssl| ssl.extension.get::<TlsConnection>())
-            .map(|c| &c.classification_memo);
+        let memo = tls_connection(session).map(|c| &c.classification_memo);
         match self
             .flow
             .admit(&info, &user, &raw_query, own_timeout, long_running, memo)
@@ -603,6 +596,14 @@ fn scope(info: &RequestInfo) -> &'static str {
     } else {
         "cluster"
     }
+}
+
+/// What the request's TLS connection shares with its other requests (set at the handshake).
+fn tls_connection(session: &ServerSession) -> Option<&TlsConnection> {
+    session
+        .digest()
+        .and_then(|d| d.ssl_digest.as_ref())
+        .and_then(|ssl| ssl.extension.get::<TlsConnection>())
 }
 
 /// 403 with the resource named the way kube names it in the message.
