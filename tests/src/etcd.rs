@@ -25,6 +25,20 @@ impl Etcd {
             dir: tempfile::tempdir().expect("etcd dir"),
             child: None,
         };
+        // A free port can be taken by another test between `free_port` and etcd's bind: then
+        // etcd exits at once, and it is started again on other ports, from an empty data dir.
+        for _ in 0..4 {
+            match etcd.try_spawn() {
+                Err(log) if log.contains("address already in use") => {
+                    etcd.client_port = free_port();
+                    etcd.peer_port = free_port();
+                    let _ = std::fs::remove_dir_all(etcd.data_dir());
+                    let _ = std::fs::remove_file(etcd.dir.path().join("etcd.log"));
+                }
+                Err(log) => panic!("etcd exited: {log}"),
+                Ok(()) => return etcd,
+            }
+        }
         etcd.spawn();
         etcd
     }
@@ -39,6 +53,13 @@ impl Etcd {
     }
 
     fn spawn(&mut self) {
+        if let Err(log) = self.try_spawn() {
+            panic!("etcd exited: {log}");
+        }
+    }
+
+    /// Starts etcd and waits until it is healthy; `Err` with its log if it exited.
+    fn try_spawn(&mut self) -> Result<(), String> {
         let binary = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -69,11 +90,12 @@ impl Etcd {
                 .output()
                 .expect("curl");
             if String::from_utf8_lossy(&out.stdout).contains("\"health\":\"true\"") {
-                return;
+                return Ok(());
             }
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("etcd exited ({status}): {}", self.log());
+                    self.child = None;
+                    return Err(format!("({status}) {}", self.log()));
                 }
             }
             assert!(
