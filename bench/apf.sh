@@ -16,15 +16,23 @@
 # which a PriorityLevelConfiguration `bench-apf` (Limited, Queue: 64 queues, hand size 1,
 # queue length QLL; SHARES nominal shares, lendable 0 %, borrowing limit 0 %, so its seats do
 # not move with borrowing) and a FlowSchema `bench-apf` (ByUser, the bench users' group,
-# create/list/get of ConfigMaps in namespace apf-bench) are created with kubectl apply, plus
+# create/list/get of ConfigMaps and get of slowthings in namespace apf-bench) are created with kubectl apply, plus
 # `bench-apf-light` (the light user alone, same level and rules) so that kubegate's
 # request_wait_duration histogram shows light's queue wait apart.
-# The request (REQUEST=create, default) is the CREATE of a small ConfigMap in apf-bench while
-# WATCHERS (10) watches on that namespace's ConfigMaps are open: kube's work estimator then
-# keeps the create's seat for 5 ms after it is written (the watchers' notification time), so
-# seats are held for real time that is not CPU time and the level, not the one server CPU,
-# is what limits; REQUEST=list makes it a LIST of CMS ~1 KiB ConfigMaps instead (on this VM
-# the load generator and the CPUs limit before the level's seats do; see docs/benchmarks.md).
+# The request (REQUEST=proxied, default) is a GET of `slowthings` in apf-bench, an APIService
+# (v1.apf.bench.example.com) whose backend (bench/loadgen's slow-backend, on LOADGEN_CPUS)
+# answers after DELAY_MS (10) ms: the seat is held while the request waits on work that is
+# not kubegate's CPU (as for an aggregated API server, a webhook or storage), so the level's
+# seats, not the one server CPU, are what the heavy user exhausts, and a seat frees every
+# (hold time / seats) while the request itself lasts the hold time.
+# REQUEST=create is the CREATE of a small ConfigMap in apf-bench while WATCHERS (10) watches on
+# that namespace's ConfigMaps are open: kube's work estimator then keeps the create's seat for
+# 5 ms after it is answered (the watchers' notification time). There the seat is held ~4x as
+# long as the request lasts, so waiting for a seat, which a request in a saturated level must,
+# is as long as the request itself, and the writes share the store's group commit with the
+# heavy user's; REQUEST=dryrun is the same create with dryRun=All (nothing stored).
+# REQUEST=list makes it a LIST of CMS ~1 KiB ConfigMaps (on this VM the load generator and the
+# CPUs limit before the level's seats do). docs/benchmarks.md §7 has all four.
 # The level's capacity (requests/s) is measured first with a closed-loop run of one user;
 # the rates follow from it: light = LIGHT_FRACTION x capacity, heavy = 10x light; each equal
 # user EQUAL_LOAD x capacity / EQUAL_USERS.
@@ -39,7 +47,8 @@
 # Usage: bench/apf.sh
 #   DURATION=15 OH_ROUNDS=3 OH_DURATION=8 OH_CONNS=32 EQUAL_USERS=4 bench/apf.sh
 #   PHASES=overhead OH_ROUNDS=6 bench/apf.sh        (c) alone;  PHASES=fairness: (a) and (b)
-#   REQUEST=list PHASES=fairness bench/apf.sh        LISTs instead of creates
+#   REQUEST=create PHASES=fairness bench/apf.sh      creates (seat held 5 ms after the answer) instead
+#   REQUEST=list PHASES=fairness bench/apf.sh        LISTs instead
 #   ISO_REPEATS=5 PHASES=fairness bench/apf.sh       five alone/together pairs in (a) (default 3)
 #   PHASES=overhead OH_PERF=1 bench/apf.sh           (c), then a perf profile of each server
 #   PHASES=overhead OH_CONTROL=1 bench/apf.sh        (c) with APF on both servers: the method's error
@@ -51,9 +60,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 DURATION=${DURATION:-15}            # seconds per open-loop phase
 WARMUP=${WARMUP:-3}
-REQUEST=${REQUEST:-create}          # create (with WATCHERS watches open) or list
+REQUEST=${REQUEST:-proxied}         # proxied (slow backend), create / dryrun (WATCHERS watches open) or list
 WATCHERS=${WATCHERS:-10}            # watches on apf-bench ConfigMaps (kube: 10 per final seat)
 CMS=${CMS:-300}                     # ConfigMaps the LIST returns (REQUEST=list)
+DELAY_MS=${DELAY_MS:-10}            # the slow backend's answer delay (REQUEST=proxied)
 MAX_RI=${MAX_RI:-40}                # flowControl.maxRequestsInflight of the fairness kubegate
 MAX_MRI=${MAX_MRI:-20}              # flowControl.maxMutatingRequestsInflight
 SHARES=${SHARES:-40}                # bench-apf nominalConcurrencyShares (40 of 285 shares x 60 seats -> 9 seats)
@@ -77,10 +87,11 @@ OH_SIDE_BY_SIDE=${OH_SIDE_BY_SIDE:-1}
 # 1: a control run, the "off" server runs APF too; the ratio then shows the method's own error.
 OH_CONTROL=${OH_CONTROL:-0}
 PHASES=${PHASES:-"fairness overhead"}   # fairness: (a) and (b); overhead: (c)
-COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|ISO_REPEATS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|OH_SIDE_BY_SIDE|OH_CONTROL|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
+COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|DELAY_MS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|ISO_REPEATS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|OH_SIDE_BY_SIDE|OH_CONTROL|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
 
 need_tools kubectl python3
-[[ $REQUEST == create || $REQUEST == list ]] || die "REQUEST must be create or list"
+[[ $REQUEST == proxied ]] && need_tools openssl
+[[ $REQUEST =~ ^(create|dryrun|list|proxied)$ ]] || die "REQUEST must be create, dryrun, list or proxied"
 prepare_common
 OUT=$RESULTS/apf
 RUN=$WORK/run/apf
@@ -181,10 +192,20 @@ field() { result_field "$1" "$2"; }
 start_time() { python3 -c 'import sys, time; print(f"{time.time() + float(sys.argv[1]):.3f}")' "$1"; }
 
 LIST_URL_PATH=/api/v1/namespaces/apf-bench/configmaps
+PROXIED_GROUP=apf.bench.example.com
+PROXIED_URL_PATH=/apis/$PROXIED_GROUP/v1/namespaces/apf-bench/slowthings/x
 
 # ----------------------------------------------------------------------------- (a) and (b)
 if [[ " $PHASES " == *" fairness "* ]]; then   # (not indented: the heredocs below are literal)
 kg_config priorityAndFairness "$MAX_RI" "$MAX_MRI" >"$RUN/fair.yaml"
+if [[ $REQUEST == proxied ]]; then
+  make_backend_tls "$RUN/backend-tls"
+  BACKEND_PORT=$(free_port 17491)
+  "${LG_PIN[@]}" "$SLOW_BACKEND_BIN" --listen "127.0.0.1:$BACKEND_PORT" --cert "$RUN/backend-tls/cert.pem" \
+    --key "$RUN/backend-tls/key.pem" --delay-ms "$DELAY_MS" 2>"$RUN/slow-backend.log" &
+  STARTED+=("$!")
+  log "slow backend pid $! on 127.0.0.1:$BACKEND_PORT, ${DELAY_MS} ms per answer"
+fi
 start_kubegate "$RUN/kubegate-fair" "$(free_port 17461)" --config "$RUN/fair.yaml"
 FAIR_PID=$KG_PID
 export KUBECONFIG=$KG_DIR/admin.kubeconfig
@@ -229,6 +250,10 @@ spec:
       apiGroups: [""]
       resources: [configmaps]
       namespaces: [apf-bench]
+    - verbs: [get]
+      apiGroups: [$PROXIED_GROUP]
+      resources: [slowthings]
+      namespaces: [apf-bench]
 ---
 apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: FlowSchema
@@ -250,17 +275,43 @@ spec:
       apiGroups: [""]
       resources: [configmaps]
       namespaces: [apf-bench]
+    - verbs: [get]
+      apiGroups: [$PROXIED_GROUP]
+      resources: [slowthings]
+      namespaces: [apf-bench]
 EOF
+if [[ $REQUEST == proxied ]]; then
+  cat >>"$RUN/apf-objects.yaml" <<EOF
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1.$PROXIED_GROUP
+  annotations:
+    kubegate.io/backend-url: https://127.0.0.1:$BACKEND_PORT
+spec:
+  group: $PROXIED_GROUP
+  version: v1
+  caBundle: $(base64 -w0 <"$RUN/backend-tls/ca.pem")
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+EOF
+fi
 kubectl apply -f "$RUN/apf-objects.yaml" >&2
 PL_UID=$(kubectl get prioritylevelconfiguration bench-apf -o jsonpath='{.metadata.uid}')
-# the engine picks the objects up from the watch: wait until the light user's LIST lands there
-for ((i = 0; i < 100; i++)); do
-  got=$(curl -sS -o /dev/null -D - --cacert "$KG_DIR/pki/ca.crt" -H "Authorization: Bearer ${TOKEN[$LIGHT]}" \
-    "https://127.0.0.1:$KG_PORT$LIST_URL_PATH" | tr -d '\r' | sed -n 's/^[Xx]-[Kk]ubernetes-[Pp][Ff]-[Pp]riority[Ll]evel-[Uu][Ii][Dd]: //p')
-  [[ $got == "$PL_UID" ]] && break
+# the engine picks the objects up from the watch (and, proxied, the availability controller
+# finds the backend): wait until the light user's request is answered with 200 from bench-apf
+CHECK_URL_PATH=$LIST_URL_PATH
+[[ $REQUEST == proxied ]] && CHECK_URL_PATH=$PROXIED_URL_PATH
+for ((i = 0; i < 150; i++)); do
+  head=$(curl -sS -o /dev/null -D - --cacert "$KG_DIR/pki/ca.crt" -H "Authorization: Bearer ${TOKEN[$LIGHT]}" \
+    "https://127.0.0.1:$KG_PORT$CHECK_URL_PATH" | tr -d '\r')
+  got=$(sed -n 's/^[Xx]-[Kk]ubernetes-[Pp][Ff]-[Pp]riority[Ll]evel-[Uu][Ii][Dd]: //p' <<<"$head")
+  code=$(sed -n '1s/^HTTP[^ ]* \([0-9]*\).*/\1/p' <<<"$head")
+  [[ $got == "$PL_UID" && $code == 200 ]] && break
   sleep 0.1
 done
-[[ $got == "$PL_UID" ]] || die "LISTs by $LIGHT are not classified into bench-apf (PriorityLevel UID '$got', want '$PL_UID')"
+[[ $got == "$PL_UID" && $code == 200 ]] || die "GET $CHECK_URL_PATH by $LIGHT: HTTP $code, PriorityLevel UID '$got' (want 200 from bench-apf, '$PL_UID')"
 LIST_BYTES=$(curl -sS -o /dev/null -w '%{size_download}' --cacert "$KG_DIR/pki/ca.crt" \
   -H "Authorization: Bearer ${TOKEN[$LIGHT]}" "https://127.0.0.1:$KG_PORT$LIST_URL_PATH")
 kg_curl /metrics >"$RUN/metrics.txt"
@@ -274,7 +325,9 @@ log "bench-apf: uid $PL_UID, nominal seats ${NOMINAL:-?}; LIST = $LIST_BYTES byt
 
 # the request every user sends
 REQ=(--url "https://127.0.0.1:$KG_PORT$LIST_URL_PATH")
-if [[ $REQUEST == create ]]; then
+[[ $REQUEST == dryrun ]] && REQ=(--url "https://127.0.0.1:$KG_PORT$LIST_URL_PATH?dryRun=All")
+[[ $REQUEST == proxied ]] && REQ=(--url "https://127.0.0.1:$KG_PORT$PROXIED_URL_PATH")
+if [[ $REQUEST == create || $REQUEST == dryrun ]]; then
   printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b-{run}-{n}","namespace":"apf-bench"},"data":{"k":"%s"}}' \
     "$(printf 'v%.0s' {1..200})" >"$RUN/create.json"
   REQ+=(--method POST --body-file "$RUN/create.json")
@@ -285,7 +338,7 @@ if [[ $REQUEST == create ]]; then
   done
   sleep 1
 fi
-echo "request=$REQUEST watchers=$([[ $REQUEST == create ]] && echo "$WATCHERS" || echo 0)" >>"$OUT/meta.txt"
+echo "request=$REQUEST watchers=$([[ $REQUEST == create || $REQUEST == dryrun ]] && echo "$WATCHERS" || echo 0) delay_ms=$DELAY_MS" >>"$OUT/meta.txt"
 # capacity: one user, closed loop, enough connections to keep every seat busy and its queue
 # non-empty but below queueLengthLimit (no 429s): the 2xx rate is the level's
 CAP_CONNS=$(( QLL - 2 ))
@@ -454,8 +507,11 @@ def apf_wait(phase, schema):
 
 def fairness():
     dur = float(meta["phase_seconds"])
-    request = (f"CREATE of a ~300 B ConfigMap with {meta['watchers']} watchers (seat held 5 ms after the write)"
-               if meta["request"] == "create" else f"LIST of {meta['cms']} ConfigMaps ({int(meta['list_bytes']) // 1024} KiB)")
+    request = {
+        "create": f"CREATE of a ~300 B ConfigMap with {meta['watchers']} watchers (seat held 5 ms after the write)",
+        "dryrun": f"dry-run CREATE (dryRun=All: validated, not stored) of a ~300 B ConfigMap with {meta['watchers']} watchers (seat held 5 ms after it)",
+        "proxied": f"GET proxied to an APIService backend that answers after {meta['delay_ms']} ms (seat held while it waits)",
+    }.get(meta["request"], f"LIST of {meta['cms']} ConfigMaps ({int(meta['list_bytes']) // 1024} KiB)")
     print(f"Flow control (issue 6): priority level bench-apf, {meta['nominal_seats']} seat(s), 64 queues, hand size 1, "
           f"queueLengthLimit {meta['queueLengthLimit']}; request = {request}")
     print(f"level capacity (2xx/s of one user, closed loop, {meta['capacity_conns']} conns): "

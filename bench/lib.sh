@@ -19,6 +19,7 @@ LOADGEN_THREADS=${LOADGEN_THREADS:-}        # default: number of LOADGEN_CPUS (P
 KUBEGATE_BIN=${KUBEGATE_BIN:-$REPO_DIR/target/release/kubegate}
 BUILD=${BUILD:-auto}                        # auto: build kubegate (release) only if the binary is missing; always; never
 LOADGEN_BIN=${LOADGEN_BIN:-$WORK/loadgen-target/release/kubegate-loadgen}
+SLOW_BACKEND_BIN=$(dirname "$LOADGEN_BIN")/slow-backend   # built with the load generator (bench/apf.sh REQUEST=proxied)
 QUIET_MAX=${QUIET_MAX:-10}                  # before each run: wait until other processes use < this % of one CPU
 QUIET_WAIT=${QUIET_WAIT:-60}                # ... but at most this many seconds, then run and flag it
 FOREIGN_MAX=${FOREIGN_MAX:-15}              # after each run: others used > this % of one CPU -> discard and redo
@@ -103,9 +104,32 @@ free_port() {  # preferred -> first free port from there
   echo "$p"
 }
 
+# make_backend_tls DIR : a P-256 CA (DIR/ca.pem, an APIService's caBundle; ca.key) and a P-256
+# server certificate for 127.0.0.1/localhost signed by it (DIR/cert.pem, DIR/key.pem). A CA
+# certificate cannot serve as the server's own: rustls/webpki, which kubegate uses towards
+# backends, refuses it (CaUsedAsEndEntity).
+make_backend_tls() {
+  local dir=$1
+  mkdir -p "$dir"
+  log "creating a P-256 CA and backend certificate (127.0.0.1, localhost) in $dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+    -subj /CN=kubegate-bench-backend-ca -addext 'basicConstraints=critical,CA:TRUE' \
+    -addext 'keyUsage=critical,keyCertSign,cRLSign' \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
+    -keyout "$dir/key.pem" -out "$dir/leaf.csr" 2>/dev/null
+  printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'basicConstraints=critical,CA:FALSE' \
+    'keyUsage=critical,digitalSignature' 'extendedKeyUsage=serverAuth' >"$dir/leaf.ext"
+  openssl x509 -req -in "$dir/leaf.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$dir/leaf.ext" -out "$dir/cert.pem" 2>/dev/null
+  chmod 644 "$dir/key.pem"   # readable by a server started as another user (the harness does so)
+}
+
 # ----------------------------------------------------------------------------- builds
 build_loadgen() {
-  if [[ ! -x $LOADGEN_BIN || $BENCH_DIR/loadgen/src/main.rs -nt $LOADGEN_BIN || $BENCH_DIR/loadgen/Cargo.toml -nt $LOADGEN_BIN ]]; then
+  local newer
+  newer=$(find "$BENCH_DIR/loadgen/src" "$BENCH_DIR/loadgen/Cargo.toml" -newer "$LOADGEN_BIN" 2>/dev/null | head -1)
+  if [[ ! -x $LOADGEN_BIN || ! -x $SLOW_BACKEND_BIN || -n $newer ]]; then
     log "building the load generator (bench/loadgen, release) into $WORK/loadgen-target"
     cargo build --release --quiet --manifest-path "$BENCH_DIR/loadgen/Cargo.toml" \
       --target-dir "$WORK/loadgen-target" >&2 || die "loadgen build failed"

@@ -71,20 +71,7 @@ machine_info >"$OUT/meta.txt"
 BACKEND_TLS=${BACKEND_TLS:-ca}
 TLS_DIR=$PERFBASE/tls
 mkdir -p "$TLS_DIR"
-if [[ ! -s $TLS_DIR/cert.pem ]]; then
-  log "creating a P-256 CA and backend certificate (127.0.0.1, localhost) in $TLS_DIR"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
-    -subj /CN=kubegate-bench-backend-ca -addext 'basicConstraints=critical,CA:TRUE' \
-    -addext 'keyUsage=critical,keyCertSign,cRLSign' \
-    -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" 2>/dev/null
-  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
-    -keyout "$TLS_DIR/key.pem" -out "$TLS_DIR/leaf.csr" 2>/dev/null
-  printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'basicConstraints=critical,CA:FALSE' \
-    'keyUsage=critical,digitalSignature' 'extendedKeyUsage=serverAuth' >"$TLS_DIR/leaf.ext"
-  openssl x509 -req -in "$TLS_DIR/leaf.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
-    -CAcreateserial -days 3650 -extfile "$TLS_DIR/leaf.ext" -out "$TLS_DIR/cert.pem" 2>/dev/null
-  chmod 644 "$TLS_DIR/key.pem"   # as the harness does
-fi
+[[ -s $TLS_DIR/cert.pem ]] || make_backend_tls "$TLS_DIR"
 if [[ $BACKEND_TLS == ca ]]; then
   [[ -s $TLS_DIR/ca.pem ]] || die "$TLS_DIR/cert.pem was not made by this script (no ca.pem next to it; the harness's own self-signed CA:TRUE certificate is refused by rustls as a server certificate): use a fresh PERFBASE=<dir>, or BACKEND_TLS=insecure"
   openssl verify -CAfile "$TLS_DIR/ca.pem" "$TLS_DIR/cert.pem" >/dev/null || die "$TLS_DIR/cert.pem does not verify against ca.pem"
