@@ -21,6 +21,8 @@
 #   MODES=apf CREDS="sa-jwt token anonymous" bench/instructions.sh
 #   KUBEGATE_BIN=/tmp/kg-old bench/instructions.sh        (another build)
 #   REQUEST=create MODES=apf CREDS=token N=1000 bench/instructions.sh   (creates)
+#   CG_ARGS=--cache-sim=yes MODES="apf off" CREDS=token bench/instructions.sh
+#                             (also simulated cache misses: callgrind_annotate --show=D1mr,DLmr,...)
 # Output: $RESULTS/instructions/summary.txt, callgrind.<mode>.<cred> (callgrind_annotate input),
 #         top.<mode>.<cred>.txt (the 40 functions with the most instructions of their own).
 # Needs valgrind (Debian: apt-get install valgrind).
@@ -57,7 +59,7 @@ for mode in $MODES; do
     "$RUN/tokens.csv" "$flow" "$ri" "$mri" >"$RUN/$mode.yaml"
   dir=$RUN/kubegate-$mode; mkdir -p "$dir"
   port=$(free_port "$port_want"); port_want=$(( port + 1 ))
-  "${SRV_PIN[@]}" valgrind --tool=callgrind --callgrind-out-file="$RUN/callgrind.$mode.%p" \
+  "${SRV_PIN[@]}" valgrind --tool=callgrind ${CG_ARGS:-} --callgrind-out-file="$RUN/callgrind.$mode.%p" \
     "$KUBEGATE_BIN" serve --data-dir "$dir" --secure-port "$port" --bind-address 127.0.0.1 \
     --config "$RUN/$mode.yaml" >"$dir.log" 2>&1 &
   pid=$!; STARTED+=("$pid")
@@ -100,8 +102,10 @@ for mode in $MODES; do
     done
     dump=$(ls -t "$RUN"/callgrind."$mode".*.* | head -1)
     cp "$dump" "$OUT/callgrind.$mode.$cred"
-    total=$(sed -n 's/^summary: //p' "$dump")
-    echo "$mode $cred $total" >>"$RUN/results"
+    # summary: Ir first; with --cache-sim=yes then Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+    read -r -a counts <<<"$(sed -n 's/^summary: //p' "$dump")"
+    total=${counts[0]}
+    echo "$mode $cred ${counts[*]}" >>"$RUN/results"
     callgrind_annotate --threshold=100 --auto=no "$dump" 2>/dev/null | grep -E '^ *[0-9,]+ \(' | sed -n '1,40p' >"$OUT/top.$mode.$cred.txt"
     log "$mode/$cred: $(( total / N )) instructions per $REQUEST"
   done
@@ -113,11 +117,17 @@ import sys
 rows = [line.split() for line in open(sys.argv[1])]
 n, command, request = int(sys.argv[2]), sys.argv[3], sys.argv[4].upper()
 print(f"user-space instructions per {request} of a ~1 KiB ConfigMap (callgrind, {n} {request}s, c=4)")
-print(f"{'flow control':<14}{'credential':<12}{'instructions/' + request:>21}")
+cache = all(len(r) == 11 for r in rows)   # --cache-sim=yes: simulated misses too
+misses = f"{'I1 misses':>11}{'D1 misses':>11}{'LL misses':>11}" if cache else ""
+print(f"{'flow control':<14}{'credential':<12}{'instructions/' + request:>21}{misses}")
 per = {}
-for mode, cred, total in rows:
+for mode, cred, total, *more in rows:
     per[(mode, cred)] = int(total) / n
-    print(f"{mode:<14}{cred:<12}{int(total) / n:>21,.0f}")
+    extra = ""
+    if cache:
+        i1, d1r, d1w, llr, lld = (int(more[i]) / n for i in (2, 3, 4, 6, 7))
+        extra = f"{i1:>11,.1f}{d1r + d1w:>11,.1f}{llr + lld + int(more[5]) / n:>11,.2f}"
+    print(f"{mode:<14}{cred:<12}{int(total) / n:>21,.0f}{extra}")
 for cred in sorted({c for _, c in per}):
     if ("apf", cred) in per and ("off", cred) in per:
         print(f"APF's share ({cred}): {per[('apf', cred)] - per[('off', cred)]:,.0f} instructions")
