@@ -41,6 +41,8 @@ pub enum StartError {
     Tls(#[from] crate::tls::TlsError),
     #[error("storage: {0}")]
     Storage(String),
+    #[error("failed to create listener: {0}")]
+    Listen(String),
     #[error("{0}")]
     Other(String),
 }
@@ -145,6 +147,19 @@ fn socket_address(ip: &str, port: u16) -> String {
     } else {
         format!("{ip}:{port}")
     }
+}
+
+/// Fails at once, as kube-apiserver does, when an address kubegate must listen on is taken
+/// or cannot be bound: pingora would instead retry a taken address for half a minute (it
+/// waits out a process it replaces, which kubegate never does) while kubegate looked started.
+/// Each probe listener is closed at once; std sets `SO_REUSEADDR` on it as pingora does on
+/// its own, so the address is free for pingora right after.
+fn ensure_can_listen(addresses: &[String]) -> Result<(), StartError> {
+    for address in addresses {
+        std::net::TcpListener::bind(address.as_str())
+            .map_err(|e| StartError::Listen(format!("failed to listen on {address}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// How often the start-up bootstrap is tried before kubegate gives up.
@@ -269,6 +284,11 @@ fn disabled_group_versions(
 /// Starts kubegate and blocks until it has shut down.
 pub fn run(config: Config) -> Result<(), StartError> {
     config.validate()?;
+    let mut listen_addresses = vec![socket_address(&config.bind_address, config.secure_port)];
+    if let Some(port) = config.insecure_port {
+        listen_addresses.push(socket_address(&config.insecure_bind_address, port));
+    }
+    ensure_can_listen(&listen_addresses)?;
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| StartError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
 

@@ -462,3 +462,55 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
     // ...and a connection left idle is closed by the server.
     assert_eq!(result["closed"], true, "{result}");
 }
+
+#[test]
+fn a_taken_port_stops_the_start_at_once_with_kubes_message() {
+    // Another process listens on the port kubegate is told to serve on.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut child = Command::new(kubegate_tests::binary())
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .args([
+            "--secure-port",
+            &port.to_string(),
+            "--bind-address",
+            "127.0.0.1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // pingora alone would retry the bind for ~30 s while the process looked started; a
+    // liveness guard, far beyond a start-up, so a regression fails instead of hanging.
+    let guard = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > guard {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status =
+        status.unwrap_or_else(|| panic!("kubegate kept running on a taken port: {stderr}"));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "failed to create listener: failed to listen on 127.0.0.1:{port}"
+        )) && stderr.to_lowercase().contains("address already in use"),
+        "{stderr}"
+    );
+    // Nothing was written: the check comes before the data dir is set up.
+    assert!(!data_dir.exists(), "the data dir was created");
+    // The port's owner was not disturbed.
+    assert_eq!(taken.local_addr().unwrap().port(), port);
+}
