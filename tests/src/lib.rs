@@ -71,7 +71,7 @@ impl Kubegate {
             _temp: Some(temp),
             extra_args: extra.iter().map(|s| s.to_string()).collect(),
         };
-        gate.spawn();
+        gate.spawn_on_a_free_port();
         gate
     }
 
@@ -94,7 +94,7 @@ impl Kubegate {
             _temp: Some(temp),
             extra_args: extra.iter().map(|s| s.to_string()).collect(),
         };
-        gate.spawn();
+        gate.spawn_on_a_free_port();
         gate
     }
 
@@ -102,7 +102,33 @@ impl Kubegate {
         self.data_dir.with_file_name("kubegate.log")
     }
 
+    /// Starts the server on `self.port`, a port that was free a moment ago; if another
+    /// process took it in between (kubegate then stops at once: "failed to listen on"),
+    /// starts it again on another.
+    fn spawn_on_a_free_port(&mut self) {
+        const ATTEMPTS: usize = 5;
+        for attempt in 1..=ATTEMPTS {
+            let log_before = std::fs::metadata(self.log_path()).map_or(0, |m| m.len());
+            let Some(status) = self.try_spawn() else {
+                return;
+            };
+            let log = self.log();
+            let this_attempt = log.get(log_before as usize..).unwrap_or(&log);
+            if attempt == ATTEMPTS || !this_attempt.contains("failed to listen on") {
+                panic!("kubegate exited early ({status}):\n{log}");
+            }
+            self.port = free_port();
+        }
+    }
+
     fn spawn(&mut self) {
+        if let Some(status) = self.try_spawn() {
+            panic!("kubegate exited early ({status}):\n{}", self.log());
+        }
+    }
+
+    /// Starts the server and waits until it is ready (`None`) or has exited (its status).
+    fn try_spawn(&mut self) -> Option<std::process::ExitStatus> {
         std::fs::create_dir_all(&self.data_dir).expect("create data dir");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -124,7 +150,7 @@ impl Kubegate {
             .spawn()
             .expect("start kubegate");
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready()
     }
 
     /// The process id of the running server.
@@ -132,18 +158,20 @@ impl Kubegate {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until `/readyz` passes (`None`) or the process exits (its status).
+    fn wait_ready(&mut self) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("kubegate exited early ({status}):\n{}", self.log());
+                    self.child = None;
+                    return Some(status);
                 }
             }
             if self.kubeconfig().exists() {
                 let out = self.kubectl(&["get", "--raw", "/readyz"]);
                 if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok" {
-                    return;
+                    return None;
                 }
             }
             if Instant::now() > deadline {
