@@ -18,7 +18,7 @@ use pingora::protocols::http::ServerSession;
 use pingora::Result;
 
 use crate::aggregator::proxy::{self, PooledPeer};
-use crate::pipeline::{is_upgrade, Gateway, ProxyPlan, RequestCtx};
+use crate::pipeline::{client_ip, is_upgrade, Gateway, ProxyPlan, RequestCtx};
 
 /// RFC 9110's connection-specific headers (the list Go's `httputil.ReverseProxy`, and so
 /// kube-aggregator, removes): they describe one hop, never the message.
@@ -85,6 +85,7 @@ fn upstream_request(
         &plan.escaped_path,
         plan.raw_query.as_deref(),
     )?;
+    proxy::append_forwarded_for(&mut request, client_ip(session.client_addr()))?;
     // The same audit id on both sides lets one request be followed across servers.
     request.insert_header("Audit-ID", audit_id)?;
     Ok(request)

@@ -295,14 +295,26 @@ impl Gateway {
             session.req_header_mut().remove_header(&name);
         }
 
-        // 6. flow control, on the (impersonated) user, before authorization as in kube.
-        let upgrade = is_upgrade(session.req_header());
-        let long_running = info.long_running || upgrade;
-        let own_timeout = (!long_running).then(|| timeout_param(&query, self.request_timeout));
+        // 6. flow control, on the (impersonated) user, before authorization as in kube. What
+        // is long-running is decided by the request's verb and subresource alone, as kube's
+        // check does: an `Upgrade` header a client adds to any request must not take it past
+        // flow control.
+        // An upgrade is honoured for long-running requests only (exec, attach, port-forward,
+        // proxy, watch): kube's timeout filter keeps any other request from switching
+        // protocols.
+        let upgrade = info.long_running && is_upgrade(session.req_header());
+        let own_timeout = (!info.long_running).then(|| timeout_param(&query, self.request_timeout));
         let memo = tls_connection(session).map(|c| &c.classification_memo);
         match self
             .flow
-            .admit(&info, &user, &raw_query, own_timeout, long_running, memo)
+            .admit(
+                &info,
+                &user,
+                &raw_query,
+                own_timeout,
+                info.long_running,
+                memo,
+            )
             .await
         {
             Ok(mut ticket) => {
@@ -340,7 +352,7 @@ impl Gateway {
             if let Some(message) = backend.unavailable() {
                 return ApiError::service_unavailable(message).into();
             }
-            let in_flight = (!info.long_running && !upgrade).then(|| {
+            let in_flight = (!info.long_running).then(|| {
                 InFlight::enter(
                     Some(self.lifecycle.clone()),
                     self.routes.metrics.inflight_gauge(is_read_only(&info.verb)),
@@ -352,7 +364,7 @@ impl Gateway {
                 escaped_path: info.escaped_path(),
                 raw_query: (!raw_query.is_empty()).then_some(raw_query),
                 upgrade,
-                long_running: info.long_running || upgrade,
+                long_running: info.long_running,
                 body_bytes: 0,
                 dial_failures: 0,
                 _in_flight: in_flight,
@@ -573,6 +585,13 @@ fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError 
     }
 }
 
+/// The IP address of a connection's peer (none for a Unix socket).
+pub(crate) fn client_ip(
+    address: Option<&pingora::protocols::l4::socket::SocketAddr>,
+) -> Option<std::net::IpAddr> {
+    address.and_then(|a| a.as_inet()).map(|a| a.ip())
+}
+
 /// An HTTP/1.1 protocol upgrade (`Connection: Upgrade` with an `Upgrade` header).
 pub(crate) fn is_upgrade(header: &pingora::http::RequestHeader) -> bool {
     let connection_upgrade = header
@@ -760,7 +779,7 @@ impl ProxyHttp for ProxyPhases {
 
     async fn upstream_request_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream_request: &mut pingora::http::RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
@@ -774,6 +793,7 @@ impl ProxyHttp for ProxyPhases {
             &plan.escaped_path,
             plan.raw_query.as_deref(),
         )?;
+        proxy::append_forwarded_for(upstream_request, client_ip(session.client_addr()))?;
         // The same audit id on both sides lets one request be followed across servers.
         upstream_request.insert_header("Audit-ID", ctx.audit_id.as_str())?;
         Ok(())

@@ -14,7 +14,8 @@
 //!   deletecollection, watch (chunked JSON lines), Table output for `kubectl get`;
 //! - an `/exec` upgrade endpoint for the CVE-2018-1002105 regression test: `upgrade-ok` is
 //!   switched and echoed, any other name is refused with a 400 on a connection that stays open;
-//! - a request log of everything received ([`Wardle::requests`], also `GET /_requests`);
+//! - a request log of everything received ([`Wardle::requests`], also `GET /_requests`): the
+//!   header names, and the values of identity headers and `X-Forwarded-For`;
 //! - a flunder named [`DROP_WHEN_REUSED`] whose GET, unless it is its connection's first
 //!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
 //!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
@@ -907,7 +908,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             lower = name.lower()
             if lower not in names:
                 names.append(lower)
-            if lower == "authorization" or lower.startswith(("impersonate-", "x-remote-")):
+            if lower in ("authorization", "x-forwarded-for") or lower.startswith(("impersonate-", "x-remote-")):
                 values.setdefault(lower, []).append(value)
             if lower.startswith("x-remote-extra-"):
                 # kube lowercases the key, then percent-decodes it.

@@ -121,6 +121,12 @@ fn wardle_is_discovered_and_served_with_the_callers_identity() {
     assert!(groups.contains(&json!("system:authenticated")), "{post}");
     let header_values = post["header_values"].to_string().to_lowercase();
     assert!(!header_values.contains("authorization"), "{post}");
+    // The client's address goes on in X-Forwarded-For, as kube-aggregator's proxy adds it.
+    assert_eq!(
+        post["header_values"]["x-forwarded-for"],
+        json!(["127.0.0.1"]),
+        "{post}"
+    );
     let got = gate.json(&["get", "flunder", "one", "-n", "default", "-o", "json"]);
     assert_eq!(got["spec"]["reference"], "ref");
     let all = gate.ok(&["get", "flunders", "-A"]);
@@ -172,12 +178,19 @@ fn wardle_is_discovered_and_served_with_the_callers_identity() {
             "X-Remote-User: mallory",
             "X-Remote-Group: system:masters",
             "X-Remote-Extra-Scopes: all",
+            "X-Forwarded-For: 6.6.6.6",
         ],
         None,
     );
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let forged = last_request(&wardle, "GET", "/flunders/one");
     assert_eq!(forged["user"], "kubegate-admin", "{forged}");
+    // A client's own X-Forwarded-For stays, followed by the address it really came from.
+    assert_eq!(
+        forged["header_values"]["x-forwarded-for"],
+        json!(["6.6.6.6, 127.0.0.1"]),
+        "{forged}"
+    );
     assert!(!forged.to_string().contains("mallory"), "{forged}");
     assert!(
         !forged.to_string().to_lowercase().contains("scopes"),

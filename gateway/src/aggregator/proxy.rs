@@ -150,6 +150,9 @@ pub fn peer(
         options.http_upstream_request_policy.h1_upgrade = H1UpgradePolicy::Preserve;
         options.alpn = ALPN::H1;
     } else {
+        // Upgrade headers on a request that is not to be tunnelled (not long-running) are
+        // not forwarded: the backend sees a plain request and cannot switch protocols.
+        options.http_upstream_request_policy.h1_upgrade = H1UpgradePolicy::Deny;
         options.alpn = ALPN::H2H1;
         options.max_h2_streams = 100;
     }
@@ -290,6 +293,30 @@ pub fn rewrite_request(
     }
     Ok(())
 }
+
+/// Adds the address the request came from to `X-Forwarded-For`, as Go's reverse proxy does
+/// for kube-aggregator: the values already there (the client's own, or another proxy's)
+/// joined with ", ", then `client`. Extension API servers record it as the request's source
+/// IPs (audit `sourceIPs`), so without it they would see only kubegate, or only what the
+/// client claimed.
+pub fn append_forwarded_for(
+    request: &mut RequestHeader,
+    client: Option<std::net::IpAddr>,
+) -> pingora::Result<()> {
+    let Some(client) = client else {
+        return Ok(());
+    };
+    let mut value = Vec::new();
+    for prior in request.headers.get_all(X_FORWARDED_FOR) {
+        value.extend_from_slice(prior.as_bytes());
+        value.extend_from_slice(b", ");
+    }
+    value.extend_from_slice(client.to_string().as_bytes());
+    request.insert_header(X_FORWARDED_FOR, value)?;
+    Ok(())
+}
+
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
 
 /// Whether the request already targets `base` + `escaped_path` + `?query` in origin form
 /// (the usual case: a client's path is normally already normalized, and most backends have
@@ -899,5 +926,56 @@ mod tests {
         let picks: Vec<_> = (0..4).filter_map(|_| b.next_address()).collect();
         assert_eq!(picks[0], picks[2]);
         assert_ne!(picks[0], picks[1]);
+    }
+
+    #[test]
+    fn the_client_address_is_appended_to_x_forwarded_for() {
+        let forwarded = |prior: &[&str], client: Option<&str>| {
+            let mut request =
+                RequestHeader::build("GET", b"/apis/g/v1/things", None).expect("request");
+            for value in prior {
+                request
+                    .append_header("X-Forwarded-For", *value)
+                    .expect("header");
+            }
+            append_forwarded_for(&mut request, client.map(|c| c.parse().expect("address")))
+                .expect("appended");
+            request
+                .headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .map(|v| v.to_str().expect("text").to_string())
+                .collect::<Vec<_>>()
+        };
+        // None before: the client's address alone.
+        assert_eq!(forwarded(&[], Some("127.0.0.1")), ["127.0.0.1"]);
+        // A client's (or an earlier proxy's) claim stays, with the real address after it.
+        assert_eq!(
+            forwarded(&["6.6.6.6"], Some("10.1.2.3")),
+            ["6.6.6.6, 10.1.2.3"]
+        );
+        // Several header lines become one, in order, as Go joins them.
+        assert_eq!(
+            forwarded(&["1.1.1.1", "2.2.2.2, 3.3.3.3"], Some("::1")),
+            ["1.1.1.1, 2.2.2.2, 3.3.3.3, ::1"]
+        );
+        // No address known (a Unix socket): left as it was.
+        assert_eq!(forwarded(&["6.6.6.6"], None), ["6.6.6.6"]);
+    }
+
+    #[test]
+    fn only_tunnelled_requests_forward_upgrade_headers() {
+        let b = backend();
+        let address = "127.0.0.1:443".parse().expect("address");
+        let tunnel = peer(&b, address, true, None);
+        assert!(matches!(
+            tunnel.options.http_upstream_request_policy.h1_upgrade,
+            H1UpgradePolicy::Preserve
+        ));
+        let plain = peer(&b, address, false, None);
+        assert!(matches!(
+            plain.options.http_upstream_request_policy.h1_upgrade,
+            H1UpgradePolicy::Deny
+        ));
     }
 }
