@@ -192,8 +192,9 @@ struct PairMetrics {
     headers: PfHeaders,
     in_queue: IntGauge,
     dispatched: IntCounter,
-    /// `request_wait_duration_seconds{execute="true"}`.
-    waited: Histogram,
+    /// `request_wait_duration_seconds{execute="true"}`; none for an exempt level, whose
+    /// requests kube does not time (and whose series it therefore never shows).
+    waited: Option<Histogram>,
     executing_seats: IntGauge,
     /// The pair's FlowSchema and level.
     names: (Name, Name),
@@ -201,7 +202,7 @@ struct PairMetrics {
 
 impl FlowMetrics {
     /// The children for the pair `matched` belongs to, made on the pair's first request.
-    fn pair<'m>(&self, matched: &'m Matched) -> Cow<'m, PairMetrics> {
+    fn pair<'m>(&self, matched: &'m Matched, exempt: bool) -> Cow<'m, PairMetrics> {
         let make = || {
             let labels = [
                 matched.flow_schema.as_str(),
@@ -211,9 +212,10 @@ impl FlowMetrics {
                 headers: PfHeaders::new(matched),
                 in_queue: self.in_queue.with_label_values(&labels),
                 dispatched: self.dispatched.with_label_values(&labels),
-                waited: self
-                    .wait_duration
-                    .with_label_values(&[labels[0], labels[1], "true"]),
+                waited: (!exempt).then(|| {
+                    self.wait_duration
+                        .with_label_values(&[labels[0], labels[1], "true"])
+                }),
                 executing_seats: self.executing_seats.with_label_values(&labels),
                 names: (matched.flow_schema.clone(), matched.priority_level.clone()),
             }
@@ -450,9 +452,11 @@ impl FlowGate {
                     memo,
                 };
                 let classification = control.classify(&digest);
+                // kube times the wait of non-exempt requests only (an exempt one never queues).
+                let exempt = classification.exempt;
                 // The pair's shared `Matched` outlives the classification, which admission takes.
                 let matched = classification.matched.clone();
-                let pair = self.metrics.pair(&matched);
+                let pair = self.metrics.pair(&matched, exempt);
                 let estimate = estimator.estimate_raw(info, raw_query, classification.max_seats);
                 pair.in_queue.inc();
                 let outcome = control.admit_classified(classification, estimate).await;
@@ -460,7 +464,9 @@ impl FlowGate {
                 match outcome {
                     Ok(admission) => {
                         pair.dispatched.inc();
-                        pair.waited.observe(admission.waited().as_secs_f64());
+                        if let Some(waited) = &pair.waited {
+                            waited.observe(admission.waited().as_secs_f64());
+                        }
                         let seats =
                             i64::try_from(admission.work_estimate().initial_seats).unwrap_or(1);
                         let gauge = pair.executing_seats.clone();
@@ -479,9 +485,14 @@ impl FlowGate {
                             .rejected
                             .with_label_values(&[labels[0], labels[1], rejection.reason.as_str()])
                             .inc();
+                        let execute = if rejection.reason.enqueued() {
+                            "true"
+                        } else {
+                            "false"
+                        };
                         self.metrics
                             .wait_duration
-                            .with_label_values(&[labels[0], labels[1], "false"])
+                            .with_label_values(&[labels[0], labels[1], execute])
                             .observe(rejection.waited.as_secs_f64());
                         let retry_after =
                             u32::try_from(rejection.retry_after_seconds.max(1)).unwrap_or(1);

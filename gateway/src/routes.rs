@@ -89,7 +89,8 @@ impl Routes {
                         request
                             .query
                             .iter()
-                            .any(|(k, v)| k == "includeRequestDetails" && v == "1"),
+                            .find(|(k, _)| k == "includeRequestDetails")
+                            .is_some_and(|(_, v)| !v.is_empty()),
                     ),
                 };
                 return ApiResponse::with_type(200, "text/plain; charset=utf-8", text.into_bytes());

@@ -36,10 +36,26 @@ fn request(
     token: Option<&str>,
     path: &str,
 ) -> (u16, Vec<(String, String)>, String) {
+    request_with(gate, token, path, &[])
+}
+
+/// [`request`] over HTTP/1.1 with `extra` request headers.
+fn request_with(
+    gate: &Kubegate,
+    token: Option<&str>,
+    path: &str,
+    extra: &[&str],
+) -> (u16, Vec<(String, String)>, String) {
     let pki = gate.data_dir.join("pki");
     let mut cmd = Command::new("curl");
     cmd.args(["-sS", "-D", "-", "--cacert"])
         .arg(pki.join("ca.crt"));
+    if !extra.is_empty() {
+        cmd.arg("--http1.1");
+        for header in extra {
+            cmd.arg("-H").arg(header);
+        }
+    }
     match token {
         Some(t) => {
             cmd.arg("-H").arg(format!("Authorization: Bearer {t}"));
@@ -238,6 +254,20 @@ fn requests_are_classified_and_a_reject_level_answers_429() {
         header(&headers, "x-kubernetes-pf-flowschema-uid") == Some(alice_uid.as_str())
             && header(&headers, "x-kubernetes-pf-prioritylevel-uid") == Some(tiny_uid.as_str())
     });
+    // Upgrade headers on a request that is not long-running do not take it past flow
+    // control (kube decides by verb and subresource alone).
+    let (status, headers, _) = request_with(
+        &gate,
+        Some(ALICE),
+        "/api/v1/namespaces/default/configmaps",
+        &["Connection: Upgrade", "Upgrade: websocket"],
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&headers, "x-kubernetes-pf-prioritylevel-uid"),
+        Some(tiny_uid.as_str()),
+        "an Upgrade header bypassed flow control: {headers:?}"
+    );
     assert!(moved, "alice's requests never reached the new FlowSchema");
 
     fill(&gate, 300);
@@ -301,6 +331,27 @@ fn requests_are_classified_and_a_reject_level_answers_429() {
     );
     // alice may do anything here (AlwaysAllow); what matters is that the path is served.
     assert_eq!(status, 200);
+    // Any value of includeRequestDetails asks for the details, as in kube.
+    for value in ["1", "true"] {
+        let (_, _, dump) = request(
+            &gate,
+            None,
+            &format!(
+                "/debug/api_priority_and_fairness/dump_requests?includeRequestDetails={value}"
+            ),
+        );
+        let head = dump.lines().next().unwrap_or_default();
+        assert!(head.contains("UserName"), "{value}: {head}");
+    }
+    let (_, _, dump) = request(
+        &gate,
+        None,
+        "/debug/api_priority_and_fairness/dump_requests",
+    );
+    assert!(
+        !dump.lines().next().unwrap_or_default().contains("UserName"),
+        "{dump}"
+    );
 
     // The metrics say so too.
     let (_, _, metrics) = request(&gate, None, "/metrics");
@@ -324,9 +375,24 @@ fn requests_are_classified_and_a_reject_level_answers_429() {
         "apiserver_flowcontrol_current_limit_seats{priority_level=\"tiny\"}",
         "apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"alice\",priority_level=\"tiny\"}",
         "apiserver_flowcontrol_current_executing_seats{flow_schema=\"alice\",priority_level=\"tiny\"} 0",
+        // Refused on arrival: kube labels their wait execute="false".
+        "apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"false\",flow_schema=\"alice\",priority_level=\"tiny\"}",
     ] {
         assert!(metrics.contains(name), "missing {name}");
     }
+    // Exempt requests (the admin's, all along) never wait, and kube does not time them.
+    assert!(
+        !metrics.lines().any(|l| l
+            .starts_with("apiserver_flowcontrol_request_wait_duration_seconds")
+            && l.contains("priority_level=\"exempt\"")),
+        "exempt requests were timed as waiting"
+    );
+    assert!(
+        metrics.contains(
+            "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"}"
+        ),
+        "the admin's requests were not counted as exempt"
+    );
 }
 
 #[test]

@@ -254,6 +254,13 @@ impl RejectReason {
             RejectReason::TimeOut => "time-out",
         }
     }
+
+    /// Whether the request had been put in a queue before it was refused: kube's wait
+    /// histogram labels such a request `execute="true"` (it had a request in the queue set),
+    /// one refused at arrival `execute="false"`.
+    pub fn enqueued(&self) -> bool {
+        matches!(self, RejectReason::TimeOut)
+    }
 }
 
 /// A rejected request: answer 429 with `Retry-After: retry_after_seconds`.
