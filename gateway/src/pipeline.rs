@@ -215,18 +215,6 @@ impl Gateway {
         } = routed;
         ctx.dry_run = query.iter().any(|(k, v)| k == "dryRun" && v == "All");
         ctx.info = Some(info.clone());
-        let header = session.req_header();
-
-        // 2. limits: refuse oversized bodies before reading them.
-        let declared_length = header
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<usize>().ok());
-        if declared_length.is_some_and(|l| l > self.max_request_bytes) {
-            discard_body(session).await;
-            return ApiError::request_entity_too_large(self.max_request_bytes).into();
-        }
 
         // 3. authentication.
         let started = Instant::now();
@@ -344,6 +332,20 @@ impl Gateway {
                 request: &info,
             };
             return forbidden(&info, &forbidden_message(&attributes, &reason)).into();
+        }
+
+        // A body declared over the limit is refused before it is read. As in kube, where the
+        // handler refuses it, this comes after authentication, flow control and
+        // authorization: a client that may not make the request hears that first.
+        let declared_length = session
+            .req_header()
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared_length.is_some_and(|l| l > self.max_request_bytes) {
+            discard_body(session).await;
+            return ApiError::request_entity_too_large(self.max_request_bytes).into();
         }
 
         // A group-version an APIService sends elsewhere goes on to its backend, body

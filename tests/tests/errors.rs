@@ -127,6 +127,32 @@ fn bad_requests_get_kube_status_bodies() {
     assert_eq!(status(&body)["reason"], "RequestEntityTooLarge");
     let (code, _) = gate.curl("GET", &format!("{cms}/big"), &[], None);
     assert_eq!(code, 404);
+    // The size is checked after authentication, as kube's handler does: a client with a bad
+    // credential hears 401 for the same body, not 413.
+    let big_file = gate.data_dir.with_file_name("big.json");
+    std::fs::write(&big_file, &big).unwrap();
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "-X",
+            "POST",
+            "--cacert",
+        ])
+        .arg(gate.data_dir.join("pki/ca.crt"))
+        .args(["-H", JSON, "-H", "Authorization: Bearer not-a-valid-token"])
+        .arg("--data-binary")
+        .arg(format!("@{}", big_file.display()))
+        .arg(format!("{}{cms}", gate.url()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, code) = text.trim_end().rsplit_once('\n').unwrap();
+    assert_eq!(code, "401", "{}", &body[..body.len().min(300)]);
+    assert_eq!(status(body.as_bytes())["reason"], "Unauthorized");
 
     // Unsupported media type → 415.
     let (code, body) = gate.curl("POST", cms, &["Content-Type: text/plain"], Some(b"hello"));
