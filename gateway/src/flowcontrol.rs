@@ -71,6 +71,23 @@ impl PfHeaders {
             (PRIORITY_LEVEL_UID_HEADER, &self.priority_level_uid),
         ]
     }
+    /// Puts the two headers on a proxied backend's response ahead of the backend's own, as
+    /// kube-aggregator's answer has them: its filter sets them before the proxy copies the
+    /// backend's headers, which adds to them. A client reading one value reads kubegate's.
+    pub fn put_before_backends(
+        &self,
+        response: &mut pingora::http::ResponseHeader,
+    ) -> pingora::Result<()> {
+        for (name, value) in self.pairs() {
+            let backends: Vec<HeaderValue> =
+                response.headers.get_all(&name).iter().cloned().collect();
+            response.insert_header(name.clone(), value.clone())?;
+            for theirs in backends {
+                response.append_header(name.clone(), theirs)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A request allowed to run: holds its seats (or max-in-flight slot) until dropped.
@@ -657,6 +674,29 @@ async fn configure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubegates_pf_headers_go_before_a_backends_own() {
+        let pf = PfHeaders {
+            flow_schema_uid: HeaderValue::from_static("fs-front"),
+            priority_level_uid: HeaderValue::from_static("pl-front"),
+        };
+        let mut response = pingora::http::ResponseHeader::build(200, None).expect("response");
+        response
+            .append_header(FLOW_SCHEMA_UID_HEADER, "fs-back")
+            .expect("header");
+        pf.put_before_backends(&mut response).expect("put");
+        let values = |name: &HeaderName| -> Vec<String> {
+            response
+                .headers
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().expect("text").to_string())
+                .collect()
+        };
+        assert_eq!(values(&FLOW_SCHEMA_UID_HEADER), ["fs-front", "fs-back"]);
+        assert_eq!(values(&PRIORITY_LEVEL_UID_HEADER), ["pl-front"]);
+    }
 
     #[test]
     fn max_in_flight_limits_count_and_release() {

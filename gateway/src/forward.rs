@@ -335,9 +335,7 @@ impl Gateway {
             response.insert_header("Audit-Id", ctx.audit_id.as_str())?;
         }
         if let Some(pf) = &ctx.pf_headers {
-            for (name, value) in pf.pairs() {
-                response.insert_header(name, value.clone())?;
-            }
+            pf.put_before_backends(&mut response)?;
         }
         Ok(response)
     }

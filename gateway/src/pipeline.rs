@@ -579,12 +579,50 @@ fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError 
         pingora::ErrorType::HTTPStatus(413) => {
             ApiError::request_entity_too_large(max_request_bytes)
         }
-        // pingora's errors print with a leading space.
         _ => ApiError::service_unavailable(format!(
             "error trying to reach service: {}",
-            e.to_string().trim_start()
+            describe_proxy_error(e)
         )),
     }
+}
+
+/// What went wrong reaching a backend, for its 503: each step's error type and context down
+/// to the root cause, as pingora prints them, but without the `Peer: ...` context pingora's
+/// proxy adds, which describes kubegate's own side of the connection (its client
+/// certificate's subject and validity, pool and upgrade internals): kube's message names
+/// only the failure ("dial tcp ...: connect: connection refused").
+fn describe_proxy_error(e: &pingora::Error) -> String {
+    let mut text = String::new();
+    let mut previous: Option<&pingora::ErrorType> = None;
+    let mut step = Some(e);
+    while let Some(error) = step {
+        if previous != Some(&error.etype) {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(error.etype.as_str());
+        }
+        if let Some(context) = error.context.as_ref() {
+            if !context.as_str().starts_with("Peer: ") {
+                text.push_str(": ");
+                text.push_str(context.as_str());
+            }
+        }
+        previous = Some(&error.etype);
+        step = match error.cause.as_ref() {
+            // A cause that is pingora's own error is boxed (`BError`), as `chain_display` reads it.
+            Some(cause) => match cause.downcast_ref::<pingora::BError>() {
+                Some(next) => Some(next.as_ref()),
+                None => {
+                    text.push_str(": ");
+                    text.push_str(&cause.to_string());
+                    None
+                }
+            },
+            None => None,
+        };
+    }
+    text
 }
 
 /// The IP address of a connection's peer (none for a Unix socket).
@@ -848,9 +886,7 @@ impl ProxyHttp for ProxyPhases {
             upstream_response.insert_header("Audit-Id", ctx.audit_id.as_str())?;
         }
         if let Some(pf) = &ctx.pf_headers {
-            for (name, value) in pf.pairs() {
-                upstream_response.insert_header(name, value.clone())?;
-            }
+            pf.put_before_backends(upstream_response)?;
         }
         // A proxied watch has started once the backend answers: its seats go back (kubegate
         // cannot see when the backend's initial events end).
@@ -922,5 +958,38 @@ impl ProxyHttp for ProxyPhases {
         ctx: &mut RequestCtx,
     ) {
         self.log_request(ctx, error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backends_503_names_the_failure_but_not_kubegates_side_of_the_connection() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused here");
+        let dial = pingora::Error::because(
+            pingora::ErrorType::ConnectRefused,
+            "dialing 127.0.0.1:9",
+            refused,
+        );
+        // pingora's proxy adds the peer, client certificate included, as context.
+        let error = dial.more_context(
+            "Peer: addr: 127.0.0.1:9, client cert: Certificate { subject: CN=front-proxy-client, not_after: 2036 }",
+        );
+        let message = describe_proxy_error(&error);
+        assert_eq!(
+            message, "ConnectRefused: dialing 127.0.0.1:9: refused here",
+            "{error}"
+        );
+        let status = proxy_error_status(&error, 1024);
+        assert_eq!(status.code, 503);
+        assert_eq!(
+            status.message,
+            "error trying to reach service: ConnectRefused: dialing 127.0.0.1:9: refused here"
+        );
+        // A body over the limit is the client's fault, not the backend's.
+        let too_large = pingora::Error::new(pingora::ErrorType::HTTPStatus(413));
+        assert_eq!(proxy_error_status(&too_large, 1024).code, 413);
     }
 }
