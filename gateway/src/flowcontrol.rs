@@ -19,8 +19,8 @@ use kubegate_backends::status::ApiError;
 use kubegate_config::FlowControlConfig;
 use kubegate_policy::flowcontrol::{
     Admission, ClassificationMemo, FlowControl, FlowControlOptions, Matched, Name, ObjectCounts,
-    RequestDigest, WatchRegistration, WatchTracker, WorkEstimator, WorkEstimatorConfig,
-    BORROWING_ADJUSTMENT_PERIOD,
+    ReleaseGuard, RequestDigest, SeatGauge, WatchRegistration, WatchTracker, WorkEstimator,
+    WorkEstimatorConfig, BORROWING_ADJUSTMENT_PERIOD,
 };
 use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
 use kubegate_policy::{RequestInfo, UserInfo};
@@ -94,7 +94,6 @@ impl PfHeaders {
 #[derive(Default)]
 pub struct Ticket {
     admission: Option<Admission>,
-    executing: Option<ExecutingSeats>,
     _watch: Option<WatchRegistration>,
     _slot: Option<Slot>,
     /// The request's `X-Kubernetes-PF-*` headers, for the response (the pipeline takes them).
@@ -108,7 +107,6 @@ impl Ticket {
         if let Some(admission) = &mut self.admission {
             admission.initialization_done();
         }
-        self.executing = None;
     }
 }
 
@@ -118,15 +116,12 @@ pub struct Refused {
     pub headers: Option<PfHeaders>,
 }
 
-/// The seats one admitted request holds in `current_executing_seats`.
-struct ExecutingSeats {
-    gauge: IntGauge,
-    seats: i64,
-}
+/// A pair's `current_executing_seats` child, as the engine counts seats in it.
+struct ExecutingSeats(IntGauge);
 
-impl Drop for ExecutingSeats {
-    fn drop(&mut self) {
-        self.gauge.sub(self.seats);
+impl SeatGauge for ExecutingSeats {
+    fn add(&self, seats: i64) {
+        self.0.add(seats);
     }
 }
 
@@ -212,7 +207,9 @@ struct PairMetrics {
     /// `request_wait_duration_seconds{execute="true"}`; none for an exempt level, whose
     /// requests kube does not time (and whose series it therefore never shows).
     waited: Option<Histogram>,
-    executing_seats: IntGauge,
+    /// `current_executing_seats`: a request's widest seats (initial or final), from dispatch
+    /// until they are released, as kube counts them.
+    executing_seats: Arc<dyn SeatGauge>,
     /// The pair's FlowSchema and level.
     names: (Name, Name),
 }
@@ -233,7 +230,9 @@ impl FlowMetrics {
                     self.wait_duration
                         .with_label_values(&[labels[0], labels[1], "true"])
                 }),
-                executing_seats: self.executing_seats.with_label_values(&labels),
+                executing_seats: Arc::new(ExecutingSeats(
+                    self.executing_seats.with_label_values(&labels),
+                )),
                 names: (matched.flow_schema.clone(), matched.priority_level.clone()),
             }
         };
@@ -479,18 +478,17 @@ impl FlowGate {
                 let outcome = control.admit_classified(classification, estimate).await;
                 pair.in_queue.dec();
                 match outcome {
-                    Ok(admission) => {
+                    Ok(mut admission) => {
                         pair.dispatched.inc();
                         if let Some(waited) = &pair.waited {
                             waited.observe(admission.waited().as_secs_f64());
                         }
                         let seats =
-                            i64::try_from(admission.work_estimate().initial_seats).unwrap_or(1);
-                        let gauge = pair.executing_seats.clone();
-                        gauge.add(seats);
+                            i64::try_from(admission.work_estimate().max_seats()).unwrap_or(1);
+                        admission
+                            .on_release(ReleaseGuard::new(pair.executing_seats.clone(), seats));
                         Ok(Ticket {
                             admission: Some(admission),
-                            executing: Some(ExecutingSeats { gauge, seats }),
                             _watch: is_watch.then(|| watches.register(info)),
                             _slot: None,
                             headers: Some(pair.headers.clone()),

@@ -301,6 +301,43 @@ pub struct Admission {
     ticket: Option<Ticket>,
     waited: Duration,
     estimate: WorkEstimate,
+    /// Dropped when the request's seats are released (after its final seats' latency).
+    on_release: Option<ReleaseGuard>,
+}
+
+/// A gauge of the seats requests hold (kube's `current_executing_seats`).
+pub trait SeatGauge: Send + Sync {
+    fn add(&self, seats: i64);
+}
+
+/// An admitted request's seats in a [`SeatGauge`], counted until they are released: kube
+/// counts a request's seats until its final seats' latency has passed, after the request
+/// itself has finished.
+pub struct ReleaseGuard {
+    gauge: Arc<dyn SeatGauge>,
+    seats: i64,
+}
+
+impl ReleaseGuard {
+    /// Adds `seats` to `gauge` now; they come off when the guard is dropped.
+    pub fn new(gauge: Arc<dyn SeatGauge>, seats: i64) -> Self {
+        gauge.add(seats);
+        ReleaseGuard { gauge, seats }
+    }
+}
+
+impl Drop for ReleaseGuard {
+    fn drop(&mut self) {
+        self.gauge.add(-self.seats);
+    }
+}
+
+impl std::fmt::Debug for ReleaseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseGuard")
+            .field("seats", &self.seats)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Admission {
@@ -319,11 +356,17 @@ impl Admission {
         self.estimate
     }
 
+    /// Drops `guard` when the request's seats are released: when it finishes, or when its
+    /// final seats' latency has passed after that.
+    pub fn on_release(&mut self, guard: ReleaseGuard) {
+        self.on_release = Some(guard);
+    }
+
     /// Releases the seats now while the response goes on: for a watch, once its initial
     /// events are sent (kube's `WatchInitialized`). Later calls and the drop do nothing more.
     pub fn initialization_done(&mut self) {
         if let Some(ticket) = self.ticket.take() {
-            Level::finish(&self.level, ticket);
+            Level::finish(&self.level, ticket, self.on_release.take());
         }
     }
 }
@@ -430,11 +473,13 @@ impl Level {
         }
     }
 
-    /// Ends a request's execution; final seats are released after their latency.
-    fn finish(level: &Arc<Level>, ticket: Ticket) {
+    /// Ends a request's execution; final seats are released after their latency, and
+    /// `on_release` is dropped when the seats are.
+    fn finish(level: &Arc<Level>, ticket: Ticket, on_release: Option<ReleaseGuard>) {
         let now = Instant::now();
         let linger = lock(&level.state).queues.finish(ticket, now);
         let Some(linger) = linger else {
+            drop(on_release);
             return;
         };
         match tokio::runtime::Handle::try_current() {
@@ -443,9 +488,13 @@ impl Level {
                 handle.spawn(async move {
                     tokio::time::sleep(linger.delay).await;
                     lock(&level.state).queues.release(&linger, Instant::now());
+                    drop(on_release);
                 });
             }
-            Err(_) => lock(&level.state).queues.release(&linger, now),
+            Err(_) => {
+                lock(&level.state).queues.release(&linger, now);
+                drop(on_release);
+            }
         }
     }
 }
@@ -977,6 +1026,7 @@ impl FlowControl {
             estimate: ticket.estimate.estimate,
             ticket: Some(ticket),
             waited,
+            on_release: None,
         }
     }
 
@@ -1061,7 +1111,7 @@ impl Drop for Waiter {
         );
         if !removed {
             if let Ok(ticket) = self.receiver.try_recv() {
-                Level::finish(&self.level, ticket);
+                Level::finish(&self.level, ticket, None);
             }
         }
     }

@@ -1144,6 +1144,55 @@ async fn wide_requests_wait_for_enough_free_seats() {
     drop(huge);
 }
 
+/// A [`SeatGauge`] that only counts.
+#[derive(Default)]
+struct CountingGauge(std::sync::atomic::AtomicI64);
+
+impl SeatGauge for CountingGauge {
+    fn add(&self, seats: i64) {
+        self.0.fetch_add(seats, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl CountingGauge {
+    fn get(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_guard_counts_the_widest_seats_until_they_are_released() {
+    let fc = single_level(10, 99, 1, 1, 10);
+    let gauge = Arc::new(CountingGauge::default());
+    // Final seats wider than the initial ones linger after the request.
+    let estimate = WorkEstimate {
+        initial_seats: 1,
+        final_seats: 3,
+        additional_latency: Duration::from_millis(5),
+    };
+    let mut admission = admit_as(&fc, "a", estimate)
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    admission.on_release(ReleaseGuard::new(gauge.clone(), 3));
+    assert_eq!(gauge.get(), 3);
+    drop(admission);
+    assert_eq!(gauge.get(), 3, "counted off before the final seats' latency passed");
+    sleep(Duration::from_millis(6)).await;
+    assert_eq!(gauge.get(), 0);
+    assert_eq!(level(&fc.snapshot(), "work").seats_in_use, 0);
+
+    // No final seats: counted off when the request ends (a watch: at initialization).
+    let mut watch = admit_as(&fc, "w", WorkEstimate::seats(2))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    watch.on_release(ReleaseGuard::new(gauge.clone(), 2));
+    assert_eq!(gauge.get(), 2);
+    watch.initialization_done();
+    assert_eq!(gauge.get(), 0);
+    drop(watch);
+    assert_eq!(gauge.get(), 0, "counted off twice");
+}
+
 #[tokio::test(start_paused = true)]
 async fn final_seats_linger_and_watch_seats_release_at_initialization() {
     let fc = single_level(10, 99, 1, 1, 10);
