@@ -319,3 +319,55 @@ fn replicas_starting_together_bootstrap_once() {
         1
     );
 }
+
+#[test]
+fn a_continue_token_is_served_by_a_replica_started_after_it_was_issued() {
+    let etcd = Etcd::start();
+    let url = etcd.url();
+    let a = Kubegate::start_with(&["--etcd-servers", &url]);
+    a.ok(&["create", "namespace", "paged"]);
+    for i in 0..5 {
+        a.ok(&["-n", "paged", "create", "configmap", &format!("cm{i}")]);
+    }
+    let names = |page: &serde_json::Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let first = a.json(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/paged/configmaps?limit=2",
+    ]);
+    let at = first["metadata"]["resourceVersion"].clone();
+    let mut seen = names(&first);
+    let mut token = first["metadata"]["continue"].as_str().map(str::to_string);
+    assert!(token.is_some(), "{first}");
+    // Changes after the first page are not part of the list.
+    a.ok(&["-n", "paged", "delete", "configmap", "cm3"]);
+    a.ok(&["-n", "paged", "create", "configmap", "cm9"]);
+    // b's cache starts after the token's revision: only etcd still has that revision, as
+    // for a replica behind a load balancer or a cache whose event history has rolled over.
+    let b = Kubegate::start_sharing(&a, &["--etcd-servers", &url]);
+    while let Some(t) = token {
+        let escaped = t
+            .replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D");
+        let page = b.json(&[
+            "get",
+            "--raw",
+            &format!("/api/v1/namespaces/paged/configmaps?limit=2&continue={escaped}"),
+        ]);
+        assert_eq!(page["metadata"]["resourceVersion"], at, "{page}");
+        seen.extend(names(&page));
+        token = page["metadata"]["continue"].as_str().map(str::to_string);
+    }
+    assert_eq!(seen, ["cm0", "cm1", "cm2", "cm3", "cm4"]);
+}

@@ -216,7 +216,8 @@ impl Registry {
             ReadAt::Exact(rev) => {
                 let (items, _) = self
                     .cacher
-                    .list(&key, None, Some(rev))
+                    .list_at(&key, None, Some(rev))
+                    .await
                     .map_err(store_error)?;
                 items.into_iter().find(|o| o.key == key)
             }
@@ -274,7 +275,20 @@ impl Registry {
                     Some(format!("{prefix}{}", token.start)),
                 )
             }
-            None => (read_at(request)?, None),
+            // kube's legacy rule: a limited list at a resourceVersion with no match given is
+            // read at exactly that revision.
+            None => match read_at(request)? {
+                ReadAt::NotOlderThan(rev)
+                    if limit > 0
+                        && request
+                            .param("resourceVersionMatch")
+                            .unwrap_or("")
+                            .is_empty() =>
+                {
+                    (ReadAt::Exact(rev), None)
+                }
+                at => (at, None),
+            },
         };
         self.prepare_read(at).await?;
         let at_revision = match at {
@@ -283,7 +297,8 @@ impl Registry {
         };
         let (items, revision) = self
             .cacher
-            .list(&prefix, start_after.as_deref(), at_revision)
+            .list_at(&prefix, start_after.as_deref(), at_revision)
+            .await
             .map_err(|e| match e {
                 crate::storage::StoreError::Compacted { .. } if start_after.is_some() => {
                     ApiError::resource_expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")

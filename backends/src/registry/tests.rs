@@ -215,6 +215,46 @@ async fn pagination_is_consistent_at_the_first_page_revision() {
 }
 
 #[tokio::test]
+async fn a_limited_list_at_a_resource_version_reads_that_revision_exactly() {
+    let f = fixture().await;
+    call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let (_, b) = call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
+    let at = rv(&b);
+    call(&f, "DELETE", &format!("{CMS}/a"), None).await;
+    let names = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // kube's legacy rule: with a limit and no resourceVersionMatch, the revision is exact.
+    let (code, list) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?resourceVersion={at}&limit=5"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(names(&list), ["a", "b"]);
+    assert_eq!(list["metadata"]["resourceVersion"], at.to_string());
+    // Without a limit, or with NotOlderThan, any state at least that recent will do: once the
+    // cache has the delete (a consistent list waits for it), that is the current one.
+    let (_, current) = call(&f, "GET", CMS, None).await;
+    assert_eq!(names(&current), ["b"]);
+    for query in [
+        format!("resourceVersion={at}"),
+        format!("resourceVersion={at}&limit=5&resourceVersionMatch=NotOlderThan"),
+    ] {
+        let (code, list) = call(&f, "GET", &format!("{CMS}?{query}"), None).await;
+        assert_eq!(code, 200, "{query}: {list}");
+        assert_eq!(names(&list), ["b"], "{query}");
+    }
+}
+
+#[tokio::test]
 async fn selectors_filter_lists() {
     let f = fixture().await;
     call(

@@ -287,6 +287,35 @@ impl Cacher {
     /// the current revision), with the revision they were read at. An older revision is
     /// rebuilt by undoing newer ring events: [`StoreError::Compacted`] if the ring does not
     /// reach back that far, [`StoreError::FutureRevision`] if the cache is not there yet.
+    /// Like [`Cacher::list`], but a revision the cache does not hold (before it started, or
+    /// gone from its event ring) is read from the store, which may still have it: kube's
+    /// cacher hands such exact reads and continued lists to etcd, so a continue token works on
+    /// every replica and after a busy minute. Only a store that no longer has the revision
+    /// (compacted, or the embedded engine's past) answers [`StoreError::Compacted`].
+    pub async fn list_at(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        at_revision: Option<Revision>,
+    ) -> Result<(Vec<Arc<CachedObject>>, Revision), StoreError> {
+        let cached = self.list(prefix, start_after, at_revision);
+        match (cached, at_revision) {
+            (Err(StoreError::Compacted { .. }), Some(revision)) => {
+                let stored = self
+                    .store()
+                    .list(prefix, start_after, 0, Some(revision))
+                    .await?;
+                let items = stored
+                    .items
+                    .into_iter()
+                    .map(|kv| Arc::new(object_from(kv)))
+                    .collect();
+                Ok((items, stored.revision))
+            }
+            (cached, _) => cached,
+        }
+    }
+
     pub fn list(
         &self,
         prefix: &str,
