@@ -991,6 +991,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.reply(404, PATH_NOT_FOUND)
 
     def discovery_root(self):
+        if not CONFIG["group_list"]:
+            # A server that lists no groups at /apis, only its own group-version.
+            return self.reply(404, PATH_NOT_FOUND)
         if not CONFIG["aggregated_discovery"]:
             # A server from before aggregated discovery ignores what it does not know.
             return self.reply_cached(GROUP_LIST, JSON)
@@ -1577,6 +1580,8 @@ pub struct WardleOptions {
     /// Serve aggregated discovery (`apidiscovery.k8s.io/v2`, `v2beta1`) on `/apis` when asked;
     /// false answers the legacy `APIGroupList` always, as servers before kube 1.26 do.
     pub aggregated_discovery: bool,
+    /// Serve `/apis` at all; false answers it 404, leaving only `/apis/<group>/<version>`.
+    pub group_list: bool,
     /// The port to bind; `None` picks a free one.
     pub port: Option<u16>,
     /// The address to listen on: 127.0.0.1, or one given to loopback in a private network
@@ -1596,6 +1601,7 @@ impl WardleOptions {
             allowed_names: vec!["front-proxy-client".to_string()],
             dns_names: vec!["api.wardle.svc".to_string()],
             aggregated_discovery: true,
+            group_list: true,
             port: None,
             address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             serving_ca: None,
@@ -1699,6 +1705,7 @@ impl Wardle {
             "front_proxy_ca": self.opts.front_proxy_ca,
             "allowed_names": self.opts.allowed_names,
             "aggregated_discovery": self.opts.aggregated_discovery,
+            "group_list": self.opts.group_list,
             "port": self.port,
             "address": self.opts.address.to_string(),
             "serving_cert": state.join("serving.crt"),

@@ -996,3 +996,46 @@ fn informational_answers_are_skipped_and_endless_ones_refused() {
         "one connection: {answers:?}"
     );
 }
+
+#[test]
+fn a_backend_without_a_group_list_is_discovered_from_its_group_version() {
+    let config = tempfile::NamedTempFile::new().expect("config file");
+    std::fs::write(
+        config.path(),
+        "aggregator:\n  availabilityCheckInterval: 1s\n  discoveryRefreshInterval: 1s\n  probeTimeout: 2s\n",
+    )
+    .expect("write config");
+    let config_path = config.path().to_string_lossy().to_string();
+    let gate = Kubegate::start_with(&["--config", &config_path]);
+    let mut opts = WardleOptions::new(gate.data_dir.join("pki").join("front-proxy-ca.crt"));
+    // /apis answers 404: as kube-aggregator, kubegate converts /apis/<group>/<version>.
+    opts.group_list = false;
+    let wardle = Wardle::start(opts);
+    register(&gate, &wardle);
+    let current = eventually(Duration::from_secs(15), || {
+        let (_, body) = gate.curl(
+            "GET",
+            "/apis",
+            &["Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"],
+            None,
+        );
+        let doc: Value = serde_json::from_slice(&body).unwrap_or_default();
+        doc["items"]
+            .as_array()
+            .and_then(|items| {
+                items
+                    .iter()
+                    .find(|i| i["metadata"]["name"] == "wardle.example.com")
+            })
+            .is_some_and(|group| {
+                group["versions"][0]["freshness"] == "Current"
+                    && group["versions"][0]["resources"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().any(|r| r["resource"] == "flunders"))
+            })
+    });
+    assert!(
+        current,
+        "the group-version never became Current from its legacy list"
+    );
+}

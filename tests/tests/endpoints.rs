@@ -119,7 +119,7 @@ fn a_service_backed_apiservice_reaches_its_ready_endpoints() {
     let gate = Kubegate::start_with(&["--config", &config_path]);
     let port = free_port_on(FIRST);
     let first = backend(&gate, FIRST, port, None);
-    let second = backend(&gate, SECOND, port, Some(&first));
+    let mut second = backend(&gate, SECOND, port, Some(&first));
 
     // A Service without a selector, its Endpoints written by hand (as for a backend outside
     // the cluster's pods), and the APIService naming the Service's port.
@@ -170,6 +170,30 @@ fn a_service_backed_apiservice_reaches_its_ready_endpoints() {
         "a not-ready endpoint still got requests: {:?}",
         lists(&[&first, &second])
     );
+
+    // A ready endpoint where nothing answers: as in kube, whose probe passes when any of its
+    // attempts does, the APIService stays available while another endpoint answers, and a
+    // request that meets the dead endpoint's refused connect goes on to the live one.
+    second.stop();
+    gate.ok_stdin(
+        &["apply", "-f", "-"],
+        &endpoints(port, &[FIRST, SECOND], &[]),
+    );
+    // Several probe periods (1 s) with the dead endpoint listed.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        availability(&gate),
+        ("True".into(), "Passed".into()),
+        "{}",
+        gate.ok(&["get", "apiservice", APISERVICE, "-o", "yaml"])
+    );
+    first.clear_requests();
+    for _ in 0..6 {
+        let (code, body) = gate.curl("GET", FLUNDERS, &[], None);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    assert_eq!(lists(&[&first]), [6]);
+    second.restart();
 
     // No ready endpoint at all: unavailable with kube's reason, and a 503 Status.
     gate.ok_stdin(

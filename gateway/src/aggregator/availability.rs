@@ -173,26 +173,26 @@ pub async fn check(aggregator: &Aggregator, backend: &Backend) -> Condition {
         location.base_path,
         discovery_path(&backend.service.group, &backend.service.version)
     );
-    // kube requires every endpoint it may send to to answer; one failing endpoint makes the
-    // APIService unavailable, because a share of requests would fail. A host's addresses are
-    // dialled in order until one connects, as requests do, so one that answers is enough.
+    // As kube, whose probe passes when any of its attempts does: the first address that
+    // answers makes the APIService available. A Service's endpoints are asked in turn until
+    // one answers (requests that meet a dead one's refused connect go on to the next); a
+    // host's addresses in order until one does, the ones that cannot be connected to passed
+    // over for requests too, and one that answers with a failure ends the check.
     let mut last_error = None;
     for address in &location.addresses {
         match probe(aggregator, backend, &location.server_name, *address, &path).await {
-            Ok(()) if location.dialing == Dialing::InOrder => {
+            Ok(()) => {
                 last_error = None;
                 break;
             }
-            Ok(()) => {}
             Err(failure) => {
-                let next_may_answer =
-                    location.dialing == Dialing::InOrder && failure.could_not_connect;
-                if next_may_answer {
+                let in_order = location.dialing == Dialing::InOrder;
+                if in_order && failure.could_not_connect {
                     // Requests and document fetches move on from it too.
                     backend.connect_failed(*address);
                 }
                 last_error = Some(failure.message);
-                if !next_may_answer {
+                if in_order && !failure.could_not_connect {
                     break;
                 }
             }

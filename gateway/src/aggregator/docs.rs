@@ -63,6 +63,8 @@ struct FetchError {
     message: String,
     /// Connecting failed: nothing answered at this address (a host's next one may).
     could_not_connect: bool,
+    /// The backend answered with this non-success status.
+    status: Option<u16>,
 }
 
 impl From<String> for FetchError {
@@ -70,6 +72,7 @@ impl From<String> for FetchError {
         FetchError {
             message,
             could_not_connect: false,
+            status: None,
         }
     }
 }
@@ -505,6 +508,7 @@ async fn fetch_at(
                     .map_err(|e| FetchError {
                         message: format!("GET {url}: {}", error_chain(&e)),
                         could_not_connect: e.is_connect(),
+                        status: None,
                     })?;
                 let status = response.status();
                 let content_type = response
@@ -515,7 +519,11 @@ async fn fetch_at(
                     .to_string();
                 let body = read_body_capped(&mut response, MAX_DOCUMENT_BYTES).await?;
                 if !status.is_success() {
-                    return Err(format!("GET {url}: {}", status.as_u16()).into());
+                    return Err(FetchError {
+                        message: format!("GET {url}: {}", status.as_u16()),
+                        could_not_connect: false,
+                        status: Some(status.as_u16()),
+                    });
                 }
                 Ok::<_, FetchError>((content_type, Bytes::from(body)))
             })
@@ -530,10 +538,21 @@ async fn fetch_at(
     } else {
         "/apis"
     };
-    let (content_type, body) = get(root.into(), ACCEPT_AGGREGATED).await?;
-    let document: Value =
-        serde_json::from_slice(&body).map_err(|e| format!("discovery document: {e}"))?;
-    let resources = if content_type.contains("apidiscovery.k8s.io") {
+    // As kube-aggregator: a backend that cannot be reached, or answers 503, has no fresh
+    // document (its group-version goes stale); any other answer that is not an aggregated
+    // document (404, 500, legacy JSON, garbage) means it does not serve aggregated discovery,
+    // and its legacy resource list is converted instead.
+    let aggregated = match get(root.into(), ACCEPT_AGGREGATED).await {
+        Ok((content_type, body)) if content_type.contains("apidiscovery.k8s.io") => {
+            serde_json::from_slice::<Value>(&body).ok()
+        }
+        Ok(_) => None,
+        Err(e) if e.could_not_connect || e.status == Some(503) || e.status.is_none() => {
+            return Err(e)
+        }
+        Err(_) => None,
+    };
+    let resources = if let Some(document) = aggregated {
         // A backend that does not list the group-version serves no resources in it; kube
         // shows it as current and empty rather than stale.
         parse_aggregated(&document)
