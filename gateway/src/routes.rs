@@ -133,7 +133,13 @@ impl Routes {
             return openapi_v3_document(&docs, request, rest);
         }
         if let Some(doc) = docs.discovery.select(path, request.accept.as_deref()) {
-            return etagged(request, doc.content_type, doc.body.clone(), doc.etag);
+            let response = etagged(request, doc.content_type, doc.body.clone(), doc.etag);
+            // kube's aggregated discovery handler marks its documents public; the legacy
+            // ones keep every response's `no-cache, private`.
+            if doc.content_type.contains("apidiscovery.k8s.io") {
+                return response.with_header("Cache-Control", "public".to_string());
+            }
+            return response;
         }
         ApiError::path_not_found().into()
     }
@@ -186,7 +192,9 @@ fn wants_openapi_v2_protobuf(accept: Option<&str>) -> bool {
     false
 }
 
-/// A cacheable document with its ETag; 304 when the client already holds it.
+/// A cacheable document with its ETag; 304 when the client already holds it: its
+/// `If-None-Match` is that ETag (kube compares the whole header with it, so neither `*` nor
+/// a list of tags revalidates).
 fn etagged(
     request: &ApiRequest,
     content_type: &str,
@@ -196,7 +204,7 @@ fn etagged(
     let cached = request
         .if_none_match
         .as_deref()
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+        .is_some_and(|v| v.trim() == etag);
     let response = if cached {
         ApiResponse::with_type(304, content_type, bytes::Bytes::new())
     } else {

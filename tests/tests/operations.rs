@@ -138,11 +138,22 @@ fn protocols_headers_health_metrics_and_documents() {
         body.contains("\"kind\":\"APIGroupDiscoveryList\""),
         "{body}"
     );
-    let (_, body) = curl(&gate, &[], "/apis");
+    // As kube's aggregated discovery handler: public, and revalidated by its exact ETag only.
+    assert!(head.contains("cache-control: public\r\n"), "{head}");
+    let aggregated_accept =
+        "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let (head, _) = curl(
+        &gate,
+        &["-H", aggregated_accept, "-H", "If-None-Match: *"],
+        "/apis",
+    );
+    assert!(head.starts_with("http/2 200"), "{head}");
+    let (head, body) = curl(&gate, &[], "/apis");
     assert!(
         body.contains("\"kind\":\"APIGroupList\"") && body.contains("coordination.k8s.io"),
         "{body}"
     );
+    assert!(head.contains("cache-control: no-cache, private"), "{head}");
 
     // OpenAPI v3: the index advertises hashed URLs that are immutable; ETags revalidate.
     let (_, body) = curl(&gate, &[], "/openapi/v3");
