@@ -423,20 +423,29 @@ impl Registry {
                 ReadAt::NotOlderThan(r) | ReadAt::Exact(r) => r,
                 _ => self.cacher.revision(),
             };
+            // kube answers 200 and sends one ERROR event with the Status: 410 for a revision
+            // the cache no longer reaches back to, 504 (ResourceVersionTooLarge) for one it
+            // has not reached within a few seconds.
+            let refused = |error: ApiError| {
+                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                let _ = tx.try_send(encoder.error(&error));
+                Ok(ApiResponse::Watch(WatchStream {
+                    content_type: encoder.content_type(),
+                    headers: Vec::new(),
+                    frames: rx,
+                }))
+            };
+            if from > self.cacher.revision() {
+                if let Err(error) = self.prepare_read(ReadAt::NotOlderThan(from)).await {
+                    return refused(error);
+                }
+            }
             match self.cacher.watch(&prefix, from) {
                 Ok(w) => (Vec::new(), from, w),
                 Err(crate::storage::StoreError::Compacted { requested, oldest }) => {
-                    // kube answers 200 and sends one ERROR event with a 410 Status.
-                    let error = ApiError::resource_expired(format!(
+                    return refused(ApiError::resource_expired(format!(
                         "too old resource version: {requested} ({oldest})"
-                    ));
-                    let (tx, rx) = tokio::sync::mpsc::channel(1);
-                    let _ = tx.try_send(encoder.error(&error));
-                    return Ok(ApiResponse::Watch(WatchStream {
-                        content_type: encoder.content_type(),
-                        headers: Vec::new(),
-                        frames: rx,
-                    }));
+                    )));
                 }
                 Err(e) => return Err(store_error(e)),
             }

@@ -712,6 +712,40 @@ async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
 }
 
 #[tokio::test]
+async fn a_watch_from_a_revision_not_reached_ends_with_kubes_too_large_error() {
+    let f = fixture().await;
+    let (_, created) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let ahead = rv(&created) + 1_000;
+    let response = f
+        .registry
+        .handle(request(
+            "GET",
+            &format!("{CMS}?watch=1&resourceVersion={ahead}"),
+            None,
+            "application/json",
+        ))
+        .await;
+    // kube waits a few seconds for the cache, then sends one ERROR event and ends.
+    let mut w = match response {
+        ApiResponse::Watch(w) => w,
+        ApiResponse::Body(b) => panic!("expected a watch, got {}", b.status),
+    };
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(10), w.frames.recv())
+        .await
+        .expect("an event within the wait")
+        .expect("a frame");
+    let event: Value = serde_json::from_slice(&frame).unwrap();
+    assert_eq!(event["type"], "ERROR", "{event}");
+    assert_eq!(event["object"]["code"], 504, "{event}");
+    assert_eq!(event["object"]["reason"], "Timeout", "{event}");
+    assert_eq!(
+        event["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge",
+        "{event}"
+    );
+    assert!(w.frames.recv().await.is_none(), "the watch did not end");
+}
+
+#[tokio::test]
 async fn cross_namespace_paths_only_list_and_watch() {
     let f = fixture().await;
     call(&f, "POST", CMS, Some(cm("keep", json!({})))).await;
