@@ -129,11 +129,10 @@ pub async fn resolve(
     }
 }
 
-/// The Service port an APIService names: its name and target port.
+/// The Service port an APIService names: endpoints are matched to it by its name.
 #[derive(Debug)]
 struct ServicePort {
     name: String,
-    target_port: Option<u16>,
 }
 
 fn find_service_port(service: &Value, port: u16) -> Option<ServicePort> {
@@ -148,10 +147,6 @@ fn find_service_port(service: &Value, port: u16) -> Option<ServicePort> {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),
-            target_port: p
-                .get("targetPort")
-                .and_then(Value::as_u64)
-                .and_then(|t| u16::try_from(t).ok()),
         })
 }
 
@@ -237,8 +232,10 @@ fn ready_endpoints(
             .flatten()
             .find(|p| p.get("name").and_then(Value::as_str).unwrap_or("") == port.name)
             .and_then(|p| p.get("port").and_then(Value::as_u64))
-            .and_then(|p| u16::try_from(p).ok())
-            .or(port.target_port);
+            .and_then(|p| u16::try_from(p).ok());
+        // As kube's ResolveEndpoint: only a port named as the Service's counts; a subset
+        // without one has no address for this Service port (the Service's targetPort is not
+        // a promise that anything listens there).
         let Some(number) = number else {
             continue;
         };
@@ -393,6 +390,17 @@ mod tests {
         let err = resolve(&service_target(), &objects, Resolution::Endpoints)
             .await
             .expect_err("empty");
+        assert_eq!(err.reason, "MissingEndpoints");
+        // A subset whose port is not the Service port's name offers nothing for it, not even
+        // on the Service's targetPort (8443).
+        objects.endpoints.insert(
+            "wardle/api".into(),
+            json!({"subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                                "ports": [{"port": 9443}]}]}),
+        );
+        let err = resolve(&service_target(), &objects, Resolution::Endpoints)
+            .await
+            .expect_err("no port named https");
         assert_eq!(err.reason, "MissingEndpoints");
     }
 
