@@ -1,8 +1,10 @@
 //! Background controllers that run beside the request path: the namespace controller, which
 //! empties a terminating namespace and then lets it go (kube-controller-manager's namespace
-//! controller, in-process), and [`event_ttl`], which expires Events on the embedded store.
+//! controller, in-process), [`event_ttl`], which expires Events on the embedded store, and
+//! [`upkeep`], which keeps the start-up configuration kubegate writes in place.
 
 pub mod event_ttl;
+pub mod upkeep;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -464,6 +464,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
         registry.clone(),
         stop_rx.clone(),
     ));
+    background.spawn(crate::controllers::upkeep::run(
+        registry.clone(),
+        authentication_info,
+        stop_rx.clone(),
+    ));
     background.spawn(controller::run(
         registry.clone(),
         aggregator.clone(),

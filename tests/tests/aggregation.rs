@@ -1039,3 +1039,60 @@ fn a_backend_without_a_group_list_is_discovered_from_its_group_version() {
         "the group-version never became Current from its legacy list"
     );
 }
+
+#[test]
+fn the_extension_authentication_configmap_is_restored_when_edited_or_deleted() {
+    let gate = Kubegate::start();
+    let data = || -> Option<Value> {
+        let out = gate.kubectl(&[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "extension-apiserver-authentication",
+            "-o",
+            "json",
+        ]);
+        out.status.success().then(|| {
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()["data"].clone()
+        })
+    };
+    let published = data().expect("published at start");
+    assert!(
+        published["client-ca-file"]
+            .as_str()
+            .is_some_and(|ca| ca.contains("BEGIN CERTIFICATE")),
+        "{published}"
+    );
+    assert_eq!(
+        published["requestheader-allowed-names"],
+        json!("[\"front-proxy-client\"]")
+    );
+    // Edited: kubegate writes its trust back.
+    gate.ok(&[
+        "-n",
+        "kube-system",
+        "patch",
+        "configmap",
+        "extension-apiserver-authentication",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"requestheader-allowed-names":"[\"mallory\"]"}}"#,
+    ]);
+    let restored = eventually(Duration::from_secs(10), || {
+        data().as_ref() == Some(&published)
+    });
+    assert!(restored, "the edit stayed: {:?}", data());
+    // Deleted: published again, so an extension server starting now still finds it.
+    gate.ok(&[
+        "-n",
+        "kube-system",
+        "delete",
+        "configmap",
+        "extension-apiserver-authentication",
+    ]);
+    let back = eventually(Duration::from_secs(10), || {
+        data().as_ref() == Some(&published)
+    });
+    assert!(back, "the ConfigMap did not come back: {:?}", data());
+}

@@ -539,9 +539,9 @@ fn names(objects: &[Value]) -> BTreeSet<String> {
 }
 
 /// Reconciles the APF bootstrap configuration as kube-apiserver's
-/// `priority-and-fairness-config-producer` post-start hook does once: suggested priority
-/// levels and flow schemas, then the mandatory ones, then removal of dangling bootstrap
-/// objects.
+/// `priority-and-fairness-config-producer` post-start hook does, at start and then every
+/// minute (the gateway's upkeep controller): suggested priority levels and flow schemas, then
+/// the mandatory ones, then removal of dangling bootstrap objects.
 pub async fn ensure_bootstrap_configuration(registry: &Registry) -> Result<(), String> {
     let levels = &*def(registry, "prioritylevelconfigurations")?;
     let schemas = &*def(registry, "flowschemas")?;

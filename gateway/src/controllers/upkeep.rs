@@ -1,0 +1,71 @@
+//! Keeps what kubegate writes at start in place afterwards, as kube-apiserver's controllers
+//! do: the APF bootstrap configuration, ensured again every minute (kube's
+//! `priority-and-fairness-config-producer` hook re-runs its ensurer every minute), and
+//! `kube-system/extension-apiserver-authentication`, published again whenever it changes or
+//! is deleted and on a resync (kube's ClusterAuthenticationTrustController), so an extension
+//! server that starts later still finds the trust it needs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubegate_backends::registry::Registry;
+
+use crate::aggregator::controller::{publish_authentication_configmap, AuthenticationInfo};
+
+/// How often both are reconciled when nothing changed (kube: every minute).
+const RESYNC: Duration = Duration::from_secs(60);
+/// After a change, how long to wait for more before writing (a burst is one write).
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// The ConfigMap extension API servers read their delegated authentication from.
+const AUTHENTICATION_CONFIGMAP: (&str, &str) =
+    ("kube-system", "extension-apiserver-authentication");
+
+/// Runs until `stop` resolves.
+pub async fn run(
+    registry: Arc<Registry>,
+    authentication: AuthenticationInfo,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let key = registry
+        .find("", "configmaps")
+        .map(|def| def.key(AUTHENTICATION_CONFIGMAP.0, AUTHENTICATION_CONFIGMAP.1));
+    let mut resync = tokio::time::interval(RESYNC);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is immediate: the start-up pass has just run.
+    resync.tick().await;
+    loop {
+        let mut watcher = key.as_deref().and_then(|key| {
+            registry
+                .cacher()
+                .watch(key, registry.cacher().revision())
+                .ok()
+        });
+        let configmap_changed = async {
+            match watcher.as_mut() {
+                Some(watcher) => watcher.next().await.is_some(),
+                None => std::future::pending().await,
+            }
+        };
+        let full = tokio::select! {
+            _ = resync.tick() => true,
+            _ = configmap_changed => false,
+            _ = stop.changed() => return,
+        };
+        if full {
+            if let Err(e) =
+                kubegate_backends::core::flowcontrol_bootstrap::ensure_bootstrap_configuration(
+                    &registry,
+                )
+                .await
+            {
+                tracing::warn!(error = %e, "APF bootstrap configuration");
+            }
+        } else {
+            tokio::time::sleep(SETTLE).await;
+        }
+        if let Err(e) = publish_authentication_configmap(&registry, &authentication).await {
+            tracing::warn!(error = %e, "extension-apiserver-authentication");
+        }
+    }
+}
