@@ -166,6 +166,19 @@ fn fronting_a_cluster_with_impersonation() {
         resources(&front)
     );
 
+    // Merged OpenAPI has the cluster's core group too: kubectl explain works through the front.
+    let explained = eventually(Duration::from_secs(10), || {
+        let out = front.kubectl_fresh(&["explain", "configmaps.data"]);
+        out.status.success() && stdout(&out).contains("FIELD: data")
+    });
+    assert!(
+        explained,
+        "kubectl explain configmaps through the front: {}",
+        stderr(&front.kubectl_fresh(&["explain", "configmaps.data"]))
+    );
+    let (code, _) = front.curl("GET", "/openapi/v3/api/v1", &[], None);
+    assert_eq!(code, 200, "the core group's v3 document");
+
     // Objects written on either side are the same objects.
     cluster.ok(&["create", "namespace", "only-on-cluster"]);
     assert_eq!(

@@ -313,6 +313,9 @@ fn is_group_version_key(key: &str) -> bool {
         (Some("apis"), Some(group), Some(version), None) => {
             is_dns_subdomain(group) && is_dns_label(version)
         }
+        // The core group's version (`api/v1`): a delegate cluster serves it when kubegate's
+        // own core group is switched off.
+        (Some("api"), Some(version), None, None) => is_dns_label(version),
         _ => false,
     }
 }
@@ -695,8 +698,15 @@ fn merge_specs(dest: &mut Sections<'_>, mut source: Spec, remote: &str) -> bool 
 /// local as in v3.
 fn owned_path_prefixes(local: &LocalOpenApi, remote: &RemoteOpenApi) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
-    if let Some((version, group)) = remote.name.split_once('.') {
-        keys.insert(format!("apis/{group}/{version}"));
+    // `<version>.<group>`; the core group's APIService is `<version>.` (an empty group).
+    match remote.name.split_once('.') {
+        Some((version, "")) => {
+            keys.insert(format!("api/{version}"));
+        }
+        Some((version, group)) => {
+            keys.insert(format!("apis/{group}/{version}"));
+        }
+        None => {}
     }
     keys.extend(remote.v3.iter().map(|(key, _)| key.clone()));
     keys.into_iter()
@@ -1790,6 +1800,38 @@ mod tests {
         }
     }
 
+    /// A delegate cluster's core group (kubegate's own switched off) is merged like any other
+    /// group-version: its v3 document and its `/api/v1/` Swagger paths.
+    #[test]
+    fn a_remote_core_group_is_merged_when_not_served_locally() {
+        let mut resources = served_resources();
+        resources.retain(|r| !r.group.is_empty());
+        let local = LocalOpenApi::build(&resources);
+        assert!(!local.has_v3("api/v1"));
+        let core_v3 = flunder_v3("A core document.");
+        let mut v2 = wardle_v2(&local, "A Flunder.");
+        v2["paths"] = json!({ "/api/v1/namespaces/{namespace}/widgets": { "get": { "responses": {
+            "200": { "description": "OK", "schema": { "$ref": format!("#/definitions/{FLUNDER}") } } } } } });
+        let core = RemoteOpenApi {
+            name: "v1.".into(),
+            v3: vec![("api/v1".into(), core_v3.clone())],
+            v2: Some(Arc::new(v2)),
+        };
+        let api = OpenApi::merge(&local, &[core]);
+        assert_eq!(api.v3_group_version("api/v1").expect("api/v1").0, &core_v3);
+        let index = parse(api.v3_index().0);
+        assert!(index["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("/openapi/v3/api/v1?hash=")));
+        let v2 = parse(api.v2().0);
+        assert!(
+            v2["paths"]
+                .get("/api/v1/namespaces/{namespace}/widgets")
+                .is_some(),
+            "the core group's Swagger paths were not merged"
+        );
+    }
+
     /// `merged` reuses the local documents only while the resources are the same.
     #[test]
     fn merged_follows_the_local_resources() {
@@ -1816,11 +1858,15 @@ mod tests {
 
     #[test]
     fn group_version_keys() {
-        for key in [WARDLE, "apis/metrics.k8s.io/v1beta1", "apis/a/v1"] {
+        for key in [WARDLE, "apis/metrics.k8s.io/v1beta1", "apis/a/v1", "api/v1"] {
             assert!(is_group_version_key(key), "{key}");
         }
         for key in [
-            "api/v1",
+            "api",
+            "api/",
+            "api/v1/",
+            "api/V1",
+            "api/core/v1",
             "apis/wardle.example.com",
             "apis//v1",
             "apis/wardle.example.com/",
