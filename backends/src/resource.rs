@@ -224,6 +224,13 @@ pub trait Strategy: Send + Sync {
     fn table_cells(&self, _object: &Value) -> Vec<Value> {
         Vec::new()
     }
+
+    /// Where an object's row goes in a list's Table, for kinds whose kube printer sorts its
+    /// rows (FlowSchemas: by matching precedence, then name); `None` keeps the list's order.
+    /// Only the Table changes: a JSON list keeps the storage order, as in kube.
+    fn table_sort_key(&self, _object: &Value) -> Option<(i64, String)> {
+        None
+    }
 }
 
 /// A strategy with no type-specific behaviour.

@@ -181,6 +181,21 @@ fn flowcontrol_objects_are_served_like_kube() {
         without_age(&exempt, 4),
         ["exempt", "exempt", "1", "<none>", "False"]
     );
+    // As kube's printer: in the order they are matched, by precedence, then name.
+    let order: Vec<&str> = schemas
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(order.first(), Some(&"exempt"), "{schemas}");
+    assert_eq!(order.get(1), Some(&"probes"), "{schemas}");
+    assert_eq!(order.last(), Some(&"catch-all"), "{schemas}");
+    let precedences: Vec<i64> = schemas
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse().ok())
+        .collect();
+    assert!(precedences.windows(2).all(|w| w[0] <= w[1]), "{schemas}");
     let (_, global) = table_row(&schemas, "global-default");
     assert_eq!(
         without_age(&global, 4),

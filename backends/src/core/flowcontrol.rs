@@ -195,6 +195,15 @@ impl Strategy for FlowSchemaStrategy {
             json!(missing),
         ]
     }
+
+    /// kube's FlowSchema printer lists them in the order they are matched
+    /// (`FlowSchemaSequence`: matching precedence, then name).
+    fn table_sort_key(&self, object: &Value) -> Option<(i64, String)> {
+        Some((
+            int_at(object, "/spec/matchingPrecedence"),
+            str_at(object, "/metadata/name").to_string(),
+        ))
+    }
 }
 
 /// kube's `priorityLevelConfigurationStrategy` and its status strategy.

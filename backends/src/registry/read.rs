@@ -331,13 +331,16 @@ impl Registry {
             remaining,
         };
         if output.as_table {
-            let rows = selected
+            let mut keyed = selected
                 .iter()
                 .map(|o| {
                     let object: Value = super::client_value(def, &o.bytes)?;
-                    Ok(encode::table_row(def, object))
+                    let key = def.strategy.table_sort_key(&object);
+                    Ok((key, encode::table_row(def, object)))
                 })
                 .collect::<ApiResult<Vec<_>>>()?;
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            let rows = keyed.into_iter().map(|(_, row)| row).collect();
             let body = table::table(
                 &def.columns,
                 rows,
