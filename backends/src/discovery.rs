@@ -112,8 +112,16 @@ impl Discovery {
     /// of this server (including a remote group-version's APIResourceList, which the gateway
     /// proxies).
     pub fn select(&self, path: &str, accept: Option<&str>) -> Option<DiscoveryDoc<'_>> {
+        // kube serves aggregated discovery on `/api` and `/apis` exactly; with a trailing `/`
+        // the path reaches the legacy handler only.
+        let exact = path.split('?').next().unwrap_or_default();
         let path = normalize_path(path);
-        if let Some((v2, v2beta1)) = self.aggregated.get(path) {
+        let aggregated = if exact == path {
+            self.aggregated.get(path)
+        } else {
+            None
+        };
+        if let Some((v2, v2beta1)) = aggregated {
             match accept.and_then(negotiate) {
                 Some(Aggregated::V2) => {
                     return Some(DiscoveryDoc {

@@ -397,7 +397,12 @@ fn accept_selects_aggregated_documents() {
         assert_eq!(doc.content_type, CONTENT_TYPE_JSON, "{accept:?}");
         assert_eq!(parse(&doc)["kind"], "APIGroupList", "{accept:?}");
     }
-    // Only /api and /apis have an aggregated form.
+    // Only /api and /apis have an aggregated form; with a trailing `/` kube's legacy handler
+    // answers.
+    for path in ["/apis/", "/api/"] {
+        let doc = d.select(path, Some(ACCEPT_KUBECTL)).expect(path);
+        assert_eq!(doc.content_type, CONTENT_TYPE_JSON, "{path}");
+    }
     let list = d.select("/api/v1", Some(ACCEPT_KUBECTL)).expect("/api/v1");
     assert_eq!(list.content_type, CONTENT_TYPE_JSON);
     assert!(d.select("/apis/apps/v1", None).is_none());
