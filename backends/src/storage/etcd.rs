@@ -2,8 +2,11 @@
 //! kube-apiserver's `storage/etcd3` store does, so several kubegate replicas can share one
 //! cluster.
 //!
-//! - Keys: the store's keys appended to [`EtcdOptions::prefix`] (default `/registry`, kube's
-//!   layout: `/registry/<group>/<resource>/<namespace>/<name>`). Store keys start with `/`.
+//! - Keys: the store's keys appended to [`EtcdOptions::prefix`] (default `/registry`, as
+//!   kube's): `/registry/<group>/<resource>/<namespace>/<name>`, the core group as `core`.
+//!   kube-apiserver leaves the group out for most built-in resources
+//!   (`/registry/configmaps/...`), so the two do not read each other's objects from one etcd.
+//!   Store keys start with `/`.
 //! - Revisions: etcd's cluster-wide revision is the [`Revision`] (`resourceVersion`).
 //! - Writes are single transactions: create compares `create_revision == 0`, update and
 //!   delete compare `mod_revision == expected` (and that the key exists); a failed compare

@@ -1,5 +1,6 @@
-//! Storage: one trait ([`Store`]) over a revisioned key-value space laid out like
-//! kube-apiserver's etcd keys (`/<group>/<resource>/<namespace>/<name>`), with two engines
+//! Storage: one trait ([`Store`]) over a revisioned key-value space with keys
+//! `/<group>/<resource>/<namespace>/<name>` (kube-apiserver's etcd keys are shaped alike but
+//! leave the group out for most built-in resources), with two engines
 //! ([`embedded`]: one local file; [`etcd`]: an etcd v3 cluster that several replicas share)
 //! and a watch cache ([`cacher::Cacher`]) above either that serves GET, LIST and WATCH from
 //! memory. `conformance` (tests only) holds the suite both engines pass.
