@@ -1176,7 +1176,11 @@ async fn a_release_guard_counts_the_widest_seats_until_they_are_released() {
     admission.on_release(ReleaseGuard::new(gauge.clone(), 3));
     assert_eq!(gauge.get(), 3);
     drop(admission);
-    assert_eq!(gauge.get(), 3, "counted off before the final seats' latency passed");
+    assert_eq!(
+        gauge.get(),
+        3,
+        "counted off before the final seats' latency passed"
+    );
     sleep(Duration::from_millis(6)).await;
     assert_eq!(gauge.get(), 0);
     assert_eq!(level(&fc.snapshot(), "work").seats_in_use, 0);
