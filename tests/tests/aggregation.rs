@@ -1068,7 +1068,8 @@ fn the_extension_authentication_configmap_is_restored_when_edited_or_deleted() {
         published["requestheader-allowed-names"],
         json!("[\"front-proxy-client\"]")
     );
-    // Edited: kubegate writes its trust back.
+    // Edited: kubegate adds back what it needs. As kube's trust controller, it combines what
+    // is stored with its own (another server's names and CAs stay), never replaces it.
     gate.ok(&[
         "-n",
         "kube-system",
@@ -1077,12 +1078,15 @@ fn the_extension_authentication_configmap_is_restored_when_edited_or_deleted() {
         "extension-apiserver-authentication",
         "--type=merge",
         "-p",
-        r#"{"data":{"requestheader-allowed-names":"[\"mallory\"]"}}"#,
+        r#"{"data":{"requestheader-allowed-names":"[\"other-proxy\"]"}}"#,
     ]);
     let restored = eventually(Duration::from_secs(10), || {
-        data().as_ref() == Some(&published)
+        data().is_some_and(|d| {
+            d["requestheader-allowed-names"] == json!("[\"other-proxy\",\"front-proxy-client\"]")
+                && d["client-ca-file"] == published["client-ca-file"]
+        })
     });
-    assert!(restored, "the edit stayed: {:?}", data());
+    assert!(restored, "kubegate's name was not added back: {:?}", data());
     // Deleted: published again, so an extension server starting now still finds it.
     gate.ok(&[
         "-n",

@@ -168,12 +168,18 @@ pub async fn publish_authentication_configmap(
             list(&rh.extra_headers_prefix),
         );
     }
-    let data = Value::Object(data);
     let name = "extension-apiserver-authentication";
     let current = registry
         .cacher()
         .get(&def.key("kube-system", name))
         .and_then(|c| serde_json::from_slice::<Value>(&c.bytes).ok());
+    // As kube's ClusterAuthenticationTrustController: what is stored is combined with what
+    // this server needs, never replaced, so servers (replicas, or kube-apiserver on a shared
+    // store) with different CAs converge on the union instead of overwriting each other.
+    let data = match current.as_ref().and_then(|c| c.get("data")) {
+        Some(stored) => combine_authentication_data(stored, &data),
+        None => Value::Object(data),
+    };
     match current {
         None => registry
             .create_internal(
@@ -199,6 +205,64 @@ pub async fn publish_authentication_configmap(
             .map(|_| ())
             .map_err(|e| format!("updating ConfigMap kube-system/{name}: {}", e.message)),
     }
+}
+
+/// The union of a stored `extension-apiserver-authentication` and this server's `ours`: CA
+/// bundles keep every certificate either has (each once), the JSON-array lists every entry
+/// either has (stored order first); any other key the stored one has is kept.
+fn combine_authentication_data(stored: &Value, ours: &serde_json::Map<String, Value>) -> Value {
+    let mut combined = stored.as_object().cloned().unwrap_or_default();
+    for (key, value) in ours {
+        let ours = value.as_str().unwrap_or_default();
+        let theirs = combined
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let merged = if key.ends_with("-file") {
+            union_pem(theirs, ours)
+        } else {
+            union_json_list(theirs, ours)
+        };
+        combined.insert(key.clone(), json!(merged));
+    }
+    Value::Object(combined)
+}
+
+/// The certificates of two PEM bundles, each once, `theirs` first.
+fn union_pem(theirs: &str, ours: &str) -> String {
+    let mut blocks: Vec<String> = Vec::new();
+    for bundle in [theirs, ours] {
+        let mut rest = bundle;
+        while let Some(start) = rest.find("-----BEGIN CERTIFICATE-----") {
+            const END: &str = "-----END CERTIFICATE-----";
+            let Some(end) = rest[start..].find(END) else {
+                break;
+            };
+            let block = rest[start..start + end + END.len()].to_string();
+            if !blocks.contains(&block) {
+                blocks.push(block);
+            }
+            rest = &rest[start + end + END.len()..];
+        }
+    }
+    let mut text = blocks.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text
+}
+
+/// Two JSON string arrays as one, each entry once, `theirs` first (an unreadable one counts
+/// as empty).
+fn union_json_list(theirs: &str, ours: &str) -> String {
+    let parse = |s: &str| serde_json::from_str::<Vec<String>>(s).unwrap_or_default();
+    let mut list = parse(theirs);
+    for entry in parse(ours) {
+        if !list.contains(&entry) {
+            list.push(entry);
+        }
+    }
+    serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
 }
 
 /// Storage prefixes whose changes can change the table.
@@ -332,5 +396,49 @@ async fn next_change(watchers: &mut [CacheWatcher]) -> bool {
 fn drain(watchers: &mut [CacheWatcher]) {
     for watcher in watchers.iter_mut() {
         while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(watcher.next()) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----";
+    const B: &str = "-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----";
+
+    #[test]
+    fn the_authentication_configmap_is_combined_as_kube_combines_it() {
+        let stored = json!({
+            "client-ca-file": format!("{A}\n"),
+            "requestheader-allowed-names": "[\"other-proxy\"]",
+            "requestheader-username-headers": "not json",
+            "kept-key": "x",
+        });
+        let mut ours = serde_json::Map::new();
+        ours.insert("client-ca-file".into(), json!(format!("{B}\n{A}\n")));
+        ours.insert(
+            "requestheader-allowed-names".into(),
+            json!("[\"front-proxy-client\",\"other-proxy\"]"),
+        );
+        ours.insert(
+            "requestheader-username-headers".into(),
+            json!("[\"X-Remote-User\"]"),
+        );
+        let combined = combine_authentication_data(&stored, &ours);
+        // Every certificate once, the stored ones first.
+        assert_eq!(combined["client-ca-file"], json!(format!("{A}\n{B}\n")));
+        assert_eq!(
+            combined["requestheader-allowed-names"],
+            json!("[\"other-proxy\",\"front-proxy-client\"]")
+        );
+        // An unreadable stored list counts as empty.
+        assert_eq!(
+            combined["requestheader-username-headers"],
+            json!("[\"X-Remote-User\"]")
+        );
+        assert_eq!(combined["kept-key"], "x");
+        // Combining again changes nothing: two servers converge instead of taking turns.
+        let again = combine_authentication_data(&combined, &ours);
+        assert_eq!(again, combined);
     }
 }
