@@ -176,10 +176,14 @@ pub async fn publish_authentication_configmap(
     // As kube's ClusterAuthenticationTrustController: what is stored is combined with what
     // this server needs, never replaced, so servers (replicas, or kube-apiserver on a shared
     // store) with different CAs converge on the union instead of overwriting each other.
-    let data = match current.as_ref().and_then(|c| c.get("data")) {
-        Some(stored) => combine_authentication_data(stored, &data),
-        None => Value::Object(data),
-    };
+    // A first write is combined with nothing, so it is already in the combined form and a
+    // later resync finds nothing to change.
+    let empty = json!({});
+    let stored = current
+        .as_ref()
+        .and_then(|c| c.get("data"))
+        .unwrap_or(&empty);
+    let data = combine_authentication_data(stored, &data);
     match current {
         None => registry
             .create_internal(
@@ -437,6 +441,9 @@ mod tests {
             json!("[\"X-Remote-User\"]")
         );
         assert_eq!(combined["kept-key"], "x");
+        // A first write (nothing stored) is in the same form a resync produces.
+        let first = combine_authentication_data(&json!({}), &ours);
+        assert_eq!(combine_authentication_data(&first, &ours), first);
         // Combining again changes nothing: two servers converge instead of taking turns.
         let again = combine_authentication_data(&combined, &ours);
         assert_eq!(again, combined);
