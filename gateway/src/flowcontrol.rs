@@ -71,6 +71,7 @@ impl PfHeaders {
             (PRIORITY_LEVEL_UID_HEADER, &self.priority_level_uid),
         ]
     }
+
     /// Puts the two headers on a proxied backend's response ahead of the backend's own, as
     /// kube-aggregator's answer has them: its filter sets them before the proxy copies the
     /// backend's headers, which adds to them. A client reading one value reads kubegate's.

@@ -284,12 +284,10 @@ impl Gateway {
         }
 
         // 6. flow control, on the (impersonated) user, before authorization as in kube. What
-        // is long-running is decided by the request's verb and subresource alone, as kube's
-        // check does: an `Upgrade` header a client adds to any request must not take it past
-        // flow control.
-        // An upgrade is honoured for long-running requests only (exec, attach, port-forward,
-        // proxy, watch): kube's timeout filter keeps any other request from switching
-        // protocols.
+        // is long-running is decided by verb and subresource alone, as kube's check does, so
+        // an `Upgrade` header cannot take a request past flow control or its timeout; an
+        // upgrade is honoured for long-running requests only (exec, attach, port-forward,
+        // proxy, watch), as kube's timeout filter keeps any other from switching protocols.
         let upgrade = info.long_running && is_upgrade(session.req_header());
         let own_timeout = (!info.long_running).then(|| timeout_param(&query, self.request_timeout));
         let memo = tls_connection(session).map(|c| &c.classification_memo);

@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 
 const APISERVICE: &str = "v1alpha1.wardle.example.com";
 
-/// kubegate with fast probes, and wardle trusting kubegate's generated front-proxy CA.
-fn start() -> (Kubegate, Wardle) {
+/// kubegate probing and refreshing its backends every second.
+fn fast_probing_gate() -> Kubegate {
     let config = tempfile::NamedTempFile::new().expect("config file");
     std::fs::write(
         config.path(),
@@ -24,7 +24,12 @@ fn start() -> (Kubegate, Wardle) {
     )
     .expect("write config");
     let config_path = config.path().to_string_lossy().to_string();
-    let gate = Kubegate::start_with(&["--config", &config_path]);
+    Kubegate::start_with(&["--config", &config_path])
+}
+
+/// kubegate with fast probes, and wardle trusting kubegate's generated front-proxy CA.
+fn start() -> (Kubegate, Wardle) {
+    let gate = fast_probing_gate();
     let front_proxy_ca = gate.data_dir.join("pki").join("front-proxy-ca.crt");
     let wardle = Wardle::start(WardleOptions::new(front_proxy_ca));
     (gate, wardle)
@@ -999,14 +1004,7 @@ fn informational_answers_are_skipped_and_endless_ones_refused() {
 
 #[test]
 fn a_backend_without_a_group_list_is_discovered_from_its_group_version() {
-    let config = tempfile::NamedTempFile::new().expect("config file");
-    std::fs::write(
-        config.path(),
-        "aggregator:\n  availabilityCheckInterval: 1s\n  discoveryRefreshInterval: 1s\n  probeTimeout: 2s\n",
-    )
-    .expect("write config");
-    let config_path = config.path().to_string_lossy().to_string();
-    let gate = Kubegate::start_with(&["--config", &config_path]);
+    let gate = fast_probing_gate();
     let mut opts = WardleOptions::new(gate.data_dir.join("pki").join("front-proxy-ca.crt"));
     // /apis answers 404: as kube-aggregator, kubegate converts /apis/<group>/<version>.
     opts.group_list = false;

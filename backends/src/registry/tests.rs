@@ -82,6 +82,16 @@ fn cm(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"k": name}})
 }
 
+/// The names of a list's items, in order.
+fn names(v: &Value) -> Vec<String> {
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn rv(v: &Value) -> u64 {
     v["metadata"]["resourceVersion"]
         .as_str()
@@ -221,14 +231,6 @@ async fn a_limited_list_at_a_resource_version_reads_that_revision_exactly() {
     let (_, b) = call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
     let at = rv(&b);
     call(&f, "DELETE", &format!("{CMS}/a"), None).await;
-    let names = |v: &Value| -> Vec<String> {
-        v["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
-            .collect()
-    };
     // kube's legacy rule: with a limit and no resourceVersionMatch, the revision is exact.
     let (code, list) = call(
         &f,
@@ -272,14 +274,6 @@ async fn selectors_filter_lists() {
     )
     .await;
     call(&f, "POST", CMS, Some(cm("bare", json!({})))).await;
-    let names = |v: &Value| -> Vec<String> {
-        v["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
-            .collect()
-    };
     let (_, l) = call(&f, "GET", &format!("{CMS}?labelSelector=tier%3Dweb"), None).await;
     assert_eq!(names(&l), ["web"]);
     let (_, l) = call(

@@ -135,6 +135,10 @@ pub struct RequestHeaderInfo {
     pub extra_headers_prefix: Vec<String>,
 }
 
+/// Where kubegate publishes the trust extension API servers read: (namespace, name).
+pub const AUTHENTICATION_CONFIGMAP: (&str, &str) =
+    ("kube-system", "extension-apiserver-authentication");
+
 /// Creates or updates `kube-system/extension-apiserver-authentication`, with the keys and
 /// JSON-array encodings kube-apiserver's ClusterAuthenticationTrustController writes.
 pub async fn publish_authentication_configmap(
@@ -168,10 +172,10 @@ pub async fn publish_authentication_configmap(
             list(&rh.extra_headers_prefix),
         );
     }
-    let name = "extension-apiserver-authentication";
+    let (namespace, name) = AUTHENTICATION_CONFIGMAP;
     let current = registry
         .cacher()
-        .get(&def.key("kube-system", name))
+        .get(&def.key(namespace, name))
         .and_then(|c| serde_json::from_slice::<Value>(&c.bytes).ok());
     // As kube's ClusterAuthenticationTrustController: what is stored is combined with what
     // this server needs, never replaced, so servers (replicas, or kube-apiserver on a shared
@@ -191,23 +195,23 @@ pub async fn publish_authentication_configmap(
                 json!({
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
-                    "metadata": {"name": name, "namespace": "kube-system"},
+                    "metadata": {"name": name, "namespace": namespace},
                     "data": data,
                 }),
             )
             .await
             .map(|_| ())
-            .map_err(|e| format!("creating ConfigMap kube-system/{name}: {}", e.message)),
+            .map_err(|e| format!("creating ConfigMap {namespace}/{name}: {}", e.message)),
         Some(current) if current.get("data") == Some(&data) => Ok(()),
         Some(_) => registry
-            .update_internal(&def, "kube-system", name, |old| {
+            .update_internal(&def, namespace, name, |old| {
                 let mut object = old.clone();
                 object["data"] = data.clone();
                 Ok(object)
             })
             .await
             .map(|_| ())
-            .map_err(|e| format!("updating ConfigMap kube-system/{name}: {}", e.message)),
+            .map_err(|e| format!("updating ConfigMap {namespace}/{name}: {}", e.message)),
     }
 }
 

@@ -547,9 +547,8 @@ async fn fetch_at(
             serde_json::from_slice::<Value>(&body).ok()
         }
         Ok(_) => None,
-        Err(e) if e.could_not_connect || e.status == Some(503) || e.status.is_none() => {
-            return Err(e)
-        }
+        // No answer (no status), or 503.
+        Err(e) if matches!(e.status, None | Some(503)) => return Err(e),
         Err(_) => None,
     };
     let resources = if let Some(document) = aggregated {

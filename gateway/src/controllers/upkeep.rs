@@ -10,16 +10,14 @@ use std::time::Duration;
 
 use kubegate_backends::registry::Registry;
 
-use crate::aggregator::controller::{publish_authentication_configmap, AuthenticationInfo};
+use crate::aggregator::controller::{
+    publish_authentication_configmap, AuthenticationInfo, AUTHENTICATION_CONFIGMAP,
+};
 
 /// How often both are reconciled when nothing changed (kube: every minute).
 const RESYNC: Duration = Duration::from_secs(60);
 /// After a change, how long to wait for more before writing (a burst is one write).
 const SETTLE: Duration = Duration::from_millis(200);
-
-/// The ConfigMap extension API servers read their delegated authentication from.
-const AUTHENTICATION_CONFIGMAP: (&str, &str) =
-    ("kube-system", "extension-apiserver-authentication");
 
 /// Runs until `stop` resolves.
 pub async fn run(
