@@ -35,6 +35,7 @@
 
 mod compactor;
 mod lease;
+mod members;
 mod progress;
 mod single_flight;
 #[cfg(test)]
@@ -48,15 +49,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
-    KvClient, LeaseClient, PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchClient,
-    WatchOptions,
+    Certificate, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
+    PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use kubegate_config::EtcdConfig;
 use tokio::sync::watch as signal;
 
 use super::{KeyValue, ListResult, Revision, Store, StoreError, WatchReceiver};
 pub use lease::ExpiringPrefix;
+use members::{Member, Members};
 
 /// Keys read per range request while listing (the list stays one consistent snapshot).
 const LIST_PAGE: i64 = 1000;
@@ -142,8 +143,8 @@ impl From<&EtcdConfig> for EtcdOptions {
 
 /// The etcd [`Store`].
 pub struct EtcdStore {
-    kv: KvClient,
-    watch: WatchClient,
+    /// A client per member, and which members answer (see the `members` module).
+    members: Arc<Members>,
     /// The key prefix without a trailing `/`; every stored key is `root + store key`.
     root: String,
     endpoints: String,
@@ -230,17 +231,13 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
     if let Some(tls) = tls_options(options)? {
         connect = connect.with_tls(tls);
     }
-    let client = Client::connect(&options.endpoints, Some(connect))
+    let members = Members::connect(&options.endpoints, &connect, MAX_RECV_MESSAGE)
         .await
         .map_err(|e| StoreError::Unavailable(format!("etcd client for {endpoints}: {e}")))?;
+    let members = Arc::new(members);
     let (shutdown, shutdown_rx) = signal::channel(false);
     let store = Arc::new_cyclic(|me: &Weak<EtcdStore>| EtcdStore {
-        kv: client
-            .kv_client()
-            .max_decoding_message_size(MAX_RECV_MESSAGE),
-        watch: client
-            .watch_client()
-            .max_decoding_message_size(MAX_RECV_MESSAGE),
+        members: Arc::clone(&members),
         root: options.prefix.trim_end_matches('/').to_string(),
         endpoints,
         request_timeout: options.request_timeout,
@@ -249,14 +246,15 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
         revisions: revision_fetch(me.clone()),
         shutdown,
         compactor: Mutex::new(None),
-        leases: lease::Leases::new(client.lease_client(), options.expiring_prefixes.clone()),
+        leases: lease::Leases::new(options.expiring_prefixes.clone()),
     });
     // Fail fast on a wrong address, CA or certificate rather than at the first request.
     let revision = store.global_revision().await?;
     store.progress.saw(Some(revision), revision);
+    tokio::spawn(Arc::clone(&members).probe(store.root.as_bytes().to_vec(), shutdown_rx.clone()));
     if let Some((key, end)) = store.etcd_range("") {
         tokio::spawn(progress::run(
-            store.watch.clone(),
+            Arc::clone(&members),
             key,
             end,
             Arc::clone(&store.progress),
@@ -270,7 +268,7 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
     }
     if !options.compaction_interval.is_zero() {
         let handle = tokio::spawn(compactor::run(
-            store.kv.clone(),
+            Arc::clone(&members),
             options.compaction_interval,
             shutdown_rx,
         ));
@@ -318,6 +316,12 @@ fn key_after(key: &[u8]) -> Vec<u8> {
     next
 }
 
+/// Whether `op` (an operation name as the store's methods pass it) writes: a write cut off
+/// in flight may have been applied, so it is neither retried nor reported as not done.
+fn is_write(op: &str) -> bool {
+    matches!(op, "create" | "update" | "delete" | "compact")
+}
+
 /// Whether `e` says a member could not be reached. With `write`, only failures that happen
 /// before the request is sent count (retrying anything else could apply a write twice).
 fn is_unreachable(e: &etcd_client::Error, write: bool) -> bool {
@@ -325,14 +329,34 @@ fn is_unreachable(e: &etcd_client::Error, write: bool) -> bool {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
         etcd_client::Error::GRpcStatus(s) => {
             let m = s.message();
-            let not_sent = m.contains("tcp connect error")
-                || m.contains("error trying to connect")
-                || m.contains("Connection refused")
-                || m.contains("connection refused");
-            not_sent || (!write && is_connection_failure(i32::from(s.code()), m))
+            was_not_sent(m) || (!write && is_connection_failure(i32::from(s.code()), m))
         }
         _ => false,
     }
+}
+
+/// Whether an error message says the request never reached etcd's handling: no connection,
+/// or, with `require_leader`, a member without a leader refusing it up front ("etcdserver:
+/// no leader"). Such a write can safely go to another member.
+fn was_not_sent(message: &str) -> bool {
+    [
+        "tcp connect error",
+        "error trying to connect",
+        "Connection refused",
+        "connection refused",
+        "etcdserver: no leader",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
+/// Whether `e` is the member itself failing (no connection, or the connection lost), as
+/// opposed to etcd answering with an error such as "no leader": the member is then marked
+/// down until it answers a probe.
+fn is_member_failure(e: &etcd_client::Error) -> bool {
+    let answered =
+        matches!(e, etcd_client::Error::GRpcStatus(s) if s.message().starts_with("etcdserver:"));
+    !answered && is_unreachable(e, false)
 }
 
 /// Whether a status is the transport failing (a member went away) rather than etcd answering.
@@ -382,9 +406,17 @@ fn map_error(endpoints: &str, op: &str, e: etcd_client::Error) -> StoreError {
             let message = status.message();
             match i32::from(status.code()) {
                 grpc_code::UNAVAILABLE | grpc_code::DEADLINE_EXCEEDED
-                | grpc_code::CANCELLED | grpc_code::ABORTED => StoreError::Unavailable(
-                    format!("etcd {op} failed ({}): {message}", endpoints),
-                ),
+                | grpc_code::CANCELLED | grpc_code::ABORTED => StoreError::Unavailable(format!(
+                    "etcd {op} failed ({endpoints}): {message}{}",
+                    // Unless it was refused before being handled, a write may have reached
+                    // etcd ("request timed out" is etcd's own DEADLINE_EXCEEDED after
+                    // proposing), as with a timeout.
+                    if is_write(op) && !was_not_sent(message) {
+                        " (the write may or may not have been applied)"
+                    } else {
+                        ""
+                    }
+                )),
                 code if is_connection_failure(code, message) => StoreError::Unavailable(format!(
                     "etcd {op} failed: lost the connection to {endpoints}: {message}{}",
                     // A write cut off in flight may have reached etcd, as with a timeout.
@@ -487,37 +519,65 @@ impl EtcdStore {
         map_error(&self.endpoints, op, e)
     }
 
-    /// Runs one request with the request timeout (which also bounds waiting for a reachable
-    /// member: the client's balancer would otherwise wait for one indefinitely), retrying on
-    /// another member while the time lasts when a member cannot be reached. Writes are only
-    /// retried when the request cannot have been sent; reads on any unavailability.
+    /// Runs one request with the request timeout, retrying on another member while the time
+    /// lasts when a member cannot be reached or stops answering (see the `members` module).
+    /// Reads are retried on any such failure; writes only when they cannot have been sent,
+    /// and a write whose member stops answering fails at once, saying it may have applied.
     async fn call<T, F, Fut>(
         &self,
         op: &str,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<Result<T, etcd_client::Error>, StoreError>
     where
-        F: FnMut(KvClient) -> Fut,
+        F: FnMut(&Member) -> Fut,
         Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
     {
-        let write = matches!(op, "create" | "update" | "delete" | "compact");
+        Ok(self.call_on_member(op, attempt).await?.0)
+    }
+
+    /// [`EtcdStore::call`], also returning the member that answered (a watch stays on it).
+    async fn call_on_member<T, F, Fut>(
+        &self,
+        op: &str,
+        mut attempt: F,
+    ) -> Result<(Result<T, etcd_client::Error>, Arc<Member>), StoreError>
+    where
+        F: FnMut(&Member) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let write = is_write(op);
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         let mut backoff = RETRY_BACKOFF;
         loop {
-            let result = tokio::time::timeout_at(deadline, attempt(self.kv.clone()))
-                .await
-                .map_err(|_| self.timeout_error(op))?;
-            match result {
-                Err(e)
-                    if is_unreachable(&e, write)
-                        && tokio::time::Instant::now() + backoff < deadline =>
-                {
-                    tracing::debug!(op, error = %e, "etcd member unreachable; retrying");
+            let member = self.members.pick();
+            let went_down = member.went_down();
+            let result = tokio::select! {
+                result = tokio::time::timeout_at(deadline, attempt(&member)) => {
+                    result.map_err(|_| self.timeout_error(op))?
+                }
+                () = went_down => {
+                    if write {
+                        return Err(StoreError::Unavailable(format!(
+                            "etcd {op} failed: member {} stopped answering while the request was in flight (the write may or may not have been applied)",
+                            member.endpoint
+                        )));
+                    }
+                    tracing::debug!(op, member = %member.endpoint, "etcd member stopped answering; retrying on another");
+                    continue;
+                }
+            };
+            if let Err(e) = &result {
+                if is_member_failure(e) {
+                    member.mark_down(&e.to_string());
+                }
+                if is_unreachable(e, write) && tokio::time::Instant::now() + backoff < deadline {
+                    tracing::debug!(op, member = %member.endpoint, error = %e, "etcd member unreachable; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_RETRY_BACKOFF);
+                    continue;
                 }
-                other => return Ok(other),
             }
+            return Ok((result, member));
         }
     }
 
@@ -533,7 +593,7 @@ impl EtcdStore {
     }
 
     fn timeout_error(&self, op: &str) -> StoreError {
-        let outcome = if matches!(op, "create" | "update" | "delete") {
+        let outcome = if is_write(op) {
             " (the write may or may not have been applied)"
         } else {
             ""
@@ -560,8 +620,8 @@ impl EtcdStore {
             // The root key itself is never written (store keys add `/...`), so the watch
             // sees no events, only the compaction notice.
             let mut stream = self
-                .call("watch", |_| {
-                    let mut client = self.watch.clone();
+                .call("watch", |member| {
+                    let mut client = member.watch();
                     let key = self.root.as_bytes().to_vec();
                     async move {
                         client
@@ -602,8 +662,9 @@ impl EtcdStore {
     /// and tests.
     pub async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         match self
-            .call("compact", |mut kv| async move {
-                kv.compact(to_rev(revision), None).await
+            .call("compact", |member| {
+                let mut kv = member.kv();
+                async move { kv.compact(to_rev(revision), None).await }
             })
             .await?
         {
@@ -615,6 +676,12 @@ impl EtcdStore {
             }),
             Err(e) => Err(self.error("compact", e)),
         }
+    }
+
+    /// Each member's endpoint and whether it answers (its last probe passed), in the
+    /// configured order.
+    pub fn member_health(&self) -> Vec<(String, bool)> {
+        self.members.health()
     }
 
     /// The key prefix in etcd (without a trailing `/`).
@@ -636,8 +703,8 @@ impl EtcdStore {
         }
         let op = "list";
         match self
-            .call(op, |mut kv| {
-                let (from, options) = (from.clone(), options.clone());
+            .call(op, |member| {
+                let (mut kv, from, options) = (member.kv(), from.clone(), options.clone());
                 async move { kv.get(from, Some(options)).await }
             })
             .await?
@@ -671,8 +738,8 @@ impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
         let k = self.etcd_key(key)?;
         let mut resp = self
-            .call("get", |mut kv| {
-                let k = k.clone();
+            .call("get", |member| {
+                let (mut kv, k) = (member.kv(), k.clone());
                 async move { kv.get(k, None).await }
             })
             .await?
@@ -820,8 +887,8 @@ impl Store for EtcdStore {
             )])
             .or_else([TxnOp::get(k, None)]);
         let resp = self
-            .call("delete", |mut kv| {
-                let txn = txn.clone();
+            .call("delete", |member| {
+                let (mut kv, txn) = (member.kv(), txn.clone());
                 async move { kv.txn(txn).await }
             })
             .await?
@@ -885,15 +952,15 @@ impl EtcdStore {
             let lease = match self.leases.ttl_for(key) {
                 Some(ttl) => Some(
                     self.leases
-                        .lease(ttl, |client, seconds| self.grant(client, seconds))
+                        .lease(ttl, |seconds| self.grant(seconds))
                         .await?,
                 ),
                 None => None,
             };
             let txn = build(lease.map(|id| PutOptions::new().with_lease(id)));
             match self
-                .call(op, |mut kv| {
-                    let txn = txn.clone();
+                .call(op, |member| {
+                    let (mut kv, txn) = (member.kv(), txn.clone());
                     async move { kv.txn(txn).await }
                 })
                 .await?
@@ -974,13 +1041,9 @@ impl EtcdStore {
 
     /// Grants a lease of `seconds` (retried on another member like a read: an extra grant
     /// only leaves an unused lease that expires by itself).
-    async fn grant(
-        &self,
-        client: LeaseClient,
-        seconds: i64,
-    ) -> Result<etcd_client::LeaseGrantResponse, StoreError> {
-        self.call("lease grant", |_| {
-            let mut client = client.clone();
+    async fn grant(&self, seconds: i64) -> Result<etcd_client::LeaseGrantResponse, StoreError> {
+        self.call("lease grant", |member| {
+            let mut client = member.lease();
             async move { client.grant(seconds, None).await }
         })
         .await?
@@ -998,8 +1061,8 @@ impl EtcdStore {
     /// etcd's cluster-wide revision (writes outside the prefix count too).
     async fn global_revision(&self) -> Result<Revision, StoreError> {
         let resp = self
-            .call("read of the current revision", |mut kv| {
-                let root = self.root.as_bytes().to_vec();
+            .call("read of the current revision", |member| {
+                let (mut kv, root) = (member.kv(), self.root.as_bytes().to_vec());
                 async move {
                     kv.get(root, Some(GetOptions::new().with_count_only()))
                         .await

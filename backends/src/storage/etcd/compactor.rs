@@ -6,10 +6,12 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use etcd_client::{Compare, CompareOp, KvClient, Txn, TxnOp, TxnOpResponse};
 use tokio::sync::watch as signal;
 
-use super::is_compacted;
+use super::{is_compacted, Members};
 
 /// The key kube-apiserver's compactors coordinate on (outside any prefix on purpose: the
 /// history is the whole cluster's).
@@ -17,7 +19,7 @@ pub(super) const COMPACT_REV_KEY: &str = "compact_rev_key";
 
 /// Runs until `shutdown` turns true or its sender is dropped.
 pub(super) async fn run(
-    mut kv: KvClient,
+    members: Arc<Members>,
     interval: Duration,
     mut shutdown: signal::Receiver<bool>,
 ) {
@@ -35,7 +37,7 @@ pub(super) async fn run(
         }
         match tokio::time::timeout(
             interval.max(Duration::from_secs(10)),
-            step(&mut kv, version, revision),
+            step(&mut members.pick().kv(), version, revision),
         )
         .await
         {

@@ -13,7 +13,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use etcd_client::LeaseClient;
 use tokio::time::Instant;
 
 use super::StoreError;
@@ -47,7 +46,6 @@ struct Granted {
 
 /// Grants and reuses leases for the expiring prefixes.
 pub(super) struct Leases {
-    client: LeaseClient,
     prefixes: Vec<ExpiringPrefix>,
     /// The lease being reused, per TTL in seconds. An async mutex: concurrent writers wait for
     /// one grant instead of each asking etcd for a lease.
@@ -67,9 +65,8 @@ fn reuse_seconds(ttl: i64) -> i64 {
 }
 
 impl Leases {
-    pub(super) fn new(client: LeaseClient, prefixes: Vec<ExpiringPrefix>) -> Leases {
+    pub(super) fn new(prefixes: Vec<ExpiringPrefix>) -> Leases {
         Leases {
-            client,
             prefixes,
             granted: tokio::sync::Mutex::new(HashMap::new()),
         }
@@ -92,7 +89,7 @@ impl Leases {
     /// fits, else a new grant (`grant` runs the request, with the store's timeout and retries).
     pub(super) async fn lease<F, Fut>(&self, ttl: i64, grant: F) -> Result<i64, StoreError>
     where
-        F: FnOnce(LeaseClient, i64) -> Fut,
+        F: FnOnce(i64) -> Fut,
         Fut: std::future::Future<Output = Result<etcd_client::LeaseGrantResponse, StoreError>>,
     {
         let mut granted = self.granted.lock().await;
@@ -109,7 +106,7 @@ impl Leases {
             }
         }
         let requested = ttl + reuse;
-        let response = grant(self.client.clone(), requested).await?;
+        let response = grant(requested).await?;
         // etcd may raise a TTL below its minimum; it never grants less than asked.
         let lifetime = response.ttl().max(requested);
         granted.insert(

@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{WatchClient, WatchOptions};
+use etcd_client::WatchOptions;
 use tokio::sync::{watch as signal, Notify};
 
-use super::{from_rev, to_rev};
+use super::{from_rev, to_rev, Members};
 use crate::storage::{Revision, StoreError};
 
 /// How often a caller waiting in [`Progress::current`] asks again (etcd answers a progress
@@ -112,9 +112,9 @@ impl Progress {
 }
 
 /// Follows `[key, end)` from the tracker's complete revision until `shutdown`; reconnects
-/// with backoff after any failure.
+/// with backoff after any failure, or at once when its member stops answering.
 pub(super) async fn run(
-    client: WatchClient,
+    members: Arc<Members>,
     key: Vec<u8>,
     end: Vec<u8>,
     progress: Arc<Progress>,
@@ -129,7 +129,10 @@ pub(super) async fn run(
         let options = WatchOptions::new()
             .with_range(end.clone())
             .with_start_revision(to_rev(from));
-        let mut client = client.clone();
+        let member = members.pick();
+        let mut client = member.watch();
+        let went_down = member.went_down();
+        tokio::pin!(went_down);
         let opened = tokio::select! {
             _ = shutdown.changed() => return,
             opened = client.watch(key.clone(), Some(options)) => opened,
@@ -140,6 +143,10 @@ pub(super) async fn run(
                 loop {
                     let message = tokio::select! {
                         _ = shutdown.changed() => return,
+                        () = &mut went_down => {
+                            backoff = PROGRESS_RETRY;
+                            break;
+                        }
                         _ = progress.nudge.notified() => {
                             if requests.request_progress().await.is_err() {
                                 break;

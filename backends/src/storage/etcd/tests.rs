@@ -754,3 +754,236 @@ async fn keys_stored_without_a_lease_get_one_when_their_prefix_expires() {
     assert_eq!(deleted.key, "/core/events/ns/old");
     assert!(s.get("/configmaps/ns/c").await.unwrap().is_some());
 }
+
+/// Several `etcd` processes forming one cluster on loopback ports.
+struct TestCluster {
+    members: Vec<Child>,
+    endpoints: Vec<String>,
+    dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Starts `size` members and waits until the cluster answers.
+    async fn start(size: usize) -> TestCluster {
+        let bin = etcd_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members = Vec::new();
+        let mut endpoints = Vec::new();
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let endpoint = format!("http://127.0.0.1:{client}");
+            let log = std::fs::File::create(dir.path().join(format!("m{i}.log"))).unwrap();
+            let child = Command::new(&bin)
+                .arg(format!("--name=m{i}"))
+                .arg(format!(
+                    "--data-dir={}",
+                    dir.path().join(format!("m{i}")).display()
+                ))
+                .arg(format!("--listen-client-urls={endpoint}"))
+                .arg(format!("--advertise-client-urls={endpoint}"))
+                .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+                .arg(format!(
+                    "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
+                ))
+                .arg(format!("--initial-cluster={initial}"))
+                .arg("--initial-cluster-state=new")
+                .arg("--logger=zap")
+                .arg("--log-outputs=stderr")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap();
+            members.push(child);
+            endpoints.push(endpoint);
+        }
+        let cluster = TestCluster {
+            members,
+            endpoints,
+            dir,
+        };
+        let mut options = cluster.options();
+        options.request_timeout = Duration::from_millis(500);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(store) = connect(&options).await {
+                store.close().await;
+                return cluster;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let logs: String = (0..size)
+            .map(|i| std::fs::read_to_string(cluster.dir.path().join(format!("m{i}.log"))))
+            .filter_map(Result::ok)
+            .collect();
+        panic!("the etcd cluster did not start; logs:\n{logs}");
+    }
+
+    fn options(&self) -> EtcdOptions {
+        EtcdOptions {
+            compaction_interval: Duration::ZERO,
+            ..EtcdOptions::new(self.endpoints.clone())
+        }
+    }
+
+    /// Sends `signal` (`STOP` or `CONT`) to member `i`, by its pid.
+    fn signal(&self, i: usize, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.members[i].id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} member {i}");
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for child in &mut self.members {
+            // A stopped process dies of SIGKILL too; CONT first anyway so nothing lingers.
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(child.id().to_string())
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `store`'s view of member `i` until it is `up` (or 15 s pass).
+async fn wait_member(store: &EtcdStore, i: usize, up: bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while store.member_health()[i].1 != up {
+        assert!(
+            Instant::now() < deadline,
+            "member {i} never looked {}: {:?}",
+            if up { "up" } else { "down" },
+            store.member_health()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A member that hangs (SIGSTOP: its sockets still accept connections, so only a request
+/// that gets no answer tells) is left within a probe: reads in flight on it are retried on
+/// another member, the watch cache's watch moves to a member that answers, and once it is
+/// seen down every write and read goes elsewhere. Each member in turn, so the watch cache's
+/// watch and the leader are on the hung one at some point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_member_is_left_for_the_others() {
+    let cluster = TestCluster::start(3).await;
+    let options = EtcdOptions {
+        // Longer than gRPC keepalive's 40 s would be needed to notice otherwise: a request
+        // stuck on the hung member would fail this test rather than time out and pass.
+        request_timeout: Duration::from_secs(60),
+        ..cluster.options()
+    };
+    let s = connect(&options).await.unwrap();
+    let cacher = Cacher::start(s.clone() as Arc<dyn Store>, 100)
+        .await
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (s, stop) = (Arc::clone(&s), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut reads = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                let result = s.list("/hung/", None, 0, None).await;
+                if let Err(e) = result {
+                    return Err(format!("read {reads} failed: {e}"));
+                }
+                // A read waiting on the hung member is cut off when the member is seen down
+                // (a probe is 1 s apart and waits 2 s), not at the 60 s request timeout.
+                if started.elapsed() > Duration::from_secs(20) {
+                    return Err(format!("read {reads} took {:?}", started.elapsed()));
+                }
+                reads += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(reads)
+        })
+    };
+    for hung in 0..3 {
+        cluster.signal(hung, "STOP");
+        wait_member(&s, hung, false).await;
+        // A write that was in flight to the hung member may have failed; new ones go to the
+        // others once a leader is there (the hung one may have been it).
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let first = format!("/hung/{hung}/first");
+        while let Err(e) = s.create(&first, b("x")).await {
+            assert!(
+                matches!(e, StoreError::Unavailable(_) | StoreError::AlreadyExists(_)),
+                "{e:?}"
+            );
+            if matches!(e, StoreError::AlreadyExists(_)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no write succeeded: {e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for i in 0..10 {
+            let key = format!("/hung/{hung}/{i}");
+            let revision = s.create(&key, b("x")).await.unwrap();
+            assert_eq!(s.get(&key).await.unwrap().unwrap().mod_revision, revision);
+            // The watch cache sees it: its watch does not sit on the hung member.
+            cacher
+                .wait_for_revision(revision, Duration::from_secs(10))
+                .await
+                .unwrap();
+            assert!(cacher.get(&key).is_some());
+        }
+        cluster.signal(hung, "CONT");
+        wait_member(&s, hung, true).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reads = reader.await.unwrap().unwrap();
+    assert!(reads > 10, "{reads}");
+    let listed = s.list("/hung/", None, 0, None).await.unwrap();
+    assert_eq!(listed.items.len(), 33);
+}
+
+#[test]
+fn a_write_cut_off_in_flight_says_it_may_have_been_applied() {
+    let status = |code, message: &str| {
+        etcd_client::Error::GRpcStatus(tonic::Status::new(code, message.to_string()))
+    };
+    let message = |op: &str, e| match super::map_error("http://127.0.0.1:1", op, e) {
+        StoreError::Unavailable(m) => m,
+        other => panic!("expected Unavailable, got {other:?}"),
+    };
+    const MAY: &str = "may or may not have been applied";
+    for (code, text) in [
+        (
+            tonic::Code::Unavailable,
+            "error reading a body from connection",
+        ),
+        (
+            tonic::Code::DeadlineExceeded,
+            "etcdserver: request timed out",
+        ),
+        (tonic::Code::Cancelled, "operation was canceled"),
+    ] {
+        for op in ["create", "update", "delete"] {
+            assert!(message(op, status(code, text)).contains(MAY), "{op} {text}");
+        }
+        // A read is just retried or failed: nothing to say about its outcome.
+        assert!(!message("get", status(code, text)).contains(MAY));
+    }
+    // Refused before etcd handled it: certainly not applied.
+    for text in [
+        "etcdserver: no leader",
+        "tcp connect error: Connection refused",
+    ] {
+        let m = message("create", status(tonic::Code::Unavailable, text));
+        assert!(!m.contains(MAY), "{m}");
+        assert!(m.contains(text), "{m}");
+    }
+}

@@ -1,12 +1,16 @@
 //! Store watches on etcd: one etcd watch (from `after + 1`, with `prev_kv`) per store watch,
 //! created and checked for compaction before [`start`] returns, then forwarded event by event
-//! into a bounded channel by a task that ends the stream with an error on any failure.
+//! into a bounded channel by a task that ends the stream with an error on any failure, or
+//! when the member the watch runs on stops answering (its consumer re-watches from the last
+//! revision and lands on a member that answers).
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use etcd_client::{Event, EventType, WatchOptions, WatchStream};
 use tokio::sync::{mpsc, watch as signal};
 
-use super::{from_rev, key_after, map_error, strip_root, to_rev, EtcdStore};
+use super::{from_rev, key_after, map_error, strip_root, to_rev, EtcdStore, Member};
 use crate::storage::{EventKind, Revision, StoreError, StoreEvent, WatchReceiver};
 
 /// Events buffered per watch between the forwarding task and the consumer.
@@ -27,16 +31,19 @@ pub(super) async fn start(
     let options = options
         .with_start_revision(to_rev(start_revision))
         .with_prev_key();
-    let mut stream = store
-        .call("watch", |_| {
-            let (mut client, key, options) = (store.watch.clone(), key.clone(), options.clone());
+    let (opened, member) = store
+        .call_on_member("watch", |member| {
+            let (mut client, key, options) = (member.watch(), key.clone(), options.clone());
             async move { client.watch(key, Some(options)).await }
         })
-        .await?
-        .map_err(|e| store.error("watch", e))?;
-    let created = store
-        .timed("watch", stream.message())
-        .await?
+        .await?;
+    let mut stream = opened.map_err(|e| store.error("watch", e))?;
+    let went_down = member.went_down();
+    let created = tokio::select! {
+        created = store.timed("watch", stream.message()) => created?,
+        () = went_down => return Err(member_down(&member.endpoint, after)),
+    };
+    let created = created
         .map_err(|e| store.error("watch", e))?
         .ok_or_else(|| {
             StoreError::Unavailable(format!(
@@ -85,11 +92,18 @@ pub(super) async fn start(
         stream,
         tx,
         store.root.clone(),
-        store.endpoints.clone(),
+        member,
         after,
         shutdown,
     ));
     Ok(rx)
+}
+
+/// The error that ends a watch whose member stopped answering.
+fn member_down(endpoint: &str, last: Revision) -> StoreError {
+    StoreError::Unavailable(format!(
+        "etcd member {endpoint} stopped answering; the watch ends after revision {last} to resume on another member"
+    ))
 }
 
 /// Maps one etcd event to a store event.
@@ -127,20 +141,28 @@ fn store_event(root: &str, event: &Event) -> Result<StoreEvent, StoreError> {
 
 /// Forwards etcd's watch responses until the consumer goes, the store closes, or the etcd
 /// watch fails (then the last item is the error: `Compacted` when etcd compacted past the
-/// watch, `Unavailable` for a lost connection or a cancelled watch).
+/// watch, `Unavailable` for a lost connection, a cancelled watch or a member that stopped
+/// answering).
 async fn forward(
     mut stream: WatchStream,
     tx: mpsc::Sender<Result<StoreEvent, StoreError>>,
     root: String,
-    endpoints: String,
+    member: Arc<Member>,
     after: Revision,
     mut shutdown: signal::Receiver<bool>,
 ) {
+    let endpoints = &member.endpoint;
+    let went_down = member.went_down();
+    tokio::pin!(went_down);
     let mut last = after;
     loop {
         let message = tokio::select! {
             _ = tx.closed() => return,
             _ = shutdown.changed() => return,
+            () = &mut went_down => {
+                let _ = tx.send(Err(member_down(endpoints, last))).await;
+                return;
+            }
             message = stream.message() => message,
         };
         let response = match message {
@@ -154,7 +176,7 @@ async fn forward(
                 return;
             }
             Err(e) => {
-                let _ = tx.send(Err(map_error(&endpoints, "watch", e))).await;
+                let _ = tx.send(Err(map_error(endpoints, "watch", e))).await;
                 return;
             }
         };
