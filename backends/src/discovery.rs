@@ -24,7 +24,9 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256, Sha512};
 
+use crate::machinery::negotiation::{negotiate_output, parse_accept};
 use crate::resource::{ResourceDef, SubresourceDef};
+use crate::status::ApiResult;
 
 mod merge;
 mod priority;
@@ -110,8 +112,8 @@ impl Discovery {
     /// `/apis/<group>/<version>`, with or without a trailing `/`; a query string is ignored)
     /// given the request's `Accept` header; `None` for a path that is not a discovery document
     /// of this server (including a remote group-version's APIResourceList, which the gateway
-    /// proxies).
-    pub fn select(&self, path: &str, accept: Option<&str>) -> Option<DiscoveryDoc<'_>> {
+    /// proxies). A legacy document the `Accept` header does not allow is kube's 406.
+    pub fn respond(&self, path: &str, accept: Option<&str>) -> Option<ApiResult<DiscoveryDoc<'_>>> {
         // kube serves aggregated discovery on `/api` and `/apis` exactly; with a trailing `/`
         // the path reaches the legacy handler only.
         let exact = path.split('?').next().unwrap_or_default();
@@ -124,36 +126,50 @@ impl Discovery {
         if let Some((v2, v2beta1)) = aggregated {
             match accept.and_then(negotiate) {
                 Some(Aggregated::V2) => {
-                    return Some(DiscoveryDoc {
+                    return Some(Ok(DiscoveryDoc {
                         body: &v2.body,
                         content_type: CONTENT_TYPE_AGGREGATED_V2,
                         etag: &v2.etag,
-                    })
+                    }))
                 }
                 Some(Aggregated::V2Beta1) => {
-                    return Some(DiscoveryDoc {
+                    return Some(Ok(DiscoveryDoc {
                         body: &v2beta1.body,
                         content_type: CONTENT_TYPE_AGGREGATED_V2BETA1,
                         etag: &v2beta1.etag,
-                    })
+                    }))
                 }
                 None => {}
             }
         }
-        self.legacy.get(path).map(|d| DiscoveryDoc {
-            body: &d.body,
+        let legacy = self.legacy.get(path)?;
+        // kube writes legacy discovery through its negotiated serializers (JSON, YAML,
+        // protobuf; no conversions such as `as=Table`). kubegate answers all three with JSON,
+        // which every client decodes.
+        if let Err(e) = negotiate_output(accept, false) {
+            return Some(Err(e));
+        }
+        Some(Ok(DiscoveryDoc {
+            body: &legacy.body,
             content_type: CONTENT_TYPE_JSON,
-            etag: &d.etag,
-        })
+            etag: &legacy.etag,
+        }))
     }
 
-    /// Whether `path` (normalized as [`Self::select`] does) is a discovery document served
+    /// [`Self::respond`] for an `Accept` header known to be acceptable.
+    #[cfg(test)]
+    pub(crate) fn select(&self, path: &str, accept: Option<&str>) -> Option<DiscoveryDoc<'_>> {
+        self.respond(path, accept)
+            .map(|doc| doc.unwrap_or_else(|e| panic!("{path} with {accept:?}: {}", e.message)))
+    }
+
+    /// Whether `path` (normalized as [`Self::respond`] does) is a discovery document served
     /// here, whatever the `Accept` header; false for a remote group-version's path.
     pub fn serves_legacy(&self, path: &str) -> bool {
         self.legacy.contains_key(normalize_path(path))
     }
 
-    /// Every path [`Self::select`] answers, sorted.
+    /// Every path [`Self::respond`] answers, sorted.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.legacy.keys().map(String::as_str)
     }
@@ -176,69 +192,43 @@ fn group_version(group: &str, version: &str) -> String {
     }
 }
 
-/// Whether an `Accept` header asks for aggregated discovery, following kube's negotiation:
-/// clauses by decreasing `q` (stable otherwise), the first one the server can produce wins; a
-/// clause naming a conversion (`g`/`v`/`as`) other than `APIGroupDiscoveryList`, or carrying
-/// parameters kube does not know (`profile=nopeer` from newer clients), is skipped.
+/// Whether an `Accept` header asks for aggregated discovery, as kube's discovery wrapper
+/// negotiates it (`NegotiateMediaTypeOptions` with `DiscoveryEndpointRestrictions`): the
+/// first clause, in goautoneg's order, that names a media type the server encodes and
+/// converts to `apidiscovery.k8s.io` `APIGroupDiscoveryList` (`g`, `v`, `as`) wins. A clause
+/// without that conversion (plain `application/json`) does not stop the search, `q` only
+/// orders, and parameters kube does not use (`charset`, `profile`) are ignored. kube can
+/// answer a YAML or protobuf clause in that encoding; kubegate encodes aggregated discovery
+/// only as JSON, so it passes over those clauses.
 fn negotiate(accept: &str) -> Option<Aggregated> {
-    let mut clauses: Vec<(f32, usize, &str)> = Vec::new();
-    for (index, clause) in accept.split(',').enumerate() {
-        let q = clause
-            .split(';')
-            .skip(1)
-            .filter_map(|p| p.split_once('='))
-            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-            .and_then(|(_, v)| v.trim().parse::<f32>().ok())
-            .unwrap_or(1.0);
-        if q > 0.0 {
-            clauses.push((q, index, clause));
-        }
-    }
-    clauses.sort_by(|a, b| {
-        b.0.partial_cmp(&a.0)
-            .unwrap_or(Ordering::Equal)
-            .then(a.1.cmp(&b.1))
-    });
-
-    for (_, _, clause) in clauses {
-        let mut parts = clause.split(';');
-        let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
-        let (mut g, mut v, mut r#as) = (None, None, None);
-        let mut unknown = false;
-        for param in parts {
-            let Some((key, value)) = param.split_once('=') else {
-                continue;
-            };
-            let value = value.trim().trim_matches('"');
-            match key.trim().to_ascii_lowercase().as_str() {
-                "g" => g = Some(value),
-                "v" => v = Some(value),
-                "as" => r#as = Some(value),
-                "q" | "pretty" => {}
-                _ => unknown = true,
-            }
-        }
-        if unknown {
+    for clause in parse_accept(accept) {
+        let encodable = ["json", "yaml", "vnd.kubernetes.protobuf"]
+            .into_iter()
+            .find(|&subtype| {
+                (clause.type_ == "application"
+                    && (clause.subtype == subtype || clause.subtype == "*"))
+                    || (clause.type_ == "*" && clause.subtype == "*")
+            });
+        let Some(encoding) = encodable else {
+            continue;
+        };
+        // A streaming or server-version request is not something discovery offers.
+        let non_empty = |name| clause.param(name).is_some_and(|v| !v.is_empty());
+        if non_empty("stream") || non_empty("sv") {
             continue;
         }
-        let json_like = matches!(media.as_str(), "application/json" | "application/*" | "*/*");
-        if g.is_none() && v.is_none() && r#as.is_none() {
-            if json_like {
-                return None;
-            }
-            // yaml/protobuf: kube would encode legacy discovery in them; we answer JSON below.
-            continue;
-        }
-        if media != "application/json"
-            || g != Some("apidiscovery.k8s.io")
-            || r#as != Some("APIGroupDiscoveryList")
+        if clause.param("g") != Some("apidiscovery.k8s.io")
+            || clause.param("as") != Some("APIGroupDiscoveryList")
         {
             continue;
         }
-        match v {
-            Some("v2") => return Some(Aggregated::V2),
-            Some("v2beta1") => return Some(Aggregated::V2Beta1),
+        let version = match clause.param("v") {
+            Some("v2") => Aggregated::V2,
+            Some("v2beta1") => Aggregated::V2Beta1,
             _ => continue,
+        };
+        if encoding == "json" {
+            return Some(version);
         }
     }
     None

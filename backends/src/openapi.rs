@@ -34,6 +34,24 @@ use crate::resource::{ResourceDef, SubresourceDef};
 mod merge;
 pub use merge::{LocalOpenApi, RemoteOpenApi};
 
+/// Whether a `/openapi/v3/<group-version>` request's `Accept` header allows the JSON
+/// document, as kube-openapi's `HandleGroupVersion` negotiates it: no header is `*/*`, and
+/// the first clause (goautoneg's order) naming `application/json` or a wildcard wins. kube
+/// also serves the protobuf form; kubegate passes over protobuf clauses, so a client that
+/// accepts only protobuf gets kube's 406 (empty body) rather than JSON it cannot read.
+pub fn v3_document_accepts_json(accept: Option<&str>) -> bool {
+    let header = accept
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .unwrap_or("*/*");
+    crate::machinery::negotiation::parse_accept(header)
+        .iter()
+        .any(|c| {
+            matches!(c.type_.as_str(), "application" | "*")
+                && matches!(c.subtype.as_str(), "json" | "*")
+        })
+}
+
 /// The Kubernetes release whose types (k8s-openapi `v1_33`) the documents describe.
 const KUBE_VERSION: &str = "v1.33.0";
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use kubegate_backends::api::{ApiRequest, ApiResponse};
-use kubegate_backends::openapi::CONTENT_TYPE_V2_PROTOBUF;
+use kubegate_backends::openapi::{v3_document_accepts_json, CONTENT_TYPE_V2_PROTOBUF};
 use kubegate_backends::registry::Registry;
 use kubegate_backends::status::ApiError;
 
@@ -132,7 +132,11 @@ impl Routes {
         if let Some(rest) = path.strip_prefix("/openapi/v3/") {
             return openapi_v3_document(&docs, request, rest);
         }
-        if let Some(doc) = docs.discovery.select(path, request.accept.as_deref()) {
+        if let Some(doc) = docs.discovery.respond(path, request.accept.as_deref()) {
+            let doc = match doc {
+                Ok(doc) => doc,
+                Err(not_acceptable) => return not_acceptable.into(),
+            };
             let response = etagged(request, doc.content_type, doc.body.clone(), doc.etag);
             // kube's aggregated discovery handler marks its documents public; the legacy
             // ones keep every response's `no-cache, private`.
@@ -152,7 +156,13 @@ fn openapi_v3_document(docs: &Docs, request: &ApiRequest, key: &str) -> ApiRespo
     let Some((body, etag)) = docs.openapi.v3_group_version(key) else {
         return ApiError::path_not_found().into();
     };
-    match request.param("hash") {
+    if !v3_document_accepts_json(request.accept.as_deref()) {
+        // kube-openapi answers an unacceptable Accept with a bare 406.
+        return ApiResponse::with_type(406, "text/plain; charset=utf-8", Vec::new())
+            .with_header("Vary", "Accept".to_string());
+    }
+    // The answer depends on Accept (kube can answer protobuf too).
+    let response = match request.param("hash") {
         None => etagged(request, "application/json", body.clone(), etag),
         Some(hash) if etag.trim_matches('"') == hash => {
             etagged(request, "application/json", body.clone(), etag)
@@ -164,7 +174,8 @@ fn openapi_v3_document(docs: &Docs, request: &ApiRequest, key: &str) -> ApiRespo
                 .with_header("Location", url),
             None => ApiError::path_not_found().into(),
         },
-    }
+    };
+    response.with_header("Vary", "Accept".to_string())
 }
 
 fn one_year_from_now() -> String {

@@ -154,6 +154,22 @@ fn protocols_headers_health_metrics_and_documents() {
         "{body}"
     );
     assert!(head.contains("cache-control: no-cache, private"), "{head}");
+    // As kube negotiates: a plain JSON clause does not stop the search for the aggregated
+    // one, parameters kube does not use are ignored, and legacy discovery in a type the
+    // server cannot write is 406 with a Status.
+    for accept in [
+        "Accept: application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer",
+    ] {
+        let (head, body) = curl(&gate, &["-H", accept], "/api");
+        assert!(head.starts_with("http/2 200"), "{accept}: {head}");
+        assert!(body.contains("\"kind\":\"APIGroupDiscoveryList\""), "{accept}: {body}");
+    }
+    let (head, body) = curl(&gate, &["-H", "Accept: application/xml"], "/apis");
+    assert!(head.starts_with("http/2 406"), "{head}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["reason"], "NotAcceptable", "{body}");
+    assert_eq!(status["code"], 406, "{body}");
 
     // OpenAPI v3: the index advertises hashed URLs that are immutable; ETags revalidate.
     let (_, body) = curl(&gate, &[], "/openapi/v3");
@@ -164,6 +180,14 @@ fn protocols_headers_health_metrics_and_documents() {
         .to_string();
     let (head, body) = curl(&gate, &[], &url);
     assert!(head.contains("cache-control: public, immutable"), "{head}");
+    assert!(head.contains("vary: accept"), "{head}");
+    assert!(body.contains("io.k8s.api.core.v1.ConfigMap"));
+    // kube-openapi answers JSON for json or wildcards, and a bare 406 otherwise.
+    let (head, body) = curl(&gate, &["-H", "Accept: text/html"], &url);
+    assert!(head.starts_with("http/2 406"), "{head}");
+    assert!(body.is_empty(), "{body}");
+    let (head, body) = curl(&gate, &["-H", "Accept: text/html, application/*"], &url);
+    assert!(head.starts_with("http/2 200"), "{head}");
     assert!(body.contains("io.k8s.api.core.v1.ConfigMap"));
     // Header names were lowercased above; the ETag value must keep its case.
     let raw = curl_raw_head(&gate, &url);

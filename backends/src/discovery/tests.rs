@@ -367,35 +367,63 @@ fn accept_selects_aggregated_documents() {
     assert_eq!(parse(&beta)["apiVersion"], "apidiscovery.k8s.io/v2beta1");
     assert_ne!(beta.etag, v2.etag);
 
-    // Newer client-go sends a peer profile first; kube 1.33 skips it and serves v2.
+    // Newer client-go sends a peer profile first; kube ignores parameters it does not use
+    // (`profile`, `charset`) and serves v2.
     let nopeer =
         "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer,"
             .to_string()
             + ACCEPT_KUBECTL;
-    assert_eq!(
-        d.select("/api", Some(&nopeer)).map(|d| d.content_type),
-        Some(CONTENT_TYPE_AGGREGATED_V2)
-    );
-    // q-values order the clauses.
-    assert_eq!(
-        d.select(
-            "/api",
-            Some("application/json;q=0.5, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
-        )
-        .map(|d| d.content_type),
-        Some(CONTENT_TYPE_AGGREGATED_V2)
-    );
+    for accept in [
+        nopeer.as_str(),
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer",
+        "application/json;charset=utf-8;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        // A clause without the conversion does not end the search, wherever it stands and
+        // whatever its q: kube's discovery wrapper only takes a clause that converts.
+        "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        "application/json;q=0.5, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0.5, application/json;q=0.9",
+        "*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        // kube would answer this protobuf clause in protobuf; kubegate goes on to the JSON one.
+        "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+    ] {
+        assert_eq!(
+            d.select("/api", Some(accept)).map(|d| d.content_type),
+            Some(CONTENT_TYPE_AGGREGATED_V2),
+            "{accept}"
+        );
+    }
     for accept in [
         None,
         Some("application/json"),
         Some("*/*"),
-        Some("application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+        Some("application/yaml"),
         Some("application/json;g=apidiscovery.k8s.io;v=v1;as=APIGroupDiscoveryList,application/json"),
-        Some("application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupList,application/json"),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;stream=watch,application/json"),
     ] {
         let doc = d.select("/apis", accept).expect("/apis");
         assert_eq!(doc.content_type, CONTENT_TYPE_JSON, "{accept:?}");
         assert_eq!(parse(&doc)["kind"], "APIGroupList", "{accept:?}");
+    }
+    // What legacy discovery cannot be written as is kube's 406 with its Status message.
+    // (kube would answer aggregated discovery in protobuf, which kubegate does not encode.)
+    for (path, accept) in [
+        ("/apis", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+        ("/apis", "application/xml"),
+        ("/api", "text/html"),
+        ("/apis/coordination.k8s.io", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+        ("/api/v1", "application/json;as=Table;g=meta.k8s.io;v=v1"),
+    ] {
+        match d.respond(path, Some(accept)) {
+            Some(Err(e)) => {
+                assert_eq!((e.code, e.reason), (406, "NotAcceptable"), "{path} {accept}");
+                assert_eq!(
+                    e.message,
+                    "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+                );
+            }
+            other => panic!("{path} with {accept}: expected 406, got {:?}", other.map(|r| r.map(|d| d.content_type))),
+        }
     }
     // Only /api and /apis have an aggregated form; with a trailing `/` kube's legacy handler
     // answers.

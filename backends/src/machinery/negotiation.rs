@@ -63,11 +63,21 @@ impl Default for Negotiated {
 
 /// One clause of an `Accept` header.
 #[derive(Debug, Clone)]
-struct Clause {
-    type_: String,
-    subtype: String,
-    q: f32,
-    params: Vec<(String, String)>,
+pub(crate) struct Clause {
+    pub(crate) type_: String,
+    pub(crate) subtype: String,
+    pub(crate) q: f32,
+    pub(crate) params: Vec<(String, String)>,
+}
+
+impl Clause {
+    /// The value of parameter `name` (names are lower-cased when parsed).
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
 }
 
 /// `(type, subtype, parameters)` of a media type.
@@ -127,8 +137,9 @@ fn is_token(b: u8) -> bool {
 }
 
 /// Parses an `Accept` header like goautoneg: unparseable clauses are skipped; the rest are
-/// ordered by `q` (highest first), specific types before wildcards, header order otherwise.
-fn parse_accept(header: &str) -> Vec<Clause> {
+/// ordered as goautoneg orders them: by `q` (highest first), specific types before
+/// wildcards, header order otherwise.
+pub(crate) fn parse_accept(header: &str) -> Vec<Clause> {
     let mut clauses: Vec<Clause> = header
         .split(',')
         .filter_map(|part| {
@@ -151,12 +162,20 @@ fn parse_accept(header: &str) -> Vec<Clause> {
             })
         })
         .collect();
-    clauses.sort_by(|a, b| {
-        b.q.partial_cmp(&a.q)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then((a.type_ == "*").cmp(&(b.type_ == "*")))
-            .then((a.subtype == "*").cmp(&(b.subtype == "*")))
-    });
+    // goautoneg sorts with Go's `sort.Sort` and the "less" below, which is not a consistent
+    // order (`*/*;q=1` vs `application/json;q=0.5` is "less" both ways). For the dozen
+    // clauses a header holds, Go's sort is an insertion sort; running the same one with the
+    // same "less" puts clauses in kube's order, quirks included.
+    let less = |a: &Clause, b: &Clause| {
+        a.q > b.q || (a.type_ != "*" && b.type_ == "*") || (a.subtype != "*" && b.subtype == "*")
+    };
+    for i in 1..clauses.len() {
+        let mut j = i;
+        while j > 0 && less(&clauses[j], &clauses[j - 1]) {
+            clauses.swap(j, j - 1);
+            j -= 1;
+        }
+    }
     clauses
 }
 
@@ -550,6 +569,37 @@ mod tests {
         assert_eq!(
             negotiate("application/yaml;stream=watch, application/json", false).media,
             MediaType::Json
+        );
+    }
+
+    /// goautoneg's "less" puts a specific type before a wildcard even when the wildcard has
+    /// the higher q, and Go's insertion sort lets that win: kube answers YAML here.
+    #[test]
+    fn clauses_are_ordered_as_goautoneg_orders_them() {
+        let order = |header: &str| -> Vec<String> {
+            parse_accept(header)
+                .into_iter()
+                .map(|c| format!("{}/{}", c.type_, c.subtype))
+                .collect()
+        };
+        assert_eq!(
+            order("*/*, application/yaml;q=0.5"),
+            ["application/yaml", "*/*"]
+        );
+        assert_eq!(
+            negotiate_output(Some("*/*, application/yaml;q=0.5"), false)
+                .unwrap()
+                .media,
+            MediaType::Yaml
+        );
+        assert_eq!(
+            order("application/yaml;q=0.5, application/json;q=0.9, text/plain"),
+            ["text/plain", "application/json", "application/yaml"]
+        );
+        // Equal clauses keep the header's order.
+        assert_eq!(
+            order("application/yaml, application/json"),
+            ["application/yaml", "application/json"]
         );
     }
 
