@@ -31,7 +31,9 @@ use sha2::{Digest, Sha512};
 use crate::discovery::subresource_gvk;
 use crate::resource::{ResourceDef, SubresourceDef};
 
+mod convert;
 mod merge;
+pub use convert::v2_to_v3;
 pub use merge::{LocalOpenApi, RemoteOpenApi};
 
 /// Whether a `/openapi/v3/<group-version>` request's `Accept` header allows the JSON

@@ -984,6 +984,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.reply(406, status(406, "NotAcceptable", "the wardle fixture serves "
                                               "OpenAPI v2 as JSON only"))
             return self.reply_cached(OPENAPI_V2)
+        if path.startswith("/openapi/v3") and not CONFIG["openapi_v3"]:
+            return self.reply(404, PATH_NOT_FOUND)
         if path == "/openapi/v3":
             return self.reply_cached(OPENAPI_V3_INDEX)
         if path.startswith("/openapi/v3/"):
@@ -1582,6 +1584,9 @@ pub struct WardleOptions {
     pub aggregated_discovery: bool,
     /// Serve `/apis` at all; false answers it 404, leaving only `/apis/<group>/<version>`.
     pub group_list: bool,
+    /// Serve `/openapi/v3`; false answers it 404, leaving only `/openapi/v2`, as servers
+    /// before kube 1.23 do.
+    pub openapi_v3: bool,
     /// The port to bind; `None` picks a free one.
     pub port: Option<u16>,
     /// The address to listen on: 127.0.0.1, or one given to loopback in a private network
@@ -1602,6 +1607,7 @@ impl WardleOptions {
             dns_names: vec!["api.wardle.svc".to_string()],
             aggregated_discovery: true,
             group_list: true,
+            openapi_v3: true,
             port: None,
             address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             serving_ca: None,
@@ -1706,6 +1712,7 @@ impl Wardle {
             "allowed_names": self.opts.allowed_names,
             "aggregated_discovery": self.opts.aggregated_discovery,
             "group_list": self.opts.group_list,
+            "openapi_v3": self.opts.openapi_v3,
             "port": self.port,
             "address": self.opts.address.to_string(),
             "serving_cert": state.join("serving.crt"),

@@ -1038,6 +1038,56 @@ fn a_backend_without_a_group_list_is_discovered_from_its_group_version() {
     );
 }
 
+/// A backend that publishes only Swagger 2.0 (no `/openapi/v3`) gets its v3 document from
+/// the v2 one converted, as kube-aggregator does, so `kubectl explain` (which reads v3)
+/// works for its resources.
+#[test]
+fn a_backend_with_only_openapi_v2_is_served_converted_in_v3() {
+    let gate = fast_probing_gate();
+    let mut opts = WardleOptions::new(gate.data_dir.join("pki").join("front-proxy-ca.crt"));
+    opts.openapi_v3 = false;
+    let wardle = Wardle::start(opts);
+    register(&gate, &wardle);
+    let key = "apis/wardle.example.com/v1alpha1";
+    let listed = eventually(Duration::from_secs(15), || {
+        let (_, body) = gate.curl("GET", "/openapi/v3", &[], None);
+        let index: Value = serde_json::from_slice(&body).unwrap_or_default();
+        index["paths"][key]["serverRelativeURL"].is_string()
+    });
+    assert!(listed, "/openapi/v3 never listed {key}");
+    let (status, body) = gate.curl("GET", &format!("/openapi/v3/{key}"), &[], None);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let doc: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["openapi"], "3.0.0");
+    assert!(doc.get("definitions").is_none() && doc.get("swagger").is_none());
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    assert!(
+        schemas
+            .keys()
+            .any(|k| k.ends_with("wardle.v1alpha1.Flunder")),
+        "{:?}",
+        schemas.keys().collect::<Vec<_>>()
+    );
+    assert!(!String::from_utf8_lossy(&body).contains("#/definitions/"));
+    let explained = eventually(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&gate.kubectl_fresh(&["explain", "flunders.spec"]).stdout)
+            .contains("FIELDS")
+    });
+    assert!(explained, "kubectl explain flunders.spec never worked");
+    // Only the v2 document was asked for: the fixture logs every request.
+    let asked: Vec<String> = wardle
+        .requests()
+        .iter()
+        .filter_map(|r| r["path"].as_str().map(str::to_string))
+        .filter(|p| p.starts_with("/openapi"))
+        .collect();
+    assert!(asked.iter().any(|p| p == "/openapi/v2"), "{asked:?}");
+    assert!(
+        !asked.iter().any(|p| p.starts_with("/openapi/v3/")),
+        "{asked:?}"
+    );
+}
+
 #[test]
 fn the_extension_authentication_configmap_is_restored_when_edited_or_deleted() {
     let gate = Kubegate::start();

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use kubegate_backends::discovery::{
     aggregated_from_legacy, parse_aggregated, Discovery, RemoteGroupVersion,
 };
-use kubegate_backends::openapi::{LocalOpenApi, OpenApi, RemoteOpenApi};
+use kubegate_backends::openapi::{v2_to_v3, LocalOpenApi, OpenApi, RemoteOpenApi};
 use kubegate_backends::ResourceDef;
 use kubegate_policy::https::{error_chain, read_body_capped};
 use serde_json::Value;
@@ -574,13 +574,60 @@ async fn fetch_at(
         Ok((_, body)) => serde_json::from_slice::<Value>(&body).ok().map(Arc::new),
         Err(_) => None,
     };
+    let openapi_v3 = match openapi_v3 {
+        OpenApiV3::Served(documents) => Some(documents),
+        // As kube-aggregator: a backend without OpenAPI v3 has its v2 document converted,
+        // whole, under the APIService's group-version.
+        OpenApiV3::NotServed => openapi_v2.as_deref().and_then(|v2| {
+            let converted = serde_json::to_vec(&v2_to_v3(v2)).ok()?;
+            Some(vec![(
+                v3_key(&service.group, &service.version),
+                Bytes::from(converted),
+            )])
+        }),
+        OpenApiV3::Failed => None,
+    };
     Ok((resources, openapi_v3, openapi_v2))
 }
 
+/// What a backend's `/openapi/v3` gave.
+enum OpenApiV3 {
+    /// The group-version's document, keyed as the index lists it.
+    Served(Vec<(String, Bytes)>),
+    /// 404: the backend publishes no OpenAPI v3 (only v2, or nothing).
+    NotServed,
+    /// No usable answer this time (the last good copy is kept).
+    Failed,
+}
+
+/// The `/openapi/v3` index key of a group-version (`apis/<g>/<v>`, `api/v1`).
+fn v3_key(group: &str, version: &str) -> String {
+    discovery_path(group, version)
+        .trim_start_matches('/')
+        .to_string()
+}
+
 /// The backend's v3 document for the group-version, through its index's
-/// `serverRelativeURL`; `None` when the backend serves no OpenAPI v3 (or it failed).
-async fn fetch_openapi_v3<F, Fut>(
+/// `serverRelativeURL`.
+async fn fetch_openapi_v3<F, Fut>(get: &F, group: &str, version: &str) -> OpenApiV3
+where
+    F: Fn(String, &'static str) -> Fut,
+    Fut: std::future::Future<Output = FetchOutput>,
+{
+    match get("/openapi/v3".into(), "application/json").await {
+        Err(e) if e.status == Some(404) => OpenApiV3::NotServed,
+        Err(_) => OpenApiV3::Failed,
+        Ok((_, body)) => match served_v3_document(get, &body, group, version).await {
+            Some(documents) => OpenApiV3::Served(documents),
+            None => OpenApiV3::Failed,
+        },
+    }
+}
+
+/// The group-version's document named in a backend's v3 index `body`.
+async fn served_v3_document<F, Fut>(
     get: &F,
+    body: &[u8],
     group: &str,
     version: &str,
 ) -> Option<Vec<(String, Bytes)>>
@@ -588,11 +635,8 @@ where
     F: Fn(String, &'static str) -> Fut,
     Fut: std::future::Future<Output = FetchOutput>,
 {
-    let (_, body) = get("/openapi/v3".into(), "application/json").await.ok()?;
-    let index: Value = serde_json::from_slice(&body).ok()?;
-    let key = discovery_path(group, version)
-        .trim_start_matches('/')
-        .to_string();
+    let index: Value = serde_json::from_slice(body).ok()?;
+    let key = v3_key(group, version);
     let url = index
         .pointer(&format!(
             "/paths/{}",
