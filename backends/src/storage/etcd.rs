@@ -2,11 +2,13 @@
 //! kube-apiserver's `storage/etcd3` store does, so several kubegate replicas can share one
 //! cluster.
 //!
-//! - Keys: the store's keys appended to [`EtcdOptions::prefix`] (default `/registry`, as
-//!   kube's): `/registry/<group>/<resource>/<namespace>/<name>`, the core group as `core`.
-//!   kube-apiserver leaves the group out for most built-in resources
-//!   (`/registry/configmaps/...`), so the two do not read each other's objects from one etcd.
-//!   Store keys start with `/`.
+//! - Keys: under [`EtcdOptions::prefix`] (default `/registry`) in kube-apiserver's layout
+//!   (the `layout` module): `/registry/configmaps/<namespace>/<name>`,
+//!   `/registry/services/specs/...`, `/registry/clusterroles/<name>`, custom resources as
+//!   `/registry/<group>/<resource>/...`. Values are JSON (kube writes protobuf for built-in
+//!   types), so give kubegate a prefix of its own on an etcd that also serves a
+//!   kube-apiserver. Store keys start with `/`; keys an earlier kubegate stored under their
+//!   store names are moved into this layout on connect.
 //! - Revisions: etcd's cluster-wide revision is the [`Revision`] (`resourceVersion`).
 //! - Writes are single transactions: create compares `create_revision == 0`, update and
 //!   delete compare `mod_revision == expected` (and that the key exists); a failed compare
@@ -34,6 +36,7 @@
 //! Use [`connect`] with [`EtcdOptions`] (from the `storage.etcd` configuration).
 
 mod compactor;
+mod layout;
 mod lease;
 mod members;
 mod progress;
@@ -58,6 +61,9 @@ use tokio::sync::watch as signal;
 use super::{KeyValue, ListResult, Revision, Store, StoreError, WatchReceiver};
 pub use lease::ExpiringPrefix;
 use members::{Member, Members};
+
+/// An etcd key range `[start, end)`.
+type KeyRange = (Vec<u8>, Vec<u8>);
 
 /// Keys read per range request while listing (the list stays one consistent snapshot).
 const LIST_PAGE: i64 = 1000;
@@ -250,9 +256,11 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
     });
     // Fail fast on a wrong address, CA or certificate rather than at the first request.
     let revision = store.global_revision().await?;
+    store.move_earlier_keys().await?;
+    let revision = store.global_revision().await?.max(revision);
     store.progress.saw(Some(revision), revision);
     tokio::spawn(Arc::clone(&members).probe(store.root.as_bytes().to_vec(), shutdown_rx.clone()));
-    if let Some((key, end)) = store.etcd_range("") {
+    if let Some((key, end)) = store.etcd_range("")? {
         tokio::spawn(progress::run(
             Arc::clone(&members),
             key,
@@ -382,20 +390,22 @@ fn is_future_revision(e: &etcd_client::Error) -> bool {
     matches!(e, etcd_client::Error::GRpcStatus(s) if s.message().contains("required revision is a future revision"))
 }
 
-/// The store key of an etcd key under `root`.
-fn strip_root(root: &str, key: &[u8]) -> Result<String, StoreError> {
+/// The store key of an etcd key under `root` (mapped back from kube's layout, see the
+/// `layout` module); `None` for an earlier kubegate's key that is being moved.
+fn strip_root(root: &str, key: &[u8]) -> Result<Option<String>, StoreError> {
     let rest = key.strip_prefix(root.as_bytes()).ok_or_else(|| {
         StoreError::Internal(format!(
             "etcd returned key {:?} outside the prefix {root}",
             String::from_utf8_lossy(key),
         ))
     })?;
-    String::from_utf8(rest.to_vec()).map_err(|_| {
+    let rest = std::str::from_utf8(rest).map_err(|_| {
         StoreError::Internal(format!(
             "etcd key {:?} is not UTF-8",
             String::from_utf8_lossy(key)
         ))
-    })
+    })?;
+    Ok(layout::from_etcd(rest).map(std::borrow::Cow::into_owned))
 }
 
 /// Maps a client error to the store's kinds, naming the operation and the endpoints.
@@ -472,10 +482,19 @@ impl EtcdStore {
                 "storage key {key:?} must start with /"
             )));
         }
-        Ok(self.raw_key(key))
+        Ok(self.raw_key(&layout::to_etcd(key)?))
     }
 
-    /// `root + key`, unchecked.
+    /// The etcd key to resume a list after: `key`'s place in kube's layout, or `key` itself
+    /// when it has none (a continue key from outside the listed prefix).
+    fn resume_key(&self, key: &str) -> Vec<u8> {
+        match layout::to_etcd(key) {
+            Ok(mapped) => self.raw_key(&mapped),
+            Err(_) => self.raw_key(key),
+        }
+    }
+
+    /// `root + key`, unchecked (`key` is already in etcd's layout).
     fn raw_key(&self, key: &str) -> Vec<u8> {
         let mut k = Vec::with_capacity(self.root.len() + key.len());
         k.extend_from_slice(self.root.as_bytes());
@@ -484,33 +503,42 @@ impl EtcdStore {
     }
 
     /// The etcd range `[start, end)` holding the store keys that start with `prefix`, or
-    /// `None` when no store key can (store keys start with `/`).
-    fn etcd_range(&self, prefix: &str) -> Option<(Vec<u8>, Vec<u8>)> {
-        let start = if prefix.is_empty() {
-            format!("{}/", self.root).into_bytes()
-        } else if prefix.starts_with('/') {
-            format!("{}{prefix}", self.root).into_bytes()
-        } else {
-            return None;
-        };
+    /// `None` when no store key can (store keys start with `/`). A prefix that spans several
+    /// of kube's directories is refused (see the `layout` module).
+    fn etcd_range(&self, prefix: &str) -> Result<Option<KeyRange>, StoreError> {
+        if !prefix.is_empty() && !prefix.starts_with('/') {
+            return Ok(None);
+        }
+        let start = self.raw_key(&layout::range_prefix(prefix)?);
         let end = prefix_end(&start);
-        Some((start, end))
+        Ok(Some((start, end)))
     }
 
-    /// The store key of an etcd key under the root.
-    fn store_key(&self, key: &[u8]) -> Result<String, StoreError> {
+    /// The store key of an etcd key under the root (`None`: see [`strip_root`]).
+    fn store_key(&self, key: &[u8]) -> Result<Option<String>, StoreError> {
         strip_root(&self.root, key)
     }
 
-    fn key_value(&self, kv: etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
+    /// The store's form of an etcd key-value; `None` for a key that is no store key.
+    fn key_value(&self, kv: etcd_client::KeyValue) -> Result<Option<KeyValue>, StoreError> {
         let create_revision = from_rev(kv.create_revision());
         let mod_revision = from_rev(kv.mod_revision());
         let (key, value) = kv.into_key_value();
-        Ok(KeyValue {
-            key: self.store_key(&key)?,
+        Ok(self.store_key(&key)?.map(|key| KeyValue {
+            key,
             value: Bytes::from(value),
             create_revision,
             mod_revision,
+        }))
+    }
+
+    /// [`EtcdStore::key_value`] of a key read by its store key, which always maps back.
+    fn read_key_value(&self, kv: etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
+        let key = String::from_utf8_lossy(kv.key()).into_owned();
+        self.key_value(kv)?.ok_or_else(|| {
+            StoreError::Internal(format!(
+                "etcd key {key:?} read for a store key maps to none"
+            ))
         })
     }
 
@@ -745,7 +773,7 @@ impl Store for EtcdStore {
             .await?
             .map_err(|e| self.error("get", e))?;
         match resp.take_kvs().into_iter().next() {
-            Some(found) => Ok(Some(self.key_value(found)?)),
+            Some(found) => Ok(Some(self.read_key_value(found)?)),
             None => Ok(None),
         }
     }
@@ -757,10 +785,10 @@ impl Store for EtcdStore {
         limit: usize,
         at_revision: Option<Revision>,
     ) -> Result<ListResult, StoreError> {
-        let range = self.etcd_range(prefix).and_then(|(start, end)| {
+        let range = self.etcd_range(prefix)?.and_then(|(start, end)| {
             // Resume strictly after `start_after` (as the embedded engine does, a
             // `start_after` before the prefix starts at the prefix).
-            let from = match start_after.map(|after| self.raw_key(after)) {
+            let from = match start_after.map(|after| self.resume_key(after)) {
                 Some(after) if after >= start => key_after(&after),
                 _ => start,
             };
@@ -799,7 +827,7 @@ impl Store for EtcdStore {
             let kvs = resp.take_kvs();
             let last = kvs.last().map(|kv| key_after(kv.key()));
             for kv in kvs {
-                items.push(self.key_value(kv)?);
+                items.extend(self.key_value(kv)?);
             }
             let full = limit > 0 && items.len() >= limit;
             match last {
@@ -903,7 +931,7 @@ impl Store for EtcdStore {
             _ => None,
         });
         match prev {
-            Some(prev) => Ok((revision, self.key_value(prev)?)),
+            Some(prev) => Ok((revision, self.read_key_value(prev)?)),
             None => Err(StoreError::Internal(format!(
                 "etcd deleted {key} without returning its previous value"
             ))),
@@ -984,7 +1012,7 @@ impl EtcdStore {
     /// it once; each such key is seen MODIFIED once and expires at most one TTL from now.
     async fn lease_unleased_keys(&self) {
         for prefix in self.leases.prefixes() {
-            let Some((mut from, end)) = self.etcd_range(&prefix) else {
+            let Ok(Some((mut from, end))) = self.etcd_range(&prefix) else {
                 continue;
             };
             let mut leased = 0usize;
@@ -1000,7 +1028,7 @@ impl EtcdStore {
                 let kvs = page.take_kvs();
                 let next = kvs.last().map(|kv| key_after(kv.key()));
                 for kv in kvs.iter().filter(|kv| kv.lease() == 0) {
-                    let Ok(key) = self.store_key(kv.key()) else {
+                    let Ok(Some(key)) = self.store_key(kv.key()) else {
                         continue;
                     };
                     let (raw, revision) = (kv.key().to_vec(), kv.mod_revision());
@@ -1037,6 +1065,68 @@ impl EtcdStore {
                 );
             }
         }
+    }
+
+    /// Moves keys an earlier kubegate stored under their store names into kube's layout (see
+    /// the `layout` module), keeping each value and lease. Each move is one transaction that
+    /// happens only if the old key is unchanged and the new one does not exist, so replicas
+    /// starting together move every key once; a key that cannot move is reported and left.
+    async fn move_earlier_keys(&self) -> Result<(), StoreError> {
+        let mut moved = 0usize;
+        for dir in layout::EARLIER_DIRECTORIES {
+            let start = self.raw_key(dir);
+            let end = prefix_end(&start);
+            let mut from = start;
+            loop {
+                let mut page = self.range_page(from.clone(), &end, LIST_PAGE, None).await?;
+                let more = page.more();
+                let kvs = page.take_kvs();
+                let next = kvs.last().map(|kv| key_after(kv.key()));
+                for kv in &kvs {
+                    let Some(old) = kv.key().strip_prefix(self.root.as_bytes()) else {
+                        continue;
+                    };
+                    let Ok(old) = std::str::from_utf8(old) else {
+                        continue;
+                    };
+                    let new = match layout::to_etcd(old) {
+                        Ok(new) if new != old => self.raw_key(&new),
+                        // Not one of the relocated resources: already where it belongs.
+                        _ => continue,
+                    };
+                    let put = (kv.lease() != 0).then(|| PutOptions::new().with_lease(kv.lease()));
+                    let txn = Txn::new()
+                        .when([
+                            Compare::mod_revision(kv.key(), CompareOp::Equal, kv.mod_revision()),
+                            Compare::create_revision(new.clone(), CompareOp::Equal, 0),
+                        ])
+                        .and_then([
+                            TxnOp::put(new, kv.value().to_vec(), put),
+                            TxnOp::delete(kv.key(), None),
+                        ]);
+                    let resp = self
+                        .call("update", |member| {
+                            let (mut client, txn) = (member.kv(), txn.clone());
+                            async move { client.txn(txn).await }
+                        })
+                        .await?
+                        .map_err(|e| self.error("update", e))?;
+                    if resp.succeeded() {
+                        moved += 1;
+                    } else {
+                        tracing::warn!(key = old, "an earlier kubegate's key was changed, or its place in kube's layout is taken; left where it is");
+                    }
+                }
+                match next {
+                    Some(next) if more => from = next,
+                    _ => break,
+                }
+            }
+        }
+        if moved > 0 {
+            tracing::info!(keys = moved, prefix = %self.root, "moved keys stored by an earlier kubegate to kube-apiserver's etcd layout");
+        }
+        Ok(())
     }
 
     /// Grants a lease of `seconds` (retried on another member like a read: an extra grant

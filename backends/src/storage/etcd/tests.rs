@@ -198,7 +198,7 @@ async fn keys_live_under_the_prefix_in_kube_layout() {
     let s = etcd.store().await;
     assert_eq!(s.prefix(), "/registry");
     let r = s
-        .create("/configmaps/default/x", b("{\"kind\":\"ConfigMap\"}"))
+        .create("/core/configmaps/default/x", b("{\"kind\":\"ConfigMap\"}"))
         .await
         .unwrap();
     let mut kv = raw(&etcd).await.kv_client();
@@ -209,13 +209,65 @@ async fn keys_live_under_the_prefix_in_kube_layout() {
     let found = &got.kvs()[0];
     assert_eq!(found.value(), b"{\"kind\":\"ConfigMap\"}");
     assert_eq!(found.mod_revision(), i64::try_from(r).unwrap());
+    // Where kube-apiserver keeps the other built-in resources and custom resources.
+    for (store_key, etcd_key) in [
+        (
+            "/core/services/default/kubernetes",
+            "/registry/services/specs/default/kubernetes",
+        ),
+        (
+            "/core/endpoints/default/kubernetes",
+            "/registry/services/endpoints/default/kubernetes",
+        ),
+        (
+            "/rbac.authorization.k8s.io/clusterroles/admin",
+            "/registry/clusterroles/admin",
+        ),
+        (
+            "/flowcontrol.apiserver.k8s.io/flowschemas/exempt",
+            "/registry/flowschemas/exempt",
+        ),
+        (
+            "/apiregistration.k8s.io/apiservices/v1.",
+            "/registry/apiregistration.k8s.io/apiservices/v1.",
+        ),
+        (
+            "/stable.example.com/crontabs/ns/c",
+            "/registry/stable.example.com/crontabs/ns/c",
+        ),
+    ] {
+        s.create(store_key, b("{}")).await.unwrap();
+        assert_eq!(
+            kv.get(etcd_key, None).await.unwrap().kvs().len(),
+            1,
+            "{etcd_key}"
+        );
+        assert!(s.get(store_key).await.unwrap().is_some(), "{store_key}");
+    }
     // Something written by another program under the prefix is visible, with its key.
     kv.put("/registry/configmaps/default/y", "v", None)
         .await
         .unwrap();
-    let list = s.list("/configmaps/", None, 0, None).await.unwrap();
+    let list = s.list("/core/configmaps/", None, 0, None).await.unwrap();
     let keys: Vec<_> = list.items.iter().map(|kv| kv.key.as_str()).collect();
-    assert_eq!(keys, ["/configmaps/default/x", "/configmaps/default/y"]);
+    assert_eq!(
+        keys,
+        ["/core/configmaps/default/x", "/core/configmaps/default/y"]
+    );
+    let mut watch = s.watch("/core/configmaps/", list.revision).await.unwrap();
+    kv.put("/registry/configmaps/default/z", "v", None)
+        .await
+        .unwrap();
+    assert_eq!(recv(&mut watch).await.key, "/core/configmaps/default/z");
+    // A key that would land in another resource's directory, or a list spanning several.
+    assert!(matches!(
+        s.create("/configmaps/ns/a", b("v")).await,
+        Err(StoreError::Internal(_))
+    ));
+    assert!(matches!(
+        s.list("/core/", None, 0, None).await,
+        Err(StoreError::Internal(_))
+    ));
     // Store keys start with `/`.
     assert!(matches!(
         s.create("configmaps/x", b("v")).await,
@@ -664,8 +716,8 @@ async fn keys_under_an_expiring_prefix_are_deleted_ttl_after_their_last_write() 
     let client = raw(&etcd).await;
     let created = s.create("/core/events/ns/a", b("{\"v\":1}")).await.unwrap();
     s.create("/core/eventsx/ns/a", b("{}")).await.unwrap();
-    s.create("/configmaps/ns/b", b("{}")).await.unwrap();
-    let first_lease = lease_of(&client, "/registry/core/events/ns/a").await;
+    s.create("/core/configmaps/ns/b", b("{}")).await.unwrap();
+    let first_lease = lease_of(&client, "/registry/events/ns/a").await;
     assert_ne!(first_lease, 0, "a write under the prefix carries a lease");
     assert_eq!(lease_of(&client, "/registry/core/eventsx/ns/a").await, 0);
     assert_eq!(lease_of(&client, "/registry/configmaps/ns/b").await, 0);
@@ -675,7 +727,7 @@ async fn keys_under_an_expiring_prefix_are_deleted_ttl_after_their_last_write() 
         .update("/core/events/ns/a", b("{\"v\":2}"), created)
         .await
         .unwrap();
-    assert_ne!(lease_of(&client, "/registry/core/events/ns/a").await, 0);
+    assert_ne!(lease_of(&client, "/registry/events/ns/a").await, 0);
     assert_eq!(recv(&mut watch).await.kind, EventKind::Modified);
     // etcd deletes the key once the lease runs out: watchers get a delete with the last value.
     let deleted = recv(&mut watch).await;
@@ -685,7 +737,7 @@ async fn keys_under_an_expiring_prefix_are_deleted_ttl_after_their_last_write() 
     assert!(deleted.revision > updated);
     assert_eq!(s.get("/core/events/ns/a").await.unwrap(), None);
     assert!(s.get("/core/eventsx/ns/a").await.unwrap().is_some());
-    assert!(s.get("/configmaps/ns/b").await.unwrap().is_some());
+    assert!(s.get("/core/configmaps/ns/b").await.unwrap().is_some());
 }
 
 #[tokio::test]
@@ -703,12 +755,9 @@ async fn a_revoked_shared_lease_is_replaced_on_the_next_write() {
     let client = raw(&etcd).await;
     s.create("/core/events/ns/a", b("{}")).await.unwrap();
     s.create("/core/events/ns/b", b("{}")).await.unwrap();
-    let shared = lease_of(&client, "/registry/core/events/ns/a").await;
+    let shared = lease_of(&client, "/registry/events/ns/a").await;
     assert_ne!(shared, 0);
-    assert_eq!(
-        lease_of(&client, "/registry/core/events/ns/b").await,
-        shared
-    );
+    assert_eq!(lease_of(&client, "/registry/events/ns/b").await, shared);
     let ttl = client
         .lease_client()
         .time_to_live(shared, None)
@@ -720,7 +769,7 @@ async fn a_revoked_shared_lease_is_replaced_on_the_next_write() {
     client.lease_client().revoke(shared).await.unwrap();
     assert_eq!(s.get("/core/events/ns/a").await.unwrap(), None);
     s.create("/core/events/ns/c", b("{}")).await.unwrap();
-    let fresh = lease_of(&client, "/registry/core/events/ns/c").await;
+    let fresh = lease_of(&client, "/registry/events/ns/c").await;
     assert_ne!(fresh, 0);
     assert_ne!(fresh, shared);
 }
@@ -734,7 +783,10 @@ async fn keys_stored_without_a_lease_get_one_when_their_prefix_expires() {
         .create("/core/events/ns/old", b("{\"v\":1}"))
         .await
         .unwrap();
-    before.create("/configmaps/ns/c", b("{}")).await.unwrap();
+    before
+        .create("/core/configmaps/ns/c", b("{}"))
+        .await
+        .unwrap();
     let options = EtcdOptions {
         expiring_prefixes: vec![super::ExpiringPrefix {
             prefix: "/core/events/".into(),
@@ -752,7 +804,7 @@ async fn keys_stored_without_a_lease_get_one_when_their_prefix_expires() {
     let deleted = recv(&mut watch).await;
     assert_eq!(deleted.kind, EventKind::Deleted);
     assert_eq!(deleted.key, "/core/events/ns/old");
-    assert!(s.get("/configmaps/ns/c").await.unwrap().is_some());
+    assert!(s.get("/core/configmaps/ns/c").await.unwrap().is_some());
 }
 
 /// Several `etcd` processes forming one cluster on loopback ports.
@@ -986,4 +1038,90 @@ fn a_write_cut_off_in_flight_says_it_may_have_been_applied() {
         assert!(!m.contains(MAY), "{m}");
         assert!(m.contains(text), "{m}");
     }
+}
+
+/// An earlier kubegate kept every key under its store name (`/registry/core/configmaps/...`);
+/// connecting moves those keys into kube's layout, with their values and leases, once.
+#[tokio::test]
+async fn keys_of_an_earlier_layout_are_moved_on_connect() {
+    let etcd = TestEtcd::start().await;
+    let client = raw(&etcd).await;
+    let mut kv = client.kv_client();
+    let lease = client.lease_client().grant(600, None).await.unwrap().id();
+    kv.put("/registry/core/configmaps/ns/a", "{\"a\":1}", None)
+        .await
+        .unwrap();
+    kv.put(
+        "/registry/core/events/ns/e",
+        "{\"e\":1}",
+        Some(etcd_client::PutOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+    kv.put("/registry/rbac.authorization.k8s.io/roles/ns/r", "{}", None)
+        .await
+        .unwrap();
+    // Its place taken already: left alone (and not shown twice).
+    kv.put("/registry/core/secrets/ns/s", "old", None)
+        .await
+        .unwrap();
+    kv.put("/registry/secrets/ns/s", "new", None).await.unwrap();
+    // Not a relocated resource: stays.
+    kv.put("/registry/stable.example.com/crontabs/ns/c", "{}", None)
+        .await
+        .unwrap();
+
+    let s = etcd.store().await;
+    let value = |key: &str| {
+        let mut kv = kv.clone();
+        let key = key.to_string();
+        async move {
+            let got = kv.get(key, None).await.unwrap();
+            got.kvs()
+                .first()
+                .map(|kv| (kv.value().to_vec(), kv.lease()))
+        }
+    };
+    assert_eq!(
+        value("/registry/configmaps/ns/a").await,
+        Some((b"{\"a\":1}".to_vec(), 0))
+    );
+    assert_eq!(value("/registry/core/configmaps/ns/a").await, None);
+    assert_eq!(
+        value("/registry/events/ns/e").await,
+        Some((b"{\"e\":1}".to_vec(), lease))
+    );
+    assert_eq!(
+        value("/registry/roles/ns/r").await.map(|v| v.0),
+        Some(b"{}".to_vec())
+    );
+    assert_eq!(
+        value("/registry/secrets/ns/s").await.map(|v| v.0),
+        Some(b"new".to_vec())
+    );
+    assert_eq!(
+        value("/registry/core/secrets/ns/s").await.map(|v| v.0),
+        Some(b"old".to_vec())
+    );
+    let all = s.list("", None, 0, None).await.unwrap();
+    let mut keys: Vec<_> = all.items.iter().map(|kv| kv.key.as_str()).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "/core/configmaps/ns/a",
+            "/core/events/ns/e",
+            "/core/secrets/ns/s",
+            "/rbac.authorization.k8s.io/roles/ns/r",
+            "/stable.example.com/crontabs/ns/c",
+        ]
+    );
+    assert_eq!(
+        s.get("/core/secrets/ns/s").await.unwrap().unwrap().value,
+        b("new")
+    );
+    // A second replica connecting finds nothing left to move.
+    let revision = s.current_revision().await.unwrap();
+    let again = etcd.store().await;
+    assert_eq!(again.current_revision().await.unwrap(), revision);
 }

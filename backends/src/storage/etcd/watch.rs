@@ -22,7 +22,7 @@ pub(super) async fn start(
     prefix: &str,
     after: Revision,
 ) -> Result<WatchReceiver, StoreError> {
-    let (key, options) = match store.etcd_range(prefix) {
+    let (key, options) = match store.etcd_range(prefix)? {
         Some((start, end)) => (start, WatchOptions::new().with_range(end)),
         // No store key can match: watch the root key, which is never written.
         None => (store.root.as_bytes().to_vec(), WatchOptions::new()),
@@ -107,14 +107,18 @@ fn member_down(endpoint: &str, last: Revision) -> StoreError {
 }
 
 /// Maps one etcd event to a store event.
-fn store_event(root: &str, event: &Event) -> Result<StoreEvent, StoreError> {
+/// Maps one etcd event to a store event; `None` for a key that is no store key (an earlier
+/// kubegate's key being moved to kube's layout).
+fn store_event(root: &str, event: &Event) -> Result<Option<StoreEvent>, StoreError> {
     let kv = event
         .kv()
         .ok_or_else(|| StoreError::Internal("etcd sent a watch event without a key".into()))?;
-    let key = strip_root(root, kv.key())?;
+    let Some(key) = strip_root(root, kv.key())? else {
+        return Ok(None);
+    };
     let revision = from_rev(kv.mod_revision());
     let prev_value = event.prev_kv().map(|p| Bytes::copy_from_slice(p.value()));
-    Ok(match event.event_type() {
+    Ok(Some(match event.event_type() {
         EventType::Put if kv.create_revision() == kv.mod_revision() => StoreEvent {
             kind: EventKind::Created,
             key,
@@ -136,7 +140,7 @@ fn store_event(root: &str, event: &Event) -> Result<StoreEvent, StoreError> {
             prev_value,
             revision,
         },
-    })
+    }))
 }
 
 /// Forwards etcd's watch responses until the consumer goes, the store closes, or the etcd
@@ -190,7 +194,11 @@ async fn forward(
             return;
         }
         for event in response.events() {
-            let event = store_event(&root, event);
+            let event = match store_event(&root, event) {
+                Ok(None) => continue,
+                Ok(Some(event)) => Ok(event),
+                Err(e) => Err(e),
+            };
             let failed = event.is_err();
             if let Ok(ev) = &event {
                 last = ev.revision;
