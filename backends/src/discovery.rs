@@ -24,7 +24,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256, Sha512};
 
-use crate::machinery::negotiation::{negotiate_output, parse_accept};
+use crate::machinery::negotiation::{negotiate_plain_output, parse_accept};
 use crate::resource::{ResourceDef, SubresourceDef};
 use crate::status::ApiResult;
 
@@ -146,7 +146,7 @@ impl Discovery {
         // kube writes legacy discovery through its negotiated serializers (JSON, YAML,
         // protobuf; no conversions such as `as=Table`). kubegate answers all three with JSON,
         // which every client decodes.
-        if let Err(e) = negotiate_output(accept, false) {
+        if let Err(e) = negotiate_plain_output(accept) {
             return Some(Err(e));
         }
         Some(Ok(DiscoveryDoc {
@@ -212,9 +212,12 @@ fn negotiate(accept: &str) -> Option<Aggregated> {
         let Some(encoding) = encodable else {
             continue;
         };
-        // A streaming or server-version request is not something discovery offers.
-        let non_empty = |name| clause.param(name).is_some_and(|v| !v.is_empty());
-        if non_empty("stream") || non_empty("sv") {
+        // kube's discovery restrictions allow the watch stream (JSON and protobuf have a
+        // stream serializer) and no server version.
+        let stream = clause.param("stream").filter(|v| !v.is_empty());
+        if stream.is_some_and(|v| v != "watch" || encoding == "yaml")
+            || clause.param("sv").is_some_and(|v| !v.is_empty())
+        {
             continue;
         }
         if clause.param("g") != Some("apidiscovery.k8s.io")

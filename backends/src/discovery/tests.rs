@@ -383,6 +383,8 @@ fn accept_selects_aggregated_documents() {
         "application/json;q=0.5, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
         "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0.5, application/json;q=0.9",
         "*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        // kube's discovery restrictions allow the watch stream schema.
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;stream=watch",
         // kube would answer this protobuf clause in protobuf; kubegate goes on to the JSON one.
         "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
     ] {
@@ -399,7 +401,8 @@ fn accept_selects_aggregated_documents() {
         Some("application/yaml"),
         Some("application/json;g=apidiscovery.k8s.io;v=v1;as=APIGroupDiscoveryList,application/json"),
         Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupList,application/json"),
-        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;stream=watch,application/json"),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;stream=other,application/json"),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;sv=v1,application/json"),
     ] {
         let doc = d.select("/apis", accept).expect("/apis");
         assert_eq!(doc.content_type, CONTENT_TYPE_JSON, "{accept:?}");
@@ -413,6 +416,8 @@ fn accept_selects_aggregated_documents() {
         ("/api", "text/html"),
         ("/apis/coordination.k8s.io", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
         ("/api/v1", "application/json;as=Table;g=meta.k8s.io;v=v1"),
+        ("/apis", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+        ("/api", "application/json;sv=v1"),
     ] {
         match d.respond(path, Some(accept)) {
             Some(Err(e)) => {

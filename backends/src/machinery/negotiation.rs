@@ -136,6 +136,9 @@ fn is_token(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// Go's `sort.Sort` sorts slices up to this long by insertion.
+const GO_INSERTION_SORT_MAX: usize = 12;
+
 /// Parses an `Accept` header like goautoneg: unparseable clauses are skipped; the rest are
 /// ordered as goautoneg orders them: by `q` (highest first), specific types before
 /// wildcards, header order otherwise.
@@ -163,9 +166,20 @@ pub(crate) fn parse_accept(header: &str) -> Vec<Clause> {
         })
         .collect();
     // goautoneg sorts with Go's `sort.Sort` and the "less" below, which is not a consistent
-    // order (`*/*;q=1` vs `application/json;q=0.5` is "less" both ways). For the dozen
-    // clauses a header holds, Go's sort is an insertion sort; running the same one with the
-    // same "less" puts clauses in kube's order, quirks included.
+    // order (`*/*;q=1` vs `application/json;q=0.5` is "less" both ways). For up to 12
+    // clauses (pdqsort's insertion-sort cutoff; a real header holds a few) Go's sort is an
+    // insertion sort; running the same one with the same "less" puts clauses in kube's
+    // order, quirks included. Longer headers, which no client sends, get a consistent
+    // O(n log n) order instead: an insertion sort would be quadratic in a header's length.
+    if clauses.len() > GO_INSERTION_SORT_MAX {
+        clauses.sort_by(|a, b| {
+            b.q.partial_cmp(&a.q)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then((a.type_ == "*").cmp(&(b.type_ == "*")))
+                .then((a.subtype == "*").cmp(&(b.subtype == "*")))
+        });
+        return clauses;
+    }
     let less = |a: &Clause, b: &Clause| {
         a.q > b.q || (a.type_ != "*" && b.type_ == "*") || (a.subtype != "*" && b.subtype == "*")
     };
@@ -184,7 +198,7 @@ pub(crate) fn parse_accept(header: &str) -> Vec<Clause> {
 fn accept_options(
     params: &[(String, String)],
     media: MediaType,
-    allow_table: bool,
+    endpoint: Endpoint,
 ) -> Option<Negotiated> {
     let mut convert: Option<(String, String, String)> = None;
     let mut pretty = false;
@@ -195,13 +209,19 @@ fn accept_options(
             "v" => convert.get_or_insert_with(Default::default).1 = v.clone(),
             // Only JSON and protobuf have watch stream serializers.
             "stream" if !v.is_empty() && (v != "watch" || media == MediaType::Yaml) => return None,
-            // The server version of meta.k8s.io.
-            "sv" if !v.is_empty() && v != "v1" => return None,
+            // The server version of meta.k8s.io; an endpoint without conversions has none.
+            "sv" if !v.is_empty() && (v != "v1" || endpoint == Endpoint::Plain) => return None,
             "pretty" => pretty = v == "1",
             // `export`, `profile` and unknown parameters do not affect resources.
             _ => {}
         }
     }
+    let allow_table = match endpoint {
+        Endpoint::Resource { table } => table,
+        // kube's `DefaultEndpointRestrictions`: no conversion at all.
+        Endpoint::Plain if convert.is_some() => return None,
+        Endpoint::Plain => false,
+    };
     let mut out = Negotiated {
         media,
         pretty,
@@ -227,6 +247,17 @@ fn accept_options(
 /// protobuf gives [`MediaType::Protobuf`] (the caller decides whether it can produce it);
 /// nothing acceptable is 406.
 pub fn negotiate_output(accept: Option<&str>, allow_table: bool) -> ApiResult<Negotiated> {
+    negotiate_for(accept, Endpoint::Resource { table: allow_table })
+}
+
+/// [`negotiate_output`] for an endpoint that converts nothing (kube's legacy discovery
+/// handlers, with `DefaultEndpointRestrictions`): a clause asking for `as=`/`g=`/`v=` or a
+/// server version is passed over.
+pub fn negotiate_plain_output(accept: Option<&str>) -> ApiResult<Negotiated> {
+    negotiate_for(accept, Endpoint::Plain)
+}
+
+fn negotiate_for(accept: Option<&str>, endpoint: Endpoint) -> ApiResult<Negotiated> {
     // What most clients send (client-go's default and plain tools): JSON, nothing to parse.
     if matches!(
         accept.map(str::trim),
@@ -234,22 +265,30 @@ pub fn negotiate_output(accept: Option<&str>, allow_table: bool) -> ApiResult<Ne
     ) {
         return Ok(Negotiated::default());
     }
-    let chosen = negotiate_among(accept, allow_table, &SUPPORTED)?;
+    let chosen = negotiate_among(accept, endpoint, &SUPPORTED)?;
     // kubegate answers protobuf only to clients that accept nothing else: JSON is what every
     // client decodes, and a JSON answer is served from the cache without re-encoding.
     if chosen.media == MediaType::Protobuf {
-        if let Ok(other) = negotiate_among(accept, allow_table, &[MediaType::Json, MediaType::Yaml])
-        {
+        if let Ok(other) = negotiate_among(accept, endpoint, &[MediaType::Json, MediaType::Yaml]) {
             return Ok(other);
         }
     }
     Ok(chosen)
 }
 
+/// What an endpoint can convert its answer to (kube's `EndpointRestrictions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Endpoint {
+    /// A resource: `PartialObjectMetadata`, and `Table` when `table`.
+    Resource { table: bool },
+    /// Nothing (legacy discovery): a clause asking for any conversion is not acceptable.
+    Plain,
+}
+
 /// The client's most preferred media type among `supported`, as kube's negotiation picks it.
 fn negotiate_among(
     accept: Option<&str>,
-    allow_table: bool,
+    endpoint: Endpoint,
     supported: &[MediaType],
 ) -> ApiResult<Negotiated> {
     let header = accept.map(str::trim).unwrap_or("");
@@ -267,7 +306,7 @@ fn negotiate_among(
             if !matches {
                 continue;
             }
-            if let Some(out) = accept_options(&clause.params, media, allow_table) {
+            if let Some(out) = accept_options(&clause.params, media, endpoint) {
                 return Ok(out);
             }
         }
@@ -601,6 +640,17 @@ mod tests {
             order("application/yaml, application/json"),
             ["application/yaml", "application/json"]
         );
+        // A header too long for Go's insertion sort gets a consistent order, in time that
+        // grows as n log n (an insertion sort here would take minutes).
+        let long = vec!["*/*"; 50_000]
+            .into_iter()
+            .chain(vec!["application/yaml"; 50_000])
+            .collect::<Vec<_>>()
+            .join(",");
+        let sorted = order(&long);
+        assert_eq!(sorted.len(), 100_000);
+        assert_eq!(sorted[0], "application/yaml");
+        assert_eq!(sorted[99_999], "*/*");
     }
 
     #[test]

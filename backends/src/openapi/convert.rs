@@ -14,11 +14,13 @@
 //! - `$ref`s move to `#/components/...`; a `$ref` with sibling keys is wrapped in `allOf`
 //!   (OpenAPI 3.0 ignores a reference's siblings).
 //!
-//! Two things kube leaves broken are done right here: a parameter given by `$ref` to the
-//! document's top-level `parameters` (k8s.io/apiserver-based servers share their common
-//! parameters that way) is inlined, since kube converts no `components.parameters` and its
-//! references dangle (and a shared `body` parameter then never becomes a `requestBody`); and
-//! references are rewritten in every nested schema (`allOf`, `oneOf`, `anyOf`, `not` too).
+//! What kube leaves broken is done right here: a parameter given by `$ref` to the document's
+//! top-level `parameters` (k8s.io/apiserver-based servers share their common parameters that
+//! way) is inlined, since kube converts no `components.parameters` and its references dangle
+//! (and a shared `body` parameter then never becomes a `requestBody`); references are
+//! rewritten in every nested schema (`allOf`, `oneOf`, `anyOf`, `not` too); a reference
+//! wrapped in `allOf` joins the schema's own `allOf` instead of replacing it; and an
+//! operation without its own `consumes`/`produces` uses the document's.
 
 use serde_json::{json, Map, Value};
 
@@ -28,7 +30,11 @@ const OPERATIONS: [&str; 7] = ["get", "put", "post", "delete", "options", "head"
 
 /// The OpenAPI 3.0 form of a Swagger 2.0 document.
 pub fn v2_to_v3(v2: &Value) -> Value {
-    let shared_parameters = v2.get("parameters").and_then(Value::as_object);
+    let document = Document {
+        parameters: v2.get("parameters").and_then(Value::as_object),
+        consumes: v2.get("consumes"),
+        produces: v2.get("produces"),
+    };
     let mut out = Map::new();
     out.insert("openapi".into(), json!("3.0.0"));
     if let Some(info) = v2.get("info") {
@@ -44,7 +50,7 @@ pub fn v2_to_v3(v2: &Value) -> Value {
                 let item = if path.starts_with("x-") {
                     item.clone()
                 } else {
-                    path_item(item, shared_parameters)
+                    path_item(item, &document)
                 };
                 (path.clone(), item)
             })
@@ -53,6 +59,14 @@ pub fn v2_to_v3(v2: &Value) -> Value {
     }
     out.insert("components".into(), components(v2));
     Value::Object(out)
+}
+
+/// What operations take from the document when they do not say themselves.
+struct Document<'a> {
+    /// Shared parameters, by name.
+    parameters: Option<&'a Map<String, Value>>,
+    consumes: Option<&'a Value>,
+    produces: Option<&'a Value>,
 }
 
 fn components(v2: &Value) -> Value {
@@ -116,20 +130,20 @@ fn security_scheme(v2: &Value) -> Value {
     Value::Object(scheme)
 }
 
-fn path_item(v2: &Value, shared: Option<&Map<String, Value>>) -> Value {
+fn path_item(v2: &Value, document: &Document) -> Value {
     let Some(v2) = v2.as_object() else {
         return v2.clone();
     };
     let mut item = copy_keys(v2, &["$ref"]);
     for method in OPERATIONS {
         if let Some(op) = v2.get(method) {
-            item.insert(method.into(), operation(op, shared));
+            item.insert(method.into(), operation(op, document));
         }
     }
     if let Some(parameters) = v2.get("parameters").and_then(Value::as_array) {
         let converted = parameters
             .iter()
-            .map(|p| parameter(resolve(p, shared)))
+            .map(|p| parameter(resolve(p, document.parameters)))
             .collect();
         item.insert("parameters".into(), Value::Array(converted));
     }
@@ -146,7 +160,7 @@ fn resolve<'a>(param: &'a Value, shared: Option<&'a Map<String, Value>>) -> &'a 
         .unwrap_or(param)
 }
 
-fn operation(v2: &Value, shared: Option<&Map<String, Value>>) -> Value {
+fn operation(v2: &Value, document: &Document) -> Value {
     let Some(v2) = v2.as_object() else {
         return v2.clone();
     };
@@ -170,11 +184,12 @@ fn operation(v2: &Value, shared: Option<&Map<String, Value>>) -> Value {
         .into_iter()
         .flatten()
     {
-        let param = resolve(param, shared);
+        let param = resolve(param, document.parameters);
         match param.get("schema") {
             Some(body) if param.get("name").and_then(Value::as_str) == Some("body") => {
                 let mut request = Map::new();
-                if let Some(consumes) = v2.get("consumes").and_then(Value::as_array) {
+                let consumes = v2.get("consumes").or(document.consumes);
+                if let Some(consumes) = consumes.and_then(Value::as_array) {
                     let content = consumes
                         .iter()
                         .filter_map(Value::as_str)
@@ -191,7 +206,7 @@ fn operation(v2: &Value, shared: Option<&Map<String, Value>>) -> Value {
         op.insert("parameters".into(), Value::Array(parameters));
     }
     if let Some(responses) = v2.get("responses").and_then(Value::as_object) {
-        let produces = v2.get("produces");
+        let produces = v2.get("produces").or(document.produces);
         let converted = responses
             .iter()
             .map(|(code, r)| {
@@ -292,7 +307,12 @@ fn schema(v2: &Value) -> Value {
     }
     if out.len() > 1 {
         if let Some(reference) = out.remove("$ref") {
-            out.insert("allOf".into(), json!([{ "$ref": reference }]));
+            // kube replaces an `allOf` the schema already has; it is kept here.
+            let mut all_of = vec![json!({ "$ref": reference })];
+            if let Some(Value::Array(existing)) = out.remove("allOf") {
+                all_of.extend(existing);
+            }
+            out.insert("allOf".into(), Value::Array(all_of));
         }
     }
     Value::Object(out)

@@ -39,6 +39,10 @@ fn wardle_v2() -> serde_json::Value {
                     ],
                     "responses": {"201": {"description": "Created", "schema": {"$ref": "#/definitions/com.example.wardle.v1alpha1.Flunder"}}}
                 },
+                "put": {
+                    "parameters": [{"name": "body", "in": "body", "schema": {"type": "object"}}],
+                    "responses": {"200": {"description": "OK", "schema": {"type": "object"}}}
+                },
                 "delete": {
                     "consumes": ["application/json"],
                     "produces": ["application/json"],
@@ -63,7 +67,8 @@ fn wardle_v2() -> serde_json::Value {
                     "spec": {"$ref": "#/definitions/com.example.wardle.v1alpha1.FlunderSpec"},
                     "tags": {"type": "array", "items": {"$ref": "#/definitions/com.example.wardle.v1alpha1.Tag"}},
                     "labels": {"type": "object", "additionalProperties": {"$ref": "#/definitions/com.example.wardle.v1alpha1.Tag"}},
-                    "either": {"oneOf": [{"$ref": "#/definitions/com.example.wardle.v1alpha1.Tag"}]}
+                    "either": {"oneOf": [{"$ref": "#/definitions/com.example.wardle.v1alpha1.Tag"}]},
+                    "both": {"$ref": "#/definitions/com.example.wardle.v1alpha1.Tag", "allOf": [{"required": ["name"]}]}
                 },
                 "x-kubernetes-group-version-kind": [{"group": "wardle.example.com", "kind": "Flunder", "version": "v1alpha1"}]
             }
@@ -190,6 +195,17 @@ fn operations_get_request_bodies_parameters_with_schemas_and_response_content() 
     assert_eq!(
         create["requestBody"],
         json!({"content": {"application/json": flunder, "application/yaml": flunder}})
+    );
+
+    // Without its own consumes and produces, an operation uses the document's.
+    let replace = &item["put"];
+    assert_eq!(
+        replace["requestBody"],
+        json!({"content": {"application/json": {"schema": {"type": "object"}}}})
+    );
+    assert_eq!(
+        replace["responses"]["200"],
+        json!({"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}})
     );
 
     // A shared body parameter becomes the request body too; a response reference moves.
