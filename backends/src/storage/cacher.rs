@@ -467,9 +467,24 @@ impl Cacher {
         let mut watchers = lock(&self.hub.watchers);
         let mut ended = Vec::new();
         for (ev, rendered) in rendered {
-            // Re-watching after an error may overlap what was already applied.
-            if ev.revision <= state.revision {
+            // Re-watching after an error may overlap what was already applied. One revision
+            // can carry several events (an etcd transaction deleting every key on an expired
+            // lease), so an event at the cache's revision is skipped only if its key already
+            // shows it.
+            if ev.revision < state.revision {
                 continue;
+            }
+            if ev.revision == state.revision {
+                let applied = match ev.kind {
+                    EventKind::Deleted => !state.objects.contains_key(&ev.key),
+                    EventKind::Created | EventKind::Modified => state
+                        .objects
+                        .get(&ev.key)
+                        .is_some_and(|o| o.revision == ev.revision),
+                };
+                if applied {
+                    continue;
+                }
             }
             state.revision = ev.revision;
             let prev = state.objects.get(&ev.key).cloned();
@@ -1411,6 +1426,52 @@ mod tests {
         assert_eq!(next(&mut w).await.revision, r2);
         cacher.wait_for_revision(r2, WAIT).await.unwrap();
         assert!(cacher.get("/cm/ns/b").is_some());
+    }
+
+    /// etcd deletes every key of an expired lease in one transaction: one revision, several
+    /// events. Each is applied; one repeated after a re-watch is not applied twice.
+    #[tokio::test]
+    async fn several_events_of_one_revision_are_all_applied() {
+        let f = fixture(1000);
+        let flaky = Arc::new(FlakyStore {
+            inner: f.store.clone(),
+            lose_events: Arc::default(),
+            compact_next_watch: Default::default(),
+            feeds: Mutex::default(),
+        });
+        let cacher = Cacher::start(flaky.clone(), 100).await.unwrap();
+        let mut w = cacher.watch("/cm/", 0).unwrap();
+        let mut last = 0;
+        for name in ["a", "b", "c"] {
+            last = flaky
+                .create(&format!("/cm/ns/{name}"), obj(name, json!({}), "1"))
+                .await
+                .unwrap();
+            assert_eq!(next(&mut w).await.revision, last);
+        }
+        let feed = lock(&flaky.feeds).last().cloned().unwrap();
+        let deleted = |name: &str| StoreEvent {
+            kind: EventKind::Deleted,
+            key: format!("/cm/ns/{name}"),
+            value: Bytes::new(),
+            prev_value: Some(obj(name, json!({}), "1")),
+            revision: last + 1,
+        };
+        for name in ["a", "b", "a"] {
+            feed.send(Ok(deleted(name))).await.unwrap();
+        }
+        for name in ["a", "b"] {
+            let event = next(&mut w).await;
+            assert_eq!(
+                (event.kind, event.revision),
+                (CacheEventKind::Deleted, last + 1)
+            );
+            assert_eq!(event.object.key, format!("/cm/ns/{name}"), "{name}");
+        }
+        cacher.wait_for_revision(last + 1, WAIT).await.unwrap();
+        assert!(cacher.get("/cm/ns/a").is_none());
+        assert!(cacher.get("/cm/ns/b").is_none());
+        assert!(cacher.get("/cm/ns/c").is_some());
     }
 
     #[tokio::test]

@@ -60,7 +60,7 @@ use tokio::sync::watch as signal;
 
 use super::{KeyValue, ListResult, Revision, Store, StoreError, WatchReceiver};
 pub use lease::ExpiringPrefix;
-use members::{Member, Members};
+use members::{Member, Members, WentDown};
 
 /// An etcd key range `[start, end)`.
 type KeyRange = (Vec<u8>, Vec<u8>);
@@ -263,6 +263,7 @@ pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdStore>, StoreError
     if let Some((key, end)) = store.etcd_range("")? {
         tokio::spawn(progress::run(
             Arc::clone(&members),
+            store.root.clone(),
             key,
             end,
             Arc::clone(&store.progress),
@@ -326,8 +327,9 @@ fn key_after(key: &[u8]) -> Vec<u8> {
 
 /// Whether `op` (an operation name as the store's methods pass it) writes: a write cut off
 /// in flight may have been applied, so it is neither retried nor reported as not done.
+/// (A compaction is repeatable, so it is not one.)
 fn is_write(op: &str) -> bool {
-    matches!(op, "create" | "update" | "delete" | "compact")
+    matches!(op, "create" | "update" | "delete")
 }
 
 /// Whether `e` says a member could not be reached. With `write`, only failures that happen
@@ -430,7 +432,7 @@ fn map_error(endpoints: &str, op: &str, e: etcd_client::Error) -> StoreError {
                 code if is_connection_failure(code, message) => StoreError::Unavailable(format!(
                     "etcd {op} failed: lost the connection to {endpoints}: {message}{}",
                     // A write cut off in flight may have reached etcd, as with a timeout.
-                    if matches!(op, "create" | "update" | "delete") {
+                    if is_write(op) {
                         " (the write may or may not have been applied)"
                     } else {
                         ""
@@ -563,12 +565,13 @@ impl EtcdStore {
         Ok(self.call_on_member(op, attempt).await?.0)
     }
 
-    /// [`EtcdStore::call`], also returning the member that answered (a watch stays on it).
+    /// [`EtcdStore::call`], also returning the member that answered and what completes when
+    /// it stops answering (a watch stays on it, and ends then).
     async fn call_on_member<T, F, Fut>(
         &self,
         op: &str,
         mut attempt: F,
-    ) -> Result<(Result<T, etcd_client::Error>, Arc<Member>), StoreError>
+    ) -> Result<(Result<T, etcd_client::Error>, Arc<Member>, WentDown), StoreError>
     where
         F: FnMut(&Member) -> Fut,
         Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
@@ -577,13 +580,12 @@ impl EtcdStore {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         let mut backoff = RETRY_BACKOFF;
         loop {
-            let member = self.members.pick();
-            let went_down = member.went_down();
+            let (member, mut went_down) = self.members.pick();
             let result = tokio::select! {
                 result = tokio::time::timeout_at(deadline, attempt(&member)) => {
                     result.map_err(|_| self.timeout_error(op))?
                 }
-                () = went_down => {
+                () = &mut went_down => {
                     if write {
                         return Err(StoreError::Unavailable(format!(
                             "etcd {op} failed: member {} stopped answering while the request was in flight (the write may or may not have been applied)",
@@ -605,7 +607,7 @@ impl EtcdStore {
                     continue;
                 }
             }
-            return Ok((result, member));
+            return Ok((result, member, went_down));
         }
     }
 
@@ -746,6 +748,14 @@ impl EtcdStore {
             Err(e) => Err(self.error("list", e)),
         }
     }
+}
+
+/// Whether a failed transaction's else branch (a get of the key) found the key.
+fn still_there(resp: &etcd_client::TxnResponse) -> bool {
+    resp.op_responses().into_iter().any(|r| match r {
+        TxnOpResponse::Get(g) => !g.kvs().is_empty(),
+        _ => false,
+    })
 }
 
 /// gRPC status codes (numeric, as on the wire) that the error mapping tells apart.
@@ -1104,17 +1114,21 @@ impl EtcdStore {
                             TxnOp::put(new, kv.value().to_vec(), put),
                             TxnOp::delete(kv.key(), None),
                         ]);
+                    let txn = txn.or_else([TxnOp::get(kv.key(), None)]);
                     let resp = self
                         .call("update", |member| {
                             let (mut client, txn) = (member.kv(), txn.clone());
                             async move { client.txn(txn).await }
                         })
-                        .await?
-                        .map_err(|e| self.error("update", e))?;
-                    if resp.succeeded() {
-                        moved += 1;
-                    } else {
-                        tracing::warn!(key = old, "an earlier kubegate's key was changed, or its place in kube's layout is taken; left where it is");
+                        .await?;
+                    match resp {
+                        Ok(resp) if resp.succeeded() => moved += 1,
+                        // Gone: another replica moved it (or it expired) meanwhile.
+                        Ok(resp) if !still_there(&resp) => {}
+                        Ok(_) => tracing::warn!(key = old, "an earlier kubegate's key was changed while moving it, or its place in kube's layout is taken; left where it is"),
+                        // Its lease expired between the read and the move: so did the key.
+                        Err(e) if lease::is_lease_not_found(&e) => {}
+                        Err(e) => return Err(self.error("update", e)),
                     }
                 }
                 match next {

@@ -108,7 +108,9 @@ pub trait Store: Send + Sync + 'static {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError>;
 
     /// Lists keys starting with `prefix`, in key order, after `start_after` (exclusive) when
-    /// given, at most `limit` (0 = no limit). `at_revision` asks for a consistent read at an
+    /// given, at most `limit` (0 = no limit). (Listing everything, `""` or `/`, the etcd
+    /// engine goes in the order of kube's layout there; passing the last key returned as
+    /// `start_after` still continues where the page ended.) `at_revision` asks for a consistent read at an
     /// older revision; engines without history answer [`StoreError::Compacted`] for any
     /// revision but the current one.
     async fn list(

@@ -37,7 +37,7 @@ pub(super) async fn run(
         }
         match tokio::time::timeout(
             interval.max(Duration::from_secs(10)),
-            step(&mut members.pick().kv(), version, revision),
+            step(&mut members.pick().0.kv(), version, revision),
         )
         .await
         {

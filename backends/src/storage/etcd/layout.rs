@@ -99,8 +99,8 @@ pub(super) fn from_etcd(key: &str) -> Option<Cow<'_, str>> {
 
 /// The etcd key prefix (after the etcd prefix) holding exactly the store keys that start
 /// with `prefix`: `/` for everything; a store prefix that spans several of kube's
-/// directories without being all of them (`/core/`, `/s`) is refused, as nothing in
-/// kubegate lists one.
+/// directories without being all of them (`/core/`, `/s`) is refused (kubegate lists whole
+/// resources, namespaces in them, or everything).
 pub(super) fn range_prefix(prefix: &str) -> Result<Cow<'_, str>, StoreError> {
     if prefix.is_empty() || prefix == "/" {
         return Ok(Cow::Borrowed("/"));
@@ -114,19 +114,23 @@ pub(super) fn range_prefix(prefix: &str) -> Result<Cow<'_, str>, StoreError> {
         }
     }
     // Anything else must not overlap a relocated directory on either side: `/core/`
-    // covers several, `/s` would also match kube's `/secrets`.
-    let overlaps = RELOCATED.iter().any(|(store, etcd)| {
-        store.starts_with(prefix)
-            || etcd.starts_with(prefix)
-            || prefix.starts_with(store)
-            || prefix.starts_with(etcd)
-    });
+    // covers several, `/s` would also match kube's `/secrets`; `/secrets-store.x.io/`
+    // matches neither.
+    let overlaps = RELOCATED
+        .iter()
+        .any(|(store, etcd)| overlaps(prefix, store) || overlaps(prefix, etcd));
     if overlaps {
         return Err(StoreError::Internal(format!(
             "listing storage prefix {prefix:?} would span several of etcd's kube-layout directories"
         )));
     }
     Ok(Cow::Borrowed(prefix))
+}
+
+/// Whether keys starting with `prefix` and keys in directory `dir` (`dir` itself or under
+/// `dir/`) can coincide.
+fn overlaps(prefix: &str, dir: &str) -> bool {
+    dir.starts_with(prefix) || replace_dir(prefix, dir, "").is_some()
 }
 
 #[cfg(test)]
@@ -216,6 +220,15 @@ mod tests {
             "/stable.example.com/crontabs/"
         );
         assert_eq!(range_prefix("/pods/ns/").unwrap(), "/pods/ns/");
+        // A group whose name only starts like a relocated directory.
+        assert_eq!(
+            range_prefix("/secrets-store.csi.x-k8s.io/secretproviderclasses/").unwrap(),
+            "/secrets-store.csi.x-k8s.io/secretproviderclasses/"
+        );
+        assert_eq!(
+            range_prefix("/events.example.com/").unwrap(),
+            "/events.example.com/"
+        );
         for prefix in [
             "/core/",
             "/core",

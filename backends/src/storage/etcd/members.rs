@@ -7,9 +7,9 @@
 //! Here a member that does not answer a probe within [`PROBE_TIMEOUT`] is marked down: new
 //! requests go to the others, and requests and watches already running on it end at once
 //! (reads are retried elsewhere, watches resume from their last revision), so a hung member
-//! costs seconds, not minutes. It is marked up again when it answers a probe.
+//! costs seconds, not minutes. It is marked up again when it answers a probe. A member that
+//! answers without a leader only loses new requests while another has one.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +24,20 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// that was only slow, which costs a retry, and fails writes in flight there.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// What the last probe of a member found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Health {
+    /// It answered (and, with `require_leader`, has a leader).
+    Answering,
+    /// It answered that it has no leader: an election, or it is cut off from the others.
+    /// Requests go elsewhere while another answers, but nothing running on it is cut off:
+    /// etcd rides out an election by itself.
+    Leaderless,
+    /// It did not answer in time, or its connection failed: requests and watches running on
+    /// it end.
+    Unresponsive,
+}
+
 /// One etcd member and its clients.
 pub(super) struct Member {
     /// The member's client URL, for messages.
@@ -31,9 +45,13 @@ pub(super) struct Member {
     kv: KvClient,
     watch: WatchClient,
     lease: LeaseClient,
-    /// Whether the member answers: its last probe's outcome, `true` before the first.
-    up: signal::Sender<bool>,
+    /// Its last probe's outcome, [`Health::Answering`] before the first.
+    health: signal::Sender<Health>,
 }
+
+/// Completes when the member a request was sent to stops answering (see
+/// [`Members::pick`]); never, for a request sent to a member already known not to answer.
+pub(super) type WentDown = futures::future::BoxFuture<'static, ()>;
 
 impl Member {
     pub(super) fn kv(&self) -> KvClient {
@@ -48,37 +66,55 @@ impl Member {
         self.lease.clone()
     }
 
+    fn health(&self) -> Health {
+        *self.health.borrow()
+    }
+
     pub(super) fn is_up(&self) -> bool {
-        *self.up.borrow()
+        self.health() == Health::Answering
     }
 
-    /// Marks the member down until a probe finds it answering (a request to it failed to
-    /// connect or lost its connection). Returns whether it was up.
-    pub(super) fn mark_down(&self, reason: &str) -> bool {
-        let was_up = self.up.send_replace(false);
-        if was_up {
-            tracing::warn!(member = %self.endpoint, reason, "etcd member is not answering; requests go to the other members");
+    /// Marks the member unresponsive until a probe finds it answering (a request to it failed
+    /// to connect or lost its connection).
+    pub(super) fn mark_down(&self, reason: &str) {
+        self.set(Health::Unresponsive, reason);
+    }
+
+    fn set(&self, health: Health, reason: &str) {
+        let before = self.health.send_replace(health);
+        if before == health {
+            return;
         }
-        was_up
-    }
-
-    fn mark_up(&self) {
-        if !self.up.send_replace(true) {
-            tracing::info!(member = %self.endpoint, "etcd member answers again");
+        match health {
+            Health::Answering => {
+                tracing::info!(member = %self.endpoint, "etcd member answers again")
+            }
+            Health::Leaderless => {
+                tracing::warn!(member = %self.endpoint, reason, "etcd member has no leader; requests go to the other members")
+            }
+            Health::Unresponsive => {
+                tracing::warn!(member = %self.endpoint, reason, "etcd member is not answering; requests go to the other members")
+            }
         }
     }
 
-    /// Completes when the member is marked down. Taken when a request is sent: a member that
-    /// is already down (sent to only because no member answers) never completes it, so such
-    /// a request runs to its own deadline.
-    pub(super) fn went_down(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut up = self.up.subscribe();
-        async move {
-            if *up.borrow_and_update() && up.wait_for(|up| !*up).await.is_ok() {
+    /// The [`WentDown`] of a request sent now: subscribed before the member's state is read,
+    /// so a change right after it is not missed. `chosen_answering` says whether the member
+    /// was picked as answering; one picked only because none answered is never cut off
+    /// (its request runs to its own deadline).
+    fn went_down(&self, chosen_answering: bool) -> WentDown {
+        let mut health = self.health.subscribe();
+        Box::pin(async move {
+            if chosen_answering
+                && health
+                    .wait_for(|h| *h == Health::Unresponsive)
+                    .await
+                    .is_ok()
+            {
                 return;
             }
             std::future::pending::<()>().await
-        }
+        })
     }
 }
 
@@ -108,7 +144,7 @@ impl Members {
                     .watch_client()
                     .max_decoding_message_size(max_decoding_message_size),
                 lease: client.lease_client(),
-                up: signal::channel(true).0,
+                health: signal::channel(Health::Answering).0,
             }));
         }
         Ok(Members {
@@ -117,17 +153,26 @@ impl Members {
         })
     }
 
-    /// The member for the next request: the next one in turn that answers, or, when none
-    /// does, the next one in turn (the request then waits out its deadline there, or finds
-    /// the member back).
-    pub(super) fn pick(&self) -> Arc<Member> {
+    /// The member for the next request, and what completes when it stops answering: the
+    /// next one in turn that answers; else the next one without a leader (an election may
+    /// be ending); else the next one in turn (the request waits out its deadline there, or
+    /// finds the member back).
+    pub(super) fn pick(&self) -> (Arc<Member>, WentDown) {
         let count = self.members.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let chosen = (0..count)
-            .map(|i| &self.members[(start + i) % count])
-            .find(|m| m.is_up())
-            .unwrap_or(&self.members[start % count]);
-        Arc::clone(chosen)
+        let in_turn = || (0..count).map(move |i| &self.members[(start + i) % count]);
+        // Subscribed before the state is read (in `went_down`), so a member marked down
+        // between the choice and the request is still cut off.
+        for wanted in [Health::Answering, Health::Leaderless] {
+            for member in in_turn() {
+                let went_down = member.went_down(true);
+                if member.health() == wanted {
+                    return (Arc::clone(member), went_down);
+                }
+            }
+        }
+        let member = &self.members[start % count];
+        (Arc::clone(member), member.went_down(false))
     }
 
     /// Each member's endpoint and whether it answers, in configuration order.
@@ -155,10 +200,13 @@ impl Members {
                 async move {
                     let options = GetOptions::new().with_count_only().with_serializable();
                     match tokio::time::timeout(PROBE_TIMEOUT, kv.get(key, Some(options))).await {
-                        Ok(Ok(_)) => member.mark_up(),
-                        Ok(Err(e)) => {
-                            member.mark_down(&e.to_string());
+                        Ok(Ok(_)) => member.set(Health::Answering, ""),
+                        // etcd answered, so the member runs; without a leader it cannot
+                        // serve requests now, but what it is handling may still complete.
+                        Ok(Err(e)) if e.to_string().contains("etcdserver:") => {
+                            member.set(Health::Leaderless, &e.to_string());
                         }
+                        Ok(Err(e)) => member.mark_down(&e.to_string()),
                         Err(_) => {
                             member.mark_down(&format!(
                                 "no answer to a probe within {PROBE_TIMEOUT:?}"

@@ -19,7 +19,7 @@ use std::time::Duration;
 use etcd_client::WatchOptions;
 use tokio::sync::{watch as signal, Notify};
 
-use super::{from_rev, to_rev, Members};
+use super::{from_rev, strip_root, to_rev, Members};
 use crate::storage::{Revision, StoreError};
 
 /// How often a caller waiting in [`Progress::current`] asks again (etcd answers a progress
@@ -28,6 +28,8 @@ use crate::storage::{Revision, StoreError};
 /// request per interval is all a prefix without writes needs.
 const PROGRESS_RETRY: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long opening the tracking watch may take before another member is tried.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Shared between the store and the tracking task.
 pub(super) struct Progress {
@@ -115,6 +117,7 @@ impl Progress {
 /// with backoff after any failure, or at once when its member stops answering.
 pub(super) async fn run(
     members: Arc<Members>,
+    root: String,
     key: Vec<u8>,
     end: Vec<u8>,
     progress: Arc<Progress>,
@@ -129,13 +132,18 @@ pub(super) async fn run(
         let options = WatchOptions::new()
             .with_range(end.clone())
             .with_start_revision(to_rev(from));
-        let member = members.pick();
+        let (member, mut went_down) = members.pick();
         let mut client = member.watch();
-        let went_down = member.went_down();
-        tokio::pin!(went_down);
+        // Bounded: opening on a member that hangs, not yet seen down, would wait for the
+        // connection's keepalive while consistent reads wait for this watch.
         let opened = tokio::select! {
             _ = shutdown.changed() => return,
-            opened = client.watch(key.clone(), Some(options)) => opened,
+            () = &mut went_down => continue,
+            opened = tokio::time::timeout(OPEN_TIMEOUT, client.watch(key.clone(), Some(options))) => {
+                opened.unwrap_or_else(|_| Err(etcd_client::Error::WatchError(format!(
+                    "no answer from {} within {OPEN_TIMEOUT:?}", member.endpoint
+                ))))
+            }
         };
         match opened {
             Ok(stream) => {
@@ -172,7 +180,15 @@ pub(super) async fn run(
                     let events = response.events();
                     if let Some(last) = events.last().and_then(|e| e.kv()) {
                         let revision = from_rev(last.mod_revision());
-                        progress.saw(Some(revision), revision);
+                        // Only writes store watches deliver count as the last write: not an
+                        // earlier kubegate's keys (see the `layout` module), which they skip.
+                        let last_store_write = events
+                            .iter()
+                            .filter_map(|e| e.kv())
+                            .filter(|kv| matches!(strip_root(&root, kv.key()), Ok(Some(_))))
+                            .map(|kv| from_rev(kv.mod_revision()))
+                            .max();
+                        progress.saw(last_store_write, revision);
                     } else if !response.created() {
                         // A progress notification: nothing under the prefix up to here.
                         let revision =

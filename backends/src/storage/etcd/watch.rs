@@ -10,7 +10,7 @@ use bytes::Bytes;
 use etcd_client::{Event, EventType, WatchOptions, WatchStream};
 use tokio::sync::{mpsc, watch as signal};
 
-use super::{from_rev, key_after, map_error, strip_root, to_rev, EtcdStore, Member};
+use super::{from_rev, key_after, map_error, strip_root, to_rev, EtcdStore, Member, WentDown};
 use crate::storage::{EventKind, Revision, StoreError, StoreEvent, WatchReceiver};
 
 /// Events buffered per watch between the forwarding task and the consumer.
@@ -31,17 +31,16 @@ pub(super) async fn start(
     let options = options
         .with_start_revision(to_rev(start_revision))
         .with_prev_key();
-    let (opened, member) = store
+    let (opened, member, mut went_down) = store
         .call_on_member("watch", |member| {
             let (mut client, key, options) = (member.watch(), key.clone(), options.clone());
             async move { client.watch(key, Some(options)).await }
         })
         .await?;
     let mut stream = opened.map_err(|e| store.error("watch", e))?;
-    let went_down = member.went_down();
     let created = tokio::select! {
         created = store.timed("watch", stream.message()) => created?,
-        () = went_down => return Err(member_down(&member.endpoint, after)),
+        () = &mut went_down => return Err(member_down(&member.endpoint, after)),
     };
     let created = created
         .map_err(|e| store.error("watch", e))?
@@ -93,6 +92,7 @@ pub(super) async fn start(
         tx,
         store.root.clone(),
         member,
+        went_down,
         after,
         shutdown,
     ));
@@ -152,12 +152,11 @@ async fn forward(
     tx: mpsc::Sender<Result<StoreEvent, StoreError>>,
     root: String,
     member: Arc<Member>,
+    mut went_down: WentDown,
     after: Revision,
     mut shutdown: signal::Receiver<bool>,
 ) {
     let endpoints = &member.endpoint;
-    let went_down = member.went_down();
-    tokio::pin!(went_down);
     let mut last = after;
     loop {
         let message = tokio::select! {
