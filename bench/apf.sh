@@ -53,6 +53,9 @@
 #   PHASES=overhead OH_PERF=1 bench/apf.sh           (c), then a perf profile of each server
 #   PHASES=overhead OH_CONTROL=1 bench/apf.sh        (c) with APF on both servers: the method's error
 #   PHASES=overhead OH_SIDE_BY_SIDE=0 bench/apf.sh   (c) with the servers loaded one after the other
+#   PHASES=overhead OH_H2=1 bench/apf.sh             (c) over HTTP/2 (h2load, one stream per
+#                                                    connection at a time, as client-go and kubectl
+#                                                    talk; bench/tools/h2load-as-loadgen)
 # Output: $RESULTS/apf/summary.txt (figures, verdicts, the command), runs.csv (overhead
 # rounds), raw loadgen output per run, meta.txt.
 set -euo pipefail
@@ -87,7 +90,7 @@ OH_SIDE_BY_SIDE=${OH_SIDE_BY_SIDE:-1}
 # 1: a control run, the "off" server runs APF too; the ratio then shows the method's own error.
 OH_CONTROL=${OH_CONTROL:-0}
 PHASES=${PHASES:-"fairness overhead"}   # fairness: (a) and (b); overhead: (c)
-COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|DELAY_MS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|ISO_REPEATS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|OH_SIDE_BY_SIDE|OH_CONTROL|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
+COMMAND="$({ env | grep -E '^(DURATION|WARMUP|REQUEST|WATCHERS|CMS|DELAY_MS|MAX_RI|MAX_MRI|SHARES|QLL|LIGHT_FRACTION|EQUAL_USERS|ISO_REPEATS|EQUAL_LOAD|LIGHT_CONNS|HEAVY_CONNS|EQUAL_CONNS|OH_CONNS|OH_ROUNDS|OH_DURATION|OH_SIDE_BY_SIDE|OH_CONTROL|OH_H2|PHASES|PIN|SERVER_CPUS|LOADGEN_CPUS)=' || true; } | sort | tr '\n' ' ')bench/apf.sh"
 
 need_tools kubectl python3
 [[ $REQUEST == proxied ]] && need_tools openssl
@@ -400,6 +403,10 @@ fi
 
 # ----------------------------------------------------------------------------- (c) overhead
 if [[ " $PHASES " == *" overhead "* ]]; then
+if [[ ${OH_H2:-0} == 1 ]]; then
+  need_tools h2load
+  LOADGEN_BIN=$BENCH_DIR/tools/h2load-as-loadgen
+fi
 CSV=$OUT/runs.csv
 echo "round,target,conns,$CSV_HEADER" >"$CSV"
 declare -A PORT=() DIR=() PIDS=()
@@ -438,7 +445,7 @@ for ((r = 1; r <= OH_ROUNDS; r++)); do
     measured_run "$r,$t,$OH_CONNS" "$OUT/overhead-$t.r$r.txt" "$OH_CONNS" "${PIDS[$t]}" "${a[@]}" -d "$OH_DURATION"
   done
 done
-echo "overhead: apf pid=${PIDS[apf]} (400+200 seats) off pid=${PIDS[off]} ($([[ $OH_CONTROL == 1 ]] && echo 'APF too: control run' || echo 'maxInFlight 0/0')) conns=$OH_CONNS rounds=$OH_ROUNDS duration=$OH_DURATION side_by_side=$OH_SIDE_BY_SIDE control=$OH_CONTROL" >>"$OUT/meta.txt"
+echo "overhead: apf pid=${PIDS[apf]} (400+200 seats) off pid=${PIDS[off]} ($([[ $OH_CONTROL == 1 ]] && echo 'APF too: control run' || echo 'maxInFlight 0/0')) conns=$OH_CONNS rounds=$OH_ROUNDS duration=$OH_DURATION side_by_side=$OH_SIDE_BY_SIDE control=$OH_CONTROL client=$([[ ${OH_H2:-0} == 1 ]] && echo h2load-http2 || echo loadgen-http1.1)" >>"$OUT/meta.txt"
 # OH_PERF=1: after the rounds, measure each server under the same load with `perf stat`
 # (task-clock and context switches; instructions and cycles where the VM exposes them) and then
 # sample it (perf cpu-clock, flat; OH_PERF_CG=dwarf,16384 adds call graphs and a callers
