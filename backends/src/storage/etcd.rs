@@ -345,9 +345,10 @@ fn is_unreachable(e: &etcd_client::Error, write: bool) -> bool {
     }
 }
 
-/// Whether an error message says the request never reached etcd's handling: no connection,
-/// or, with `require_leader`, a member without a leader refusing it up front ("etcdserver:
-/// no leader"). Such a write can safely go to another member.
+/// Whether an error message says the request never reached etcd's handling: no connection;
+/// with `require_leader`, a member without a leader refusing it up front ("etcdserver: no
+/// leader"); or a learner (a member being added) refusing what only voting members serve.
+/// Such a write can safely go to another member.
 fn was_not_sent(message: &str) -> bool {
     [
         "tcp connect error",
@@ -355,6 +356,7 @@ fn was_not_sent(message: &str) -> bool {
         "Connection refused",
         "connection refused",
         "etcdserver: no leader",
+        "etcdserver: rpc not supported for learner",
     ]
     .iter()
     .any(|m| message.contains(m))

@@ -1033,10 +1033,16 @@ fn a_write_cut_off_in_flight_says_it_may_have_been_applied() {
     for text in [
         "etcdserver: no leader",
         "tcp connect error: Connection refused",
+        "etcdserver: rpc not supported for learner",
     ] {
         let m = message("create", status(tonic::Code::Unavailable, text));
         assert!(!m.contains(MAY), "{m}");
         assert!(m.contains(text), "{m}");
+        // ...so a write refused that way goes to another member.
+        assert!(
+            super::is_unreachable(&status(tonic::Code::Unavailable, text), true),
+            "{text}"
+        );
     }
 }
 
