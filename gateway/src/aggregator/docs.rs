@@ -578,13 +578,20 @@ async fn fetch_at(
         OpenApiV3::Served(documents) => Some(documents),
         // As kube-aggregator: a backend without OpenAPI v3 has its v2 document converted,
         // whole, under the APIService's group-version.
-        OpenApiV3::NotServed => openapi_v2.as_deref().and_then(|v2| {
-            let converted = serde_json::to_vec(&v2_to_v3(v2)).ok()?;
-            Some(vec![(
-                v3_key(&service.group, &service.version),
-                Bytes::from(converted),
-            )])
-        }),
+        // A large document takes a while: converted off the async workers.
+        OpenApiV3::NotServed => match openapi_v2.clone() {
+            Some(v2) => tokio::task::spawn_blocking(move || serde_json::to_vec(&v2_to_v3(&v2)))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|converted| {
+                    vec![(
+                        v3_key(&service.group, &service.version),
+                        Bytes::from(converted),
+                    )]
+                }),
+            None => None,
+        },
         OpenApiV3::Failed => None,
     };
     Ok((resources, openapi_v3, openapi_v2))
