@@ -159,6 +159,12 @@ impl Members {
     /// finds the member back).
     pub(super) fn pick(&self) -> (Arc<Member>, WentDown) {
         let count = self.members.len();
+        if count == 1 {
+            // Nowhere else to go: a member that stalls (a slow disk) is waited for, as
+            // before, rather than having its writes cut off.
+            let only = &self.members[0];
+            return (Arc::clone(only), only.went_down(false));
+        }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let in_turn = || (0..count).map(move |i| &self.members[(start + i) % count]);
         // Subscribed before the state is read (in `went_down`), so a member marked down
@@ -217,5 +223,59 @@ impl Members {
             });
             futures::future::join_all(probes).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Members on addresses nothing listens on (clients connect lazily, so none is tried).
+    async fn members(count: u16) -> Members {
+        let endpoints: Vec<String> = (1..=count)
+            .map(|i| format!("http://127.0.0.1:{i}"))
+            .collect();
+        Members::connect(&endpoints, &ConnectOptions::new(), 1 << 20)
+            .await
+            .unwrap()
+    }
+
+    async fn fires(went_down: WentDown) -> bool {
+        tokio::time::timeout(Duration::from_millis(100), went_down)
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_request_on_a_member_that_stops_answering_is_cut_off() {
+        let members = members(3).await;
+        let (member, went_down) = members.pick();
+        member.mark_down("test");
+        assert!(fires(went_down).await);
+        // New requests go round robin over the others only.
+        for _ in 0..6 {
+            assert_ne!(members.pick().0.endpoint, member.endpoint);
+        }
+        // A member without a leader loses new requests but cuts nothing off.
+        let (other, went_down) = members.pick();
+        other.set(Health::Leaderless, "test");
+        assert!(!fires(went_down).await);
+        let (third, _) = members.pick();
+        assert!(third.endpoint != member.endpoint && third.endpoint != other.endpoint);
+        // None answering: picked anyway, and never cut off.
+        third.mark_down("test");
+        other.mark_down("test");
+        let (_, went_down) = members.pick();
+        assert!(!fires(went_down).await);
+    }
+
+    #[tokio::test]
+    async fn a_single_member_is_never_cut_off() {
+        let members = members(1).await;
+        let (member, went_down) = members.pick();
+        member.mark_down("test");
+        assert!(!fires(went_down).await);
     }
 }
