@@ -1325,6 +1325,18 @@ mod tests {
         assert_eq!(cacher.count("/cm/"), total);
     }
 
+    /// A cache over the fixture's store wrapped in a [`FlakyStore`].
+    async fn flaky_cacher(f: &Fixture) -> (Arc<FlakyStore>, Arc<Cacher>) {
+        let flaky = Arc::new(FlakyStore {
+            inner: f.store.clone(),
+            lose_events: Arc::default(),
+            compact_next_watch: Default::default(),
+            feeds: Mutex::default(),
+        });
+        let cacher = Cacher::start(flaky.clone(), 100).await.unwrap();
+        (flaky, cacher)
+    }
+
     /// Wraps a store so a test can break its watch and lose events.
     struct FlakyStore {
         inner: Arc<EmbeddedStore>,
@@ -1401,13 +1413,7 @@ mod tests {
     #[tokio::test]
     async fn rewatches_after_a_watch_error_without_relisting() {
         let f = fixture(1000);
-        let flaky = Arc::new(FlakyStore {
-            inner: f.store.clone(),
-            lose_events: Arc::default(),
-            compact_next_watch: Default::default(),
-            feeds: Mutex::default(),
-        });
-        let cacher = Cacher::start(flaky.clone(), 100).await.unwrap();
+        let (flaky, cacher) = flaky_cacher(&f).await;
         let mut w = cacher.watch("/cm/", 0).unwrap();
         let r1 = flaky
             .create("/cm/ns/a", obj("a", json!({}), "1"))
@@ -1433,13 +1439,7 @@ mod tests {
     #[tokio::test]
     async fn several_events_of_one_revision_are_all_applied() {
         let f = fixture(1000);
-        let flaky = Arc::new(FlakyStore {
-            inner: f.store.clone(),
-            lose_events: Arc::default(),
-            compact_next_watch: Default::default(),
-            feeds: Mutex::default(),
-        });
-        let cacher = Cacher::start(flaky.clone(), 100).await.unwrap();
+        let (flaky, cacher) = flaky_cacher(&f).await;
         let mut w = cacher.watch("/cm/", 0).unwrap();
         let mut last = 0;
         for name in ["a", "b", "c"] {
@@ -1477,13 +1477,7 @@ mod tests {
     #[tokio::test]
     async fn relists_when_store_history_is_gone() {
         let f = fixture(1000);
-        let flaky = Arc::new(FlakyStore {
-            inner: f.store.clone(),
-            lose_events: Arc::default(),
-            compact_next_watch: Default::default(),
-            feeds: Mutex::default(),
-        });
-        let cacher = Cacher::start(flaky.clone(), 100).await.unwrap();
+        let (flaky, cacher) = flaky_cacher(&f).await;
         let mut w = cacher.watch("/cm/", 0).unwrap();
         let r1 = flaky
             .create("/cm/ns/a", obj("a", json!({}), "1"))
