@@ -44,18 +44,14 @@ pub fn v2_to_v3(v2: &Value) -> Value {
         out.insert("externalDocs".into(), external_docs(docs));
     }
     if let Some(paths) = v2.get("paths").and_then(Value::as_object) {
-        let converted = paths
-            .iter()
-            .map(|(path, item)| {
-                let item = if path.starts_with("x-") {
-                    item.clone()
-                } else {
-                    path_item(item, &document)
-                };
-                (path.clone(), item)
-            })
-            .collect::<Map<_, _>>();
-        out.insert("paths".into(), Value::Object(converted));
+        let converted = map_values(paths, |path, item| {
+            if path.starts_with("x-") {
+                item.clone()
+            } else {
+                path_item(item, &document)
+            }
+        });
+        out.insert("paths".into(), converted);
     }
     out.insert("components".into(), components(v2));
     Value::Object(out)
@@ -70,30 +66,48 @@ struct Document<'a> {
 }
 
 fn components(v2: &Value) -> Value {
+    let produces = v2.get("produces");
     let mut components = Map::new();
-    if let Some(definitions) = v2.get("definitions").and_then(Value::as_object) {
-        let schemas = definitions
-            .iter()
-            .map(|(name, s)| (name.clone(), schema(s)))
-            .collect::<Map<_, _>>();
-        components.insert("schemas".into(), Value::Object(schemas));
-    }
-    if let Some(definitions) = v2.get("securityDefinitions").and_then(Value::as_object) {
-        let schemes = definitions
-            .iter()
-            .map(|(name, s)| (name.clone(), security_scheme(s)))
-            .collect::<Map<_, _>>();
-        components.insert("securitySchemes".into(), Value::Object(schemes));
-    }
-    if let Some(responses) = v2.get("responses").and_then(Value::as_object) {
-        let produces = v2.get("produces");
-        let converted = responses
-            .iter()
-            .map(|(name, r)| (name.clone(), response(r, produces)))
-            .collect::<Map<_, _>>();
-        components.insert("responses".into(), Value::Object(converted));
-    }
+    let mut section = |from: &str, to: &str, convert: &dyn Fn(&Value) -> Value| {
+        if let Some(entries) = v2.get(from).and_then(Value::as_object) {
+            components.insert(to.into(), map_values(entries, |_, v| convert(v)));
+        }
+    };
+    section("definitions", "schemas", &schema);
+    section("securityDefinitions", "securitySchemes", &security_scheme);
+    section("responses", "responses", &|r| response(r, produces));
     Value::Object(components)
+}
+
+/// `object` with every value converted by `convert` (given its key too).
+fn map_values(object: &Map<String, Value>, convert: impl Fn(&str, &Value) -> Value) -> Value {
+    Value::Object(
+        object
+            .iter()
+            .map(|(key, value)| (key.clone(), convert(key, value)))
+            .collect(),
+    )
+}
+
+/// Only the keys named in `keys`, from `from`.
+fn pick(from: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
+    keys.iter()
+        .filter_map(|k| Some((k.to_string(), from.get(*k)?.clone())))
+        .collect()
+}
+
+/// One content entry per media type `media_types` lists, each with the converted `body`
+/// schema (`None` when the operation names no media types).
+fn content(media_types: Option<&Value>, body: &Value) -> Option<Value> {
+    let media_types = media_types?.as_array()?;
+    let entry = json!({ "schema": schema(body) });
+    Some(Value::Object(
+        media_types
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|media| (media.to_string(), entry.clone()))
+            .collect(),
+    ))
 }
 
 /// Copies the keys named in `keys`, and every `x-` extension, from `from`.
@@ -121,10 +135,7 @@ fn security_scheme(v2: &Value) -> Value {
         .and_then(Value::as_str)
         .filter(|f| !f.is_empty())
     {
-        let oauth: Map<String, Value> = ["authorizationUrl", "tokenUrl", "scopes"]
-            .into_iter()
-            .filter_map(|k| Some((k.to_string(), v2.get(k)?.clone())))
-            .collect();
+        let oauth = pick(v2, &["authorizationUrl", "tokenUrl", "scopes"]);
         scheme.insert("flows".into(), json!({ flow: oauth }));
     }
     Value::Object(scheme)
@@ -188,14 +199,8 @@ fn operation(v2: &Value, document: &Document) -> Value {
         match param.get("schema") {
             Some(body) if param.get("name").and_then(Value::as_str) == Some("body") => {
                 let mut request = Map::new();
-                let consumes = v2.get("consumes").or(document.consumes);
-                if let Some(consumes) = consumes.and_then(Value::as_array) {
-                    let content = consumes
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(|media| (media.to_string(), json!({ "schema": schema(body) })))
-                        .collect::<Map<_, _>>();
-                    request.insert("content".into(), Value::Object(content));
+                if let Some(content) = content(v2.get("consumes").or(document.consumes), body) {
+                    request.insert("content".into(), content);
                 }
                 op.insert("requestBody".into(), Value::Object(request));
             }
@@ -207,18 +212,14 @@ fn operation(v2: &Value, document: &Document) -> Value {
     }
     if let Some(responses) = v2.get("responses").and_then(Value::as_object) {
         let produces = v2.get("produces").or(document.produces);
-        let converted = responses
-            .iter()
-            .map(|(code, r)| {
-                let r = if code.starts_with("x-") {
-                    r.clone()
-                } else {
-                    response(r, produces)
-                };
-                (code.clone(), r)
-            })
-            .collect::<Map<_, _>>();
-        op.insert("responses".into(), Value::Object(converted));
+        let converted = map_values(responses, |code, r| {
+            if code.starts_with("x-") {
+                r.clone()
+            } else {
+                response(r, produces)
+            }
+        });
+        op.insert("responses".into(), converted);
     }
     Value::Object(op)
 }
@@ -234,13 +235,8 @@ fn response(v2: &Value, produces: Option<&Value>) -> Value {
             json!(reference.replacen("#/responses/", "#/components/responses/", 1)),
         );
     }
-    if let (Some(body), Some(produces)) = (v2.get("schema"), produces.and_then(Value::as_array)) {
-        let content = produces
-            .iter()
-            .filter_map(Value::as_str)
-            .map(|media| (media.to_string(), json!({ "schema": schema(body) })))
-            .collect::<Map<_, _>>();
-        out.insert("content".into(), Value::Object(content));
+    if let Some(content) = v2.get("schema").and_then(|body| content(produces, body)) {
+        out.insert("content".into(), content);
     }
     Value::Object(out)
 }
@@ -264,12 +260,7 @@ fn parameter(v2: &Value) -> Value {
         Some(s) => schema(s),
         // A simple parameter's type becomes its schema (kube keeps type, format and
         // uniqueItems only).
-        None => Value::Object(
-            ["type", "format", "uniqueItems"]
-                .into_iter()
-                .filter_map(|k| Some((k.to_string(), v2.get(k)?.clone())))
-                .collect(),
-        ),
+        None => Value::Object(pick(v2, &["type", "format", "uniqueItems"])),
     };
     out.insert("schema".into(), converted);
     Value::Object(out)
@@ -289,11 +280,7 @@ fn schema(v2: &Value) -> Value {
                 None => value.clone(),
             },
             "properties" | "patternProperties" | "definitions" => match value.as_object() {
-                Some(map) => Value::Object(
-                    map.iter()
-                        .map(|(name, s)| (name.clone(), schema(s)))
-                        .collect(),
-                ),
+                Some(map) => map_values(map, |_, s| schema(s)),
                 None => value.clone(),
             },
             "items" | "allOf" | "anyOf" | "oneOf" => match value.as_array() {

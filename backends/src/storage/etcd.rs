@@ -470,6 +470,18 @@ fn map_error(endpoints: &str, op: &str, e: etcd_client::Error) -> StoreError {
     }
 }
 
+/// The store's key-value for `kv`, whose store key is `key`.
+fn with_key(key: String, kv: etcd_client::KeyValue) -> KeyValue {
+    let create_revision = from_rev(kv.create_revision());
+    let mod_revision = from_rev(kv.mod_revision());
+    KeyValue {
+        key,
+        value: Bytes::from(kv.into_key_value().1),
+        create_revision,
+        mod_revision,
+    }
+}
+
 fn to_rev(r: Revision) -> i64 {
     i64::try_from(r).unwrap_or(i64::MAX)
 }
@@ -525,25 +537,18 @@ impl EtcdStore {
 
     /// The store's form of an etcd key-value; `None` for a key that is no store key.
     fn key_value(&self, kv: etcd_client::KeyValue) -> Result<Option<KeyValue>, StoreError> {
-        let create_revision = from_rev(kv.create_revision());
-        let mod_revision = from_rev(kv.mod_revision());
-        let (key, value) = kv.into_key_value();
-        Ok(self.store_key(&key)?.map(|key| KeyValue {
-            key,
-            value: Bytes::from(value),
-            create_revision,
-            mod_revision,
-        }))
+        Ok(self.store_key(kv.key())?.map(|key| with_key(key, kv)))
     }
 
     /// [`EtcdStore::key_value`] of a key read by its store key, which always maps back.
     fn read_key_value(&self, kv: etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
-        let key = String::from_utf8_lossy(kv.key()).into_owned();
-        self.key_value(kv)?.ok_or_else(|| {
-            StoreError::Internal(format!(
-                "etcd key {key:?} read for a store key maps to none"
-            ))
-        })
+        match self.store_key(kv.key())? {
+            Some(key) => Ok(with_key(key, kv)),
+            None => Err(StoreError::Internal(format!(
+                "etcd key {:?} read for a store key maps to none",
+                String::from_utf8_lossy(kv.key())
+            ))),
+        }
     }
 
     /// Maps a client error to the store's kinds, naming the operation and the endpoints.

@@ -97,25 +97,27 @@ impl Member {
             }
         }
     }
+}
 
-    /// The [`WentDown`] of a request sent now: subscribed before the member's state is read,
-    /// so a change right after it is not missed. `chosen_answering` says whether the member
-    /// was picked as answering; one picked only because none answered is never cut off
-    /// (its request runs to its own deadline).
-    fn went_down(&self, chosen_answering: bool) -> WentDown {
-        let mut health = self.health.subscribe();
-        Box::pin(async move {
-            if chosen_answering
-                && health
-                    .wait_for(|h| *h == Health::Unresponsive)
-                    .await
-                    .is_ok()
-            {
-                return;
-            }
+/// The [`WentDown`] of a request sent to a member chosen as answering (or leaderless), from
+/// a subscription taken before its state was read, so a change right after is not missed.
+fn when_unresponsive(mut health: signal::Receiver<Health>) -> WentDown {
+    Box::pin(async move {
+        if health
+            .wait_for(|h| *h == Health::Unresponsive)
+            .await
+            .is_err()
+        {
+            // The store is gone; so is the request.
             std::future::pending::<()>().await
-        })
-    }
+        }
+    })
+}
+
+/// The [`WentDown`] of a request sent to a member chosen although it does not answer (or the
+/// only one): never, so it runs to its own deadline.
+fn never() -> WentDown {
+    Box::pin(std::future::pending())
 }
 
 /// Every configured member.
@@ -162,23 +164,22 @@ impl Members {
         if count == 1 {
             // Nowhere else to go: a member that stalls (a slow disk) is waited for, as
             // before, rather than having its writes cut off.
-            let only = &self.members[0];
-            return (Arc::clone(only), only.went_down(false));
+            return (Arc::clone(&self.members[0]), never());
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let in_turn = || (0..count).map(move |i| &self.members[(start + i) % count]);
-        // Subscribed before the state is read (in `went_down`), so a member marked down
-        // between the choice and the request is still cut off.
+        // Subscribed before the state is read, so a member marked down between the choice
+        // and the request is still cut off.
         for wanted in [Health::Answering, Health::Leaderless] {
             for member in in_turn() {
-                let went_down = member.went_down(true);
-                if member.health() == wanted {
-                    return (Arc::clone(member), went_down);
+                let health = member.health.subscribe();
+                if *health.borrow() == wanted {
+                    return (Arc::clone(member), when_unresponsive(health));
                 }
             }
         }
         let member = &self.members[start % count];
-        (Arc::clone(member), member.went_down(false))
+        (Arc::clone(member), never())
     }
 
     /// Each member's endpoint and whether it answers, in configuration order.
