@@ -21,7 +21,7 @@ use kubegate_backends::core::crd_status::{
     terminating_condition, Termination,
 };
 use kubegate_backends::core::custom_resource::{resource_defs, storage_defs};
-use kubegate_backends::registry::{now_rfc3339, Registry};
+use kubegate_backends::registry::{manager, now_rfc3339, Registry};
 use kubegate_backends::storage::cacher::CacheWatcher;
 use kubegate_backends::ResourceDef;
 use serde_json::Value;
@@ -203,7 +203,7 @@ async fn update_status(
     let status = next["status"].clone();
     let uid = crd.pointer("/metadata/uid").cloned();
     registry
-        .update_status_internal(def, "", &name_of(crd), |old| {
+        .update_status_internal(def, "", &name_of(crd), manager::KUBE_APISERVER, |old| {
             if old.pointer("/metadata/uid").cloned() != uid {
                 return Err(kubegate_backends::ApiError::new(
                     409,
@@ -236,7 +236,7 @@ async fn finalize(registry: &Registry, def: &ResourceDef, crd: &Value) -> Result
         async move {
             let now = now_rfc3339();
             registry
-                .update_status_internal(def, "", &name_of(crd), |old| {
+                .update_status_internal(def, "", &name_of(crd), manager::KUBE_APISERVER, |old| {
                     let mut object = old.clone();
                     set_condition(&mut object, &condition, &now);
                     Ok(object)
@@ -282,7 +282,7 @@ async fn finalize(registry: &Registry, def: &ResourceDef, crd: &Value) -> Result
     }
     set_terminating(Termination::Completed, String::new()).await?;
     registry
-        .update_internal(def, "", &name, |old| {
+        .update_internal(def, "", &name, manager::KUBE_APISERVER, |old| {
             let mut object = old.clone();
             if let Some(list) = object
                 .pointer_mut("/metadata/finalizers")
@@ -332,14 +332,14 @@ async fn register_apiservices(
         match existing.iter().find(|o| name_of(o) == name) {
             None => {
                 registry
-                    .create_internal(&def, desired)
+                    .create_internal(&def, desired, manager::KUBE_APISERVER)
                     .await
                     .map_err(|e| format!("creating APIService {name}: {}", e.message))?;
             }
             // A delegate's registration of the same group-version gives way to the local CRD.
             Some(current) if is_delegated(current) => {
                 registry
-                    .update_internal(&def, "", &name, |old| {
+                    .update_internal(&def, "", &name, manager::KUBE_APISERVER, |old| {
                         let mut object = old.clone();
                         object["spec"] = desired["spec"].clone();
                         if let Some(a) = object

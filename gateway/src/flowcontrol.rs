@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
-use kubegate_backends::registry::Registry;
+use kubegate_backends::registry::{manager, Registry};
 use kubegate_backends::status::ApiError;
 use kubegate_config::FlowControlConfig;
 use kubegate_policy::flowcontrol::{
@@ -620,48 +620,30 @@ async fn configure(
         if current.is_some_and(|o| status.condition.is_current_in(o)) {
             continue;
         }
+        // kube's configuration controller applies the condition (with force) as
+        // `api-priority-and-fairness-config-consumer-v1`, stamped with the time it writes.
         let condition = &status.condition;
-        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let config = serde_json::json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": {"name": status.name},
+            "status": {"conditions": [{
+                "type": condition.type_,
+                "status": condition.status,
+                "lastTransitionTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                "reason": condition.reason,
+                "message": condition.message,
+            }]},
+        });
         let result = registry
-            .update_status_internal(&def, "", &status.name, |old| {
-                let mut object = old.clone();
-                let entry = serde_json::json!({
-                    "type": condition.type_,
-                    "status": condition.status,
-                    "lastTransitionTime": now,
-                    "reason": condition.reason,
-                    "message": condition.message,
-                });
-                let conditions = object
-                    .pointer_mut("/status/conditions")
-                    .and_then(Value::as_array_mut);
-                match conditions {
-                    Some(list) => {
-                        match list
-                            .iter_mut()
-                            .find(|c| c.get("type").and_then(Value::as_str) == Some("Dangling"))
-                        {
-                            Some(existing) => {
-                                // kube keeps the transition time while the status holds.
-                                let mut entry = entry.clone();
-                                if existing.get("status").and_then(Value::as_str)
-                                    == Some(condition.status)
-                                {
-                                    if let Some(t) = existing.get("lastTransitionTime") {
-                                        entry["lastTransitionTime"] = t.clone();
-                                    }
-                                }
-                                *existing = entry;
-                            }
-                            None => list.push(entry),
-                        }
-                    }
-                    None => {
-                        object["status"] = serde_json::json!({ "conditions": [entry] });
-                    }
-                }
-                Ok(object)
-            })
+            .apply_internal(
+                &def,
+                "",
+                &status.name,
+                "status",
+                manager::APF_CONFIG_CONSUMER,
+                &config,
+            )
             .await;
         if let Err(e) = result {
             tracing::debug!(flowschema = %status.name, error = %e.message, "writing the Dangling condition");

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubegate_backends::registry::Registry;
+use kubegate_backends::registry::{manager, Registry};
 use kubegate_backends::resource::WriteAdmission;
 use kubegate_backends::storage::cacher::CacheEventKind;
 use kubegate_backends::{ApiError, ApiResult, GroupResource, ResourceDef};
@@ -18,7 +18,7 @@ use kubegate_policy::authz::rbac::{
 };
 use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
 use kubegate_policy::{Attributes, Authorizer, Decision, RequestInfo, UserInfo};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 /// Where every RBAC kind is stored: one watch covers all four.
@@ -131,7 +131,9 @@ async fn replace(registry: &Registry, def: &ResourceDef, object: Value) -> ApiRe
     let name = name_of(&object).to_string();
     let namespace = namespace_of(&object).to_string();
     registry
-        .update_internal(def, &namespace, &name, |_| Ok(object.clone()))
+        .update_internal(def, &namespace, &name, manager::KUBE_APISERVER, |_| {
+            Ok(object.clone())
+        })
         .await
 }
 
@@ -156,7 +158,11 @@ async fn reconcile_role_object(
         return Ok(false);
     };
     match existing {
-        None => registry.create_internal(def, object).await?,
+        None => {
+            registry
+                .create_internal(def, object, manager::KUBE_APISERVER)
+                .await?
+        }
         Some(_) => replace(registry, def, object).await?,
     };
     Ok(true)
@@ -175,7 +181,9 @@ async fn reconcile_binding_object(
     match reconcile(existing.as_ref(), expected) {
         None => return Ok(false),
         Some(Reconciled::Write(object)) if existing.is_none() => {
-            registry.create_internal(def, object).await?
+            registry
+                .create_internal(def, object, manager::KUBE_APISERVER)
+                .await?
         }
         Some(Reconciled::Write(object)) => replace(registry, def, object).await?,
         Some(Reconciled::Recreate(object)) => {
@@ -184,7 +192,9 @@ async fn reconcile_binding_object(
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
-            registry.create_internal(def, object).await?
+            registry
+                .create_internal(def, object, manager::KUBE_APISERVER)
+                .await?
         }
     };
     Ok(true)
@@ -309,14 +319,23 @@ pub async fn aggregate_cluster_roles(registry: &Registry) -> Result<(), String> 
         }
     }
     for (name, rules) in changed {
+        // kube's controller applies the rules with force, so they are its own: an apply that
+        // sets them conflicts with it, as against kube.
+        let config = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        });
         let result = registry
-            .update_internal(roles, "", &name, |current| {
-                let mut updated = current.clone();
-                if let Some(map) = updated.as_object_mut() {
-                    map.insert("rules".into(), Value::Array(rules.clone()));
-                }
-                Ok(updated)
-            })
+            .apply_internal(
+                roles,
+                "",
+                &name,
+                "",
+                manager::CLUSTER_ROLE_AGGREGATION,
+                &config,
+            )
             .await;
         match result {
             Ok(_) => tracing::debug!(clusterrole = %name, "aggregated ClusterRole rules"),

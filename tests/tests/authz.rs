@@ -260,6 +260,56 @@ fn aggregation_grows_view_and_escalation_is_refused() {
     });
     assert!(shrunk, "view kept the rule of a role no longer selected");
 
+    // The rules are the aggregation controller's, recorded as kube records them (it applies
+    // them with force), so a server-side apply that sets them conflicts with it, as a
+    // `helm upgrade` shipping `rules: []` on an aggregated role does against kube.
+    let view = gate.json(&[
+        "get",
+        "clusterrole",
+        "view",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    let entries = view["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let aggregation = entries
+        .iter()
+        .find(|e| e["manager"] == "clusterrole-aggregation-controller")
+        .unwrap_or_else(|| panic!("no aggregation controller entry: {view}"));
+    assert_eq!(aggregation["operation"], "Apply", "{aggregation}");
+    assert!(
+        aggregation["fieldsV1"].get("f:rules").is_some(),
+        "{aggregation}"
+    );
+    let bootstrap = entries
+        .iter()
+        .find(|e| e["manager"] == "kube-apiserver")
+        .unwrap_or_else(|| panic!("no kube-apiserver entry: {view}"));
+    assert_eq!(bootstrap["operation"], "Update", "{bootstrap}");
+    assert!(
+        bootstrap["fieldsV1"]
+            .pointer("/f:aggregationRule")
+            .is_some(),
+        "{bootstrap}"
+    );
+    let out = gate.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
+        Some("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: view\nrules: []\n"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("conflict with \"clusterrole-aggregation-controller\": .rules"),
+        "{stderr}"
+    );
+
     // An editor who may also manage bindings and roles, but holds only `edit`.
     let token = sa_token(&gate, "default", "editor");
     let user = "system:serviceaccount:default:editor";

@@ -21,7 +21,7 @@ use super::flowcontrol::{
     AUTO_UPDATE_ANNOTATION, GROUP,
 };
 use super::str_at;
-use crate::registry::Registry;
+use crate::registry::{manager, Registry};
 use crate::resource::ResourceDef;
 
 // ---------------------------------------------------------------------------------------------
@@ -460,7 +460,10 @@ async fn ensure(
     for bootstrap in objects {
         let name = str_at(&bootstrap, "/metadata/name").to_string();
         let Some(current) = existing.get(&name) else {
-            match registry.create_internal(def, bootstrap.clone()).await {
+            match registry
+                .create_internal(def, bootstrap.clone(), manager::APF_CONFIG_PRODUCER)
+                .await
+            {
                 Ok(_) => {
                     tracing::info!(kind = %def.kind, name = %name, strategy, "created APF bootstrap object")
                 }
@@ -480,7 +483,7 @@ async fn ensure(
         }
         // Decide again against the object being replaced, so a concurrent edit is judged too.
         let result = registry
-            .update_internal(def, "", &name, |stored| {
+            .update_internal(def, "", &name, manager::APF_CONFIG_PRODUCER, |stored| {
                 Ok(revise(kind, mandatory, stored, &bootstrap).unwrap_or_else(|| stored.clone()))
             })
             .await;

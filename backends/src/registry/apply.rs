@@ -149,7 +149,7 @@ impl Tracker {
         Ok(Some(Tracker::new(def, subresource, manager)))
     }
 
-    fn new(def: &ResourceDef, subresource: &str, manager: String) -> Tracker {
+    pub(crate) fn new(def: &ResourceDef, subresource: &str, manager: String) -> Tracker {
         Tracker {
             model: field_model(def),
             reset: reset_fields(def, subresource),
@@ -183,6 +183,22 @@ impl Tracker {
     pub(crate) fn updated(&self, live: &Value, new: &mut Value) {
         self.field_manager()
             .update(live, new, &self.manager, &self.now);
+    }
+
+    /// `config` applied to the stored object `live`, ready to replace it.
+    pub(crate) fn apply_to_live(
+        &self,
+        live: &Value,
+        config: &Value,
+        force: bool,
+    ) -> ApiResult<Value> {
+        let mut applied = self.apply(Some(live), config, force)?;
+        // As for other patches: the stored resourceVersion riding along is not a
+        // precondition; one the configuration sets is.
+        if meta_str(&applied, "resourceVersion") == meta_str(live, "resourceVersion") {
+            metadata_mut(&mut applied).remove("resourceVersion");
+        }
+        Ok(applied)
     }
 
     fn apply(&self, live: Option<&Value>, config: &Value, force: bool) -> ApiResult<Value> {
@@ -360,17 +376,7 @@ impl Registry {
                     &info.name,
                     subresource,
                     mode,
-                    |current| {
-                        let mut applied = tracker.apply(Some(current), &config, force)?;
-                        // As for other patches: the stored resourceVersion riding along is not a
-                        // precondition; one the configuration sets is.
-                        if meta_str(&applied, "resourceVersion")
-                            == meta_str(current, "resourceVersion")
-                        {
-                            metadata_mut(&mut applied).remove("resourceVersion");
-                        }
-                        Ok(applied)
-                    },
+                    |current| tracker.apply_to_live(current, &config, force),
                 )
                 .await;
             let (code, mut written) = match updated {

@@ -1,19 +1,51 @@
 //! Writes kubegate makes on its own behalf (controllers, start-up reconciliation): the same
 //! metadata rules, strategy and validation as a client's write, without a requester, so no
-//! write admission and no request decoding.
+//! write admission and no request decoding. Each is recorded in `managedFields` under the
+//! field manager kube's component for the same job uses (see [`manager`]), so server-side
+//! apply conflicts and `--show-managed-fields` read as they do against kube-apiserver.
 
 use serde_json::Value;
 
+use super::apply::Tracker;
 use super::write::{DeleteOptions, WriteMode};
 use super::Registry;
 use crate::resource::ResourceDef;
 use crate::status::ApiResult;
 
+/// The field managers of kubegate's own writes, named after kube's components for the job.
+pub mod manager {
+    /// kube-apiserver's own controllers and start-up hooks (its loopback client's
+    /// User-Agent, `kube-apiserver/<version> ...`, cut at the `/`).
+    pub const KUBE_APISERVER: &str = "kube-apiserver";
+    /// kube's APF bootstrap ensurer (`pkg/registry/flowcontrol/ensurer`).
+    pub const APF_CONFIG_PRODUCER: &str = "api-priority-and-fairness-config-producer-v1";
+    /// kube's APF configuration controller, which applies the `Dangling` condition.
+    pub const APF_CONFIG_CONSUMER: &str = "api-priority-and-fairness-config-consumer-v1";
+    /// kube-controller-manager's controller that fills in aggregated ClusterRoles' rules.
+    pub const CLUSTER_ROLE_AGGREGATION: &str = "clusterrole-aggregation-controller";
+    /// What kubegate does that kube has no component for (registering a delegate's groups).
+    pub const KUBEGATE: &str = "kubegate";
+}
+
+fn internal_write(tracker: &Tracker) -> WriteMode<'_> {
+    WriteMode {
+        tracker: Some(tracker),
+        ..WriteMode::default()
+    }
+}
+
 impl Registry {
-    /// Creates `object` (typed, with its namespace in metadata); returns it as stored.
-    pub async fn create_internal(&self, def: &ResourceDef, object: Value) -> ApiResult<Value> {
+    /// Creates `object` (typed, with its namespace in metadata) as `manager`; returns it as
+    /// stored.
+    pub async fn create_internal(
+        &self,
+        def: &ResourceDef,
+        object: Value,
+        manager: &str,
+    ) -> ApiResult<Value> {
+        let tracker = Tracker::new(def, "", manager.to_string());
         Ok(self
-            .create_object(def, object, WriteMode::default())
+            .create_object(def, object, internal_write(&tracker))
             .await?
             .object)
     }
@@ -26,13 +58,15 @@ impl Registry {
         def: &ResourceDef,
         namespace: &str,
         name: &str,
+        manager: &str,
         mutate: F,
     ) -> ApiResult<Value>
     where
         F: Fn(&Value) -> ApiResult<Value>,
     {
+        let tracker = Tracker::new(def, "", manager.to_string());
         Ok(self
-            .update_object(def, namespace, name, "", WriteMode::default(), mutate)
+            .update_object(def, namespace, name, "", internal_write(&tracker), mutate)
             .await?
             .object)
     }
@@ -44,15 +78,41 @@ impl Registry {
         def: &ResourceDef,
         namespace: &str,
         name: &str,
+        manager: &str,
         mutate: F,
     ) -> ApiResult<Value>
     where
         F: Fn(&Value) -> ApiResult<Value>,
     {
+        let tracker = Tracker::new(def, "status", manager.to_string());
+        let mode = internal_write(&tracker);
         Ok(self
-            .update_object(def, namespace, name, "status", WriteMode::default(), mutate)
+            .update_object(def, namespace, name, "status", mode, mutate)
             .await?
             .object)
+    }
+
+    /// Server-side applies `config` to the existing object `namespace/name` (its
+    /// `subresource`: `""` or `"status"`) as `manager` with `force`, as kube's controllers
+    /// do with `Apply(..., Force: true)`: the manager then owns exactly the fields `config`
+    /// sets, taken over from whoever had them. 404 when the object is missing.
+    pub async fn apply_internal(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        subresource: &str,
+        manager: &str,
+        config: &Value,
+    ) -> ApiResult<Value> {
+        let tracker = Tracker::new(def, subresource, manager.to_string());
+        let mode = WriteMode::default();
+        let written = self
+            .update_object(def, namespace, name, subresource, mode, |current| {
+                tracker.apply_to_live(current, config, true)
+            })
+            .await?;
+        Ok(written.object)
     }
 
     /// Deletes `namespace/name` (or marks it deleting when it has finalizers).

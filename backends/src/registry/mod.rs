@@ -32,6 +32,7 @@ use crate::status::{ApiError, ApiResult};
 use crate::storage::cacher::Cacher;
 use crate::storage::{Store, StoreError};
 
+pub use internal::manager;
 pub use meta::{now_rfc3339, object_name, object_namespace};
 
 /// Options the registry takes from the configuration.

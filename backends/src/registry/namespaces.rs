@@ -69,7 +69,10 @@ impl Registry {
         for name in DEFAULT_NAMESPACES {
             let object =
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            match self.create_object(&def, object, WriteMode::default()).await {
+            match self
+                .create_internal(&def, object, super::manager::KUBE_APISERVER)
+                .await
+            {
                 Ok(_) => tracing::info!(namespace = name, "created default namespace"),
                 Err(e) if e.code == 409 => {}
                 Err(e) => return Err(e),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kubegate_backends::core::apiregistration::set_available_condition;
-use kubegate_backends::registry::Registry;
+use kubegate_backends::registry::{manager, Registry};
 use kubegate_policy::https::{
     error_chain, https_client, root_store_from_pem, ClientIdentity, TlsOptions,
 };
@@ -124,7 +124,7 @@ async fn record(
     };
     let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
     let result = registry
-        .update_status_internal(&def, "", &service.name, |old| {
+        .update_status_internal(&def, "", &service.name, manager::KUBE_APISERVER, |old| {
             let mut object = old.clone();
             // A probe of an older spec must not judge a newer one.
             if object.pointer("/metadata/uid").and_then(|v| v.as_str()) != Some(&service.uid) {

@@ -15,7 +15,7 @@ use kubegate_backends::core::apiregistration::{
     is_delegated, local_apiservice, local_apiservice_needs_update, AUTOMANAGED_LABEL,
     AUTOMANAGED_ON_START, DELEGATE_ANNOTATION, GROUP,
 };
-use kubegate_backends::registry::Registry;
+use kubegate_backends::registry::{manager, Registry};
 use kubegate_backends::storage::cacher::CacheWatcher;
 use serde_json::{json, Value};
 
@@ -59,7 +59,7 @@ pub async fn register_local_apiservices(
         match current {
             None => {
                 registry
-                    .create_internal(&def, desired)
+                    .create_internal(&def, desired, manager::KUBE_APISERVER)
                     .await
                     .map_err(|e| format!("creating APIService {name}: {}", e.message))?;
             }
@@ -70,7 +70,7 @@ pub async fn register_local_apiservices(
             Some(current) if is_automanaged(current) => {
                 if local_apiservice_needs_update(current, &desired) || is_delegated(current) {
                     registry
-                        .update_internal(&def, "", &name, |old| {
+                        .update_internal(&def, "", &name, manager::KUBE_APISERVER, |old| {
                             let mut object = old.clone();
                             object["spec"] = desired["spec"].clone();
                             object["metadata"]["labels"][AUTOMANAGED_LABEL] =
@@ -198,13 +198,14 @@ pub async fn publish_authentication_configmap(
                     "metadata": {"name": name, "namespace": namespace},
                     "data": data,
                 }),
+                manager::KUBE_APISERVER,
             )
             .await
             .map(|_| ())
             .map_err(|e| format!("creating ConfigMap {namespace}/{name}: {}", e.message)),
         Some(current) if current.get("data") == Some(&data) => Ok(()),
         Some(_) => registry
-            .update_internal(&def, namespace, name, |old| {
+            .update_internal(&def, namespace, name, manager::KUBE_APISERVER, |old| {
                 let mut object = old.clone();
                 object["data"] = data.clone();
                 Ok(object)

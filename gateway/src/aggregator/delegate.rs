@@ -18,7 +18,7 @@ use kubegate_backends::core::apiregistration::{
     delegate_apiservice, is_delegated, local_apiservice_needs_update, AUTOMANAGED_CONTINUOUSLY,
     AUTOMANAGED_LABEL, GROUP,
 };
-use kubegate_backends::registry::Registry;
+use kubegate_backends::registry::{manager, Registry};
 use kubegate_config::{parse_server, DelegateConfig, DelegateServer};
 use kubegate_policy::https::{error_chain, read_body_capped};
 use serde_json::Value;
@@ -272,7 +272,7 @@ pub async fn register(
         match existing.iter().find(|o| name_of(o) == name) {
             None => {
                 registry
-                    .create_internal(&def, desired)
+                    .create_internal(&def, desired, manager::KUBEGATE)
                     .await
                     .map_err(|e| format!("creating APIService {name}: {}", e.message))?;
                 tracing::info!(apiservice = %name, "registered a group-version of the delegate");
@@ -280,7 +280,7 @@ pub async fn register(
             Some(current) if is_delegate_managed(current) => {
                 if local_apiservice_needs_update(current, &desired) {
                     registry
-                        .update_internal(&def, "", &name, |old| {
+                        .update_internal(&def, "", &name, manager::KUBEGATE, |old| {
                             let mut object = old.clone();
                             object["spec"] = desired["spec"].clone();
                             Ok(object)
