@@ -416,6 +416,11 @@ pub struct FlowControlConfig {
     pub max_requests_inflight: u32,
     /// Mutating requests in flight (`--max-mutating-requests-inflight`).
     pub max_mutating_requests_inflight: u32,
+    /// How often the APF bootstrap configuration (mandatory and suggested FlowSchemas and
+    /// priority levels) is ensured again after start (kube: every minute), so a deleted
+    /// mandatory object or an edited auto-updated one comes back without a restart.
+    #[serde(with = "duration::serde_duration")]
+    pub bootstrap_resync_interval: Duration,
 }
 
 /// The values `flowControl.mode` takes.
@@ -427,6 +432,7 @@ impl Default for FlowControlConfig {
             mode: "priorityAndFairness".into(),
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            bootstrap_resync_interval: Duration::from_secs(60),
         }
     }
 }
@@ -446,6 +452,12 @@ impl FlowControlConfig {
             errors.push(
                 "flowControl.maxRequestsInflight: Invalid value: 0: with priorityAndFairness, maxRequestsInflight + maxMutatingRequestsInflight must be positive".into(),
             );
+        }
+        if self.bootstrap_resync_interval < Duration::from_secs(1) {
+            errors.push(format!(
+                "flowControl.bootstrapResyncInterval: Invalid value: \"{}\": must be at least 1s",
+                format_duration(self.bootstrap_resync_interval)
+            ));
         }
     }
 }

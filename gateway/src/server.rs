@@ -467,6 +467,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     background.spawn(crate::controllers::upkeep::run(
         registry.clone(),
         authentication_info,
+        config.flow_control.bootstrap_resync_interval,
         stop_rx.clone(),
     ));
     background.spawn(controller::run(

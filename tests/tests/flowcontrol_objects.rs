@@ -2,7 +2,8 @@
 //! kubectl: discovery and `kubectl explain`, kube's printer columns, kube's defaults and
 //! validation messages, generation and the `status` subresource, and kube-apiserver's APF
 //! bootstrap configuration, reconciled at every start with the `apf.kubernetes.io/autoupdate-spec`
-//! rules (suggested objects follow the annotation, mandatory ones are always restored).
+//! rules (suggested objects follow the annotation, mandatory ones are always restored), at
+//! start and again while running, each write recorded under kube's field managers.
 
 // Test helpers may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -440,4 +441,115 @@ fn bootstrap_configuration_is_reconciled_at_start() {
         own["metadata"]["annotations"].get(annotation).is_none(),
         "{own}"
     );
+}
+
+/// The `managedFields` entry of `manager` (with `subresource`) in `object`.
+fn managed_entry<'a>(object: &'a Value, manager: &str, subresource: &str) -> &'a Value {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|entries| {
+            entries.iter().find(|e| {
+                e["manager"] == manager && e["subresource"].as_str().unwrap_or("") == subresource
+            })
+        })
+        .unwrap_or_else(|| panic!("no {manager:?} entry for {subresource:?}: {object}"))
+}
+
+/// kube-apiserver ensures the bootstrap configuration again every minute, not only at start:
+/// with the interval at one second, a deleted mandatory FlowSchema and an edited auto-updated
+/// priority level come back while kubegate runs, and an operator's opt-out stays. The objects
+/// carry kube's field managers: the ensurer's `Update` and the `Dangling` condition the
+/// configuration controller applies.
+#[test]
+fn bootstrap_configuration_is_ensured_again_while_running() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        "flowControl:\n  bootstrapResyncInterval: 1s\n",
+    )
+    .unwrap();
+    let gate = Kubegate::start_with(&["--config", &config.path().to_string_lossy()]);
+    let managed = |resource: &str, name: &str| {
+        gate.json(&["get", resource, name, "-o", "json", "--show-managed-fields"])
+    };
+    let shares = |name: &str| {
+        get_json(&gate, "prioritylevelconfiguration", name)["spec"]["limited"]
+            ["nominalConcurrencyShares"]
+            .clone()
+    };
+
+    // As kube writes them: the ensurer creates every object, the controller applies the
+    // Dangling condition (once the schema has been judged).
+    let producer = "api-priority-and-fairness-config-producer-v1";
+    let consumer = "api-priority-and-fairness-config-consumer-v1";
+    let level = managed("prioritylevelconfiguration", "global-default");
+    let created = managed_entry(&level, producer, "");
+    assert_eq!(created["operation"], "Update", "{created}");
+    assert!(
+        created["fieldsV1"]
+            .pointer("/f:spec/f:limited/f:nominalConcurrencyShares")
+            .is_some(),
+        "{created}"
+    );
+    let judged = kubegate_tests::eventually(std::time::Duration::from_secs(10), || {
+        managed("flowschema", "catch-all")["metadata"]["managedFields"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|e| e["manager"] == consumer))
+    });
+    assert!(judged, "{}", managed("flowschema", "catch-all"));
+    let schema = managed("flowschema", "catch-all");
+    let applied = managed_entry(&schema, consumer, "status");
+    assert_eq!(applied["operation"], "Apply", "{applied}");
+    assert!(
+        applied["fieldsV1"]
+            .pointer("/f:status/f:conditions")
+            .is_some(),
+        "{applied}"
+    );
+    assert_eq!(managed_entry(&schema, producer, "")["operation"], "Update");
+
+    gate.ok(&["delete", "flowschema", "catch-all"]);
+    gate.ok(&[
+        "patch",
+        "prioritylevelconfiguration",
+        "global-default",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"limited":{"nominalConcurrencyShares":21}}}"#,
+    ]);
+    gate.ok(&[
+        "patch",
+        "prioritylevelconfiguration",
+        "workload-low",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"annotations":{"apf.kubernetes.io/autoupdate-spec":"false"}},"spec":{"limited":{"nominalConcurrencyShares":7}}}"#,
+    ]);
+
+    let restored = kubegate_tests::eventually(std::time::Duration::from_secs(15), || {
+        shares("global-default") == 20
+            && gate
+                .kubectl(&["get", "flowschema", "catch-all", "-o", "name"])
+                .status
+                .success()
+    });
+    assert!(
+        restored,
+        "not restored: global-default {}, catch-all {}",
+        shares("global-default"),
+        gate.kubectl(&["get", "flowschema", "catch-all"]).status
+    );
+    let catch_all = get_json(&gate, "flowschema", "catch-all");
+    assert_eq!(catch_all["spec"]["matchingPrecedence"], 10000);
+    // The ensurer took the field the patch set back.
+    let level = managed("prioritylevelconfiguration", "global-default");
+    assert!(
+        managed_entry(&level, producer, "")["fieldsV1"]
+            .pointer("/f:spec/f:limited/f:nominalConcurrencyShares")
+            .is_some(),
+        "{level}"
+    );
+    // Two more resyncs later the operator's own level is still theirs.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(shares("workload-low"), 7);
 }

@@ -1,6 +1,6 @@
 //! Keeps what kubegate writes at start in place afterwards, as kube-apiserver's controllers
-//! do: the APF bootstrap configuration, ensured again every minute (kube's
-//! `priority-and-fairness-config-producer` hook re-runs its ensurer every minute), and
+//! do: the APF bootstrap configuration, ensured again every `flowControl.bootstrapResyncInterval`
+//! (kube's `priority-and-fairness-config-producer` hook re-runs its ensurer every minute), and
 //! `kube-system/extension-apiserver-authentication`, published again whenever it changes or
 //! is deleted and on a resync (kube's ClusterAuthenticationTrustController), so an extension
 //! server that starts later still finds the trust it needs.
@@ -14,21 +14,20 @@ use crate::aggregator::controller::{
     publish_authentication_configmap, AuthenticationInfo, AUTHENTICATION_CONFIGMAP,
 };
 
-/// How often both are reconciled when nothing changed (kube: every minute).
-const RESYNC: Duration = Duration::from_secs(60);
 /// After a change, how long to wait for more before writing (a burst is one write).
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// Runs until `stop` resolves.
+/// Runs until `stop` resolves; both are reconciled every `resync` when nothing changed.
 pub async fn run(
     registry: Arc<Registry>,
     authentication: AuthenticationInfo,
+    resync: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let key = registry
         .find("", "configmaps")
         .map(|def| def.key(AUTHENTICATION_CONFIGMAP.0, AUTHENTICATION_CONFIGMAP.1));
-    let mut resync = tokio::time::interval(RESYNC);
+    let mut resync = tokio::time::interval(resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first tick is immediate: the start-up pass has just run.
     resync.tick().await;
