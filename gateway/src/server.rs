@@ -16,6 +16,8 @@ use kubegate_backends::storage::Store;
 use kubegate_config::Config;
 use kubegate_policy::authz::rbac::{RbacAuthorizer, RbacIndex};
 use kubegate_policy::Authorizer;
+use pingora::listeners::ListenerConfig;
+use pingora::protocols::l4::stream::{L4BufferSettings, DEFAULT_L4_READ_BUFFER_SIZE};
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 
@@ -139,6 +141,18 @@ fn served_resources(
 
 /// Largest request header block accepted (Go's `http.DefaultMaxHeaderBytes`).
 const MAX_HEADER_BYTES: u32 = 1 << 20;
+
+/// A client connection's socket buffers: pingora's read buffer, and a write buffer that holds
+/// a response's header and a body of up to ~16 KiB, so both go out in one `send` when the
+/// response is finished (pingora writes the header and the body separately; with its default
+/// 1,460-byte write buffer an ordinary answer took two sends, two wake-ups of the client).
+fn client_buffers() -> L4BufferSettings {
+    L4BufferSettings::new(DEFAULT_L4_READ_BUFFER_SIZE, RESPONSE_WRITE_BUFFER)
+}
+
+/// The write buffer of a client connection: a full TLS record (16 KiB of plaintext plus its
+/// overhead) and a response header.
+const RESPONSE_WRITE_BUFFER: usize = 16 * 1024 + 2 * 1024;
 
 /// `ip:port`, with IPv6 addresses bracketed.
 fn socket_address(ip: &str, port: u16) -> String {
@@ -595,9 +609,14 @@ pub fn run(config: Config) -> Result<(), StartError> {
         crate::front::Front::new(gateway, proxy, upstream, config.idle_timeout),
     );
     let secure_addr = socket_address(&config.bind_address, config.secure_port);
-    service.add_tls_with_settings(&secure_addr, None, tls_settings);
+    service.add_listener(
+        ListenerConfig::tcp(&secure_addr)
+            .tls(tls_settings)
+            .l4_buffer(client_buffers()),
+    );
     if let Some(port) = config.insecure_port {
-        service.add_tcp(&socket_address(&config.insecure_bind_address, port));
+        let address = socket_address(&config.insecure_bind_address, port);
+        service.add_listener(ListenerConfig::tcp(&address).l4_buffer(client_buffers()));
     }
     server.add_service(service);
     tracing::info!(
