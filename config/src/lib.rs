@@ -418,7 +418,9 @@ pub struct FlowControlConfig {
     pub max_mutating_requests_inflight: u32,
     /// How often the APF bootstrap configuration (mandatory and suggested FlowSchemas and
     /// priority levels) is ensured again after start (kube: every minute), so a deleted
-    /// mandatory object or an edited auto-updated one comes back without a restart.
+    /// mandatory object or an edited auto-updated one comes back without a restart. The
+    /// same pass re-checks `kube-system/extension-apiserver-authentication`, which is
+    /// otherwise kept in place by its watch.
     #[serde(with = "duration::serde_duration")]
     pub bootstrap_resync_interval: Duration,
 }

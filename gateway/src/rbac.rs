@@ -320,13 +320,16 @@ pub async fn aggregate_cluster_roles(registry: &Registry) -> Result<(), String> 
     }
     for (name, rules) in changed {
         // kube's controller applies the rules with force, so they are its own: an apply that
-        // sets them conflicts with it, as against kube.
-        let config = json!({
+        // sets them conflicts with it, as against kube. No rules at all is an apply without
+        // the field (kube's apply configuration omits an empty list), which gives it up.
+        let mut config = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": name},
-            "rules": rules,
         });
+        if !rules.is_empty() {
+            config["rules"] = Value::Array(rules);
+        }
         let result = registry
             .apply_internal(
                 roles,

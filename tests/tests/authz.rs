@@ -310,6 +310,48 @@ fn aggregation_grows_view_and_escalation_is_refused() {
         "{stderr}"
     );
 
+    // A role whose selectors come to match nothing has no rules, and the controller gives
+    // the field up (kube's apply configuration leaves an empty list out).
+    gate.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: gatherer\naggregationRule:\n  clusterRoleSelectors:\n  - matchLabels:\n      gather: \"yes\"\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: gathered\n  labels:\n    gather: \"yes\"\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n",
+    );
+    let gathered = eventually(Duration::from_secs(5), || {
+        rules_of(&gate.json(&["get", "clusterrole", "gatherer", "-o", "json"])).len() == 1
+    });
+    assert!(gathered, "gatherer did not aggregate gathered");
+    gate.ok(&["label", "clusterrole", "gathered", "gather-"]);
+    let given_up = eventually(Duration::from_secs(5), || {
+        let role = gate.json(&[
+            "get",
+            "clusterrole",
+            "gatherer",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ]);
+        // kube serializes a ClusterRole without rules as `"rules": null`.
+        role.get("rules").is_none_or(Value::is_null)
+            && !role["metadata"]["managedFields"]
+                .as_array()
+                .is_some_and(|m| {
+                    m.iter()
+                        .any(|e| e["manager"] == "clusterrole-aggregation-controller")
+                })
+    });
+    assert!(
+        given_up,
+        "{}",
+        gate.json(&[
+            "get",
+            "clusterrole",
+            "gatherer",
+            "-o",
+            "json",
+            "--show-managed-fields"
+        ])
+    );
+
     // An editor who may also manage bindings and roles, but holds only `edit`.
     let token = sa_token(&gate, "default", "editor");
     let user = "system:serviceaccount:default:editor";

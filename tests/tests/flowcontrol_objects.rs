@@ -507,7 +507,18 @@ fn bootstrap_configuration_is_ensured_again_while_running() {
         "{applied}"
     );
     assert_eq!(managed_entry(&schema, producer, "")["operation"], "Update");
+    // Resyncs of an object already as it should be write nothing.
+    let untouched = get_json(&gate, "prioritylevelconfiguration", "exempt");
 
+    // The opt-out first: every resync that restores the others comes after it.
+    gate.ok(&[
+        "patch",
+        "prioritylevelconfiguration",
+        "workload-low",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"annotations":{"apf.kubernetes.io/autoupdate-spec":"false"}},"spec":{"limited":{"nominalConcurrencyShares":7}}}"#,
+    ]);
     gate.ok(&["delete", "flowschema", "catch-all"]);
     gate.ok(&[
         "patch",
@@ -516,14 +527,6 @@ fn bootstrap_configuration_is_ensured_again_while_running() {
         "--type=merge",
         "-p",
         r#"{"spec":{"limited":{"nominalConcurrencyShares":21}}}"#,
-    ]);
-    gate.ok(&[
-        "patch",
-        "prioritylevelconfiguration",
-        "workload-low",
-        "--type=merge",
-        "-p",
-        r#"{"metadata":{"annotations":{"apf.kubernetes.io/autoupdate-spec":"false"}},"spec":{"limited":{"nominalConcurrencyShares":7}}}"#,
     ]);
 
     let restored = kubegate_tests::eventually(std::time::Duration::from_secs(15), || {
@@ -549,7 +552,16 @@ fn bootstrap_configuration_is_ensured_again_while_running() {
             .is_some(),
         "{level}"
     );
-    // Two more resyncs later the operator's own level is still theirs.
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    assert_eq!(shares("workload-low"), 7);
+    // The resyncs that restored them left the operator's level theirs, and the untouched
+    // one as it was (same resourceVersion: not rewritten).
+    let low = get_json(&gate, "prioritylevelconfiguration", "workload-low");
+    assert_eq!(low["spec"]["limited"]["nominalConcurrencyShares"], 7);
+    assert_eq!(
+        low["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],
+        "false"
+    );
+    assert_eq!(
+        get_json(&gate, "prioritylevelconfiguration", "exempt")["metadata"]["resourceVersion"],
+        untouched["metadata"]["resourceVersion"]
+    );
 }
