@@ -40,6 +40,12 @@ pub enum PkiError {
         what: &'static str,
         source: rcgen::Error,
     },
+    #[error("{present} exists but {missing} does not: restore {missing} (copy both files from where they were generated), or remove {present} as well to generate a new {description} (clients and replicas that trust the old one will then fail)")]
+    HalfCa {
+        present: PathBuf,
+        missing: PathBuf,
+        description: &'static str,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {
@@ -174,16 +180,32 @@ pub fn ensure(data_dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
     Ok(pki)
 }
 
-/// Loads the CA at `cert`/`key`, creating it first when either file is missing; a new CA
-/// removes the `leaves` it would otherwise leave signed by the old one.
+/// Loads the CA at `cert`/`key`, creating it first when neither file exists; a new CA
+/// removes the `leaves` it would otherwise leave signed by the old one. One file without the
+/// other (a half-copied `pki/`) is refused: replacing the one that is there would lose it.
 fn ensure_ca(
     cert_path: &Path,
     key_path: &Path,
     common_name: &str,
-    description: &str,
+    description: &'static str,
     leaves: &[&Path],
 ) -> Result<Issuer<'static, KeyPair>, PkiError> {
-    if !cert_path.exists() || !key_path.exists() {
+    match (cert_path.exists(), key_path.exists()) {
+        (true, false) | (false, true) => {
+            let (present, missing) = if cert_path.exists() {
+                (cert_path, key_path)
+            } else {
+                (key_path, cert_path)
+            };
+            return Err(PkiError::HalfCa {
+                present: present.to_path_buf(),
+                missing: missing.to_path_buf(),
+                description,
+            });
+        }
+        _ => {}
+    }
+    if !cert_path.exists() {
         let key = KeyPair::generate().map_err(gen_err("a CA key"))?;
         let mut params = CertificateParams::default();
         params.distinguished_name = distinguished_name(common_name, &[]);
@@ -341,6 +363,43 @@ mod tests {
         assert_eq!(cert.issuer(), ca_parsed.parse_x509().unwrap().subject());
         let again = ensure_front_proxy(dir.path()).unwrap();
         assert_eq!(fs::read(&again.client_cert).unwrap(), client);
+    }
+
+    #[test]
+    fn a_ca_without_its_key_or_a_key_without_its_ca_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = serving_names("127.0.0.1", &[]);
+        let pki = ensure(dir.path(), &names).unwrap();
+        let front = ensure_front_proxy(dir.path()).unwrap();
+        let key = fs::read(&pki.ca_key).unwrap();
+        fs::remove_file(&pki.ca_cert).unwrap();
+        let err = ensure(dir.path(), &names).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "{} exists but {} does not: restore",
+                pki.ca_key.display(),
+                pki.ca_cert.display()
+            )),
+            "{err}"
+        );
+        assert!(err.contains("to generate a new cluster CA"), "{err}");
+        assert_eq!(fs::read(&pki.ca_key).unwrap(), key, "the key must be kept");
+        // The same for the front-proxy CA, the other way round.
+        let front_key = dir.path().join("pki").join("front-proxy-ca.key");
+        fs::remove_file(&front_key).unwrap();
+        let err = ensure_front_proxy(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "{} exists but {} does not",
+                front.ca_cert.display(),
+                front_key.display()
+            )),
+            "{err}"
+        );
+        // Removing both is a fresh start.
+        fs::remove_file(&pki.ca_key).unwrap();
+        let fresh = ensure(dir.path(), &names).unwrap();
+        assert_ne!(fs::read(&fresh.ca_key).unwrap(), key);
     }
 
     #[test]

@@ -323,11 +323,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
         ip if ip.contains(':') => format!("[{ip}]"),
         ip => ip.to_string(),
     };
-    certs::write_kubeconfig(
-        &pki,
-        &pki.ca_cert,
-        &format!("https://{host}:{}", config.secure_port),
-    )?;
     let server_address = format!("{host}:{}", config.secure_port);
     // Authenticators come first: the registry's TokenRequest and TokenReview handlers use
     // them; their object lookups are bound to the registry once it exists.
@@ -336,6 +331,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         .map_err(StartError::Other)?;
     let tls_settings = crate::tls::settings(&cert, &key, authentication.ca_bundles.clone())?;
     let (aggregator, authentication_info) = aggregator_setup(&config, &client_ca)?;
+    // Written once every generated key and certificate is on disk, so its presence tells a
+    // script that the data dir's `pki/` is complete (and can be copied to other replicas).
+    certs::write_kubeconfig(
+        &pki,
+        &pki.ca_cert,
+        &format!("https://{host}:{}", config.secure_port),
+    )?;
 
     // The RBAC index exists before the registry: the authorizer chain, the access reviews and
     // the escalation checks all read it. It is loaded from the watch cache below and kept
