@@ -720,6 +720,10 @@ async fn run(cacher: Weak<Cacher>, store: Arc<dyn Store>, mut rx: WatchReceiver)
             }
         }
         if let Some(error) = failure {
+            if store.is_closed() {
+                tracing::debug!(%error, "watch cache stops: the store is closed");
+                return;
+            }
             tracing::warn!(%error, "watch cache lost its store watch; resynchronizing");
             match resync(&cacher, &store).await {
                 Some(new_rx) => rx = new_rx,
@@ -734,6 +738,9 @@ async fn run(cacher: Weak<Cacher>, store: Arc<dyn Store>, mut rx: WatchReceiver)
 async fn resync(cacher: &Weak<Cacher>, store: &Arc<dyn Store>) -> Option<WatchReceiver> {
     let mut backoff = Duration::from_millis(50);
     loop {
+        if store.is_closed() {
+            return None;
+        }
         let result = {
             let cacher = cacher.upgrade()?;
             match store.watch("", cacher.revision()).await {
@@ -975,6 +982,21 @@ mod tests {
             .unwrap();
         cacher.wait_for_revision(next, WAIT).await.unwrap();
         assert!(cacher.get("/cm/ns/zz").is_some());
+    }
+
+    /// On graceful shutdown the store is closed under the cache: its task ends instead of
+    /// trying to resynchronize (and warning about it) until the process exits.
+    #[tokio::test]
+    async fn the_cache_stops_when_its_store_is_closed() {
+        let f = fixture(100);
+        let cacher = Cacher::start(f.store.clone(), 100).await.unwrap();
+        let task = lock(&cacher.task).take().unwrap();
+        f.store.close().await;
+        assert!(f.store.is_closed());
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the cache task kept running after the store closed")
+            .unwrap();
     }
 
     #[tokio::test]

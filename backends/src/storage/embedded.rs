@@ -577,6 +577,10 @@ impl Store for EmbeddedStore {
             let _ = done.await;
         }
     }
+
+    fn is_closed(&self) -> bool {
+        lock(&self.requests).is_none()
+    }
 }
 
 /// The writer thread's state.

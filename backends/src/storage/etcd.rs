@@ -971,6 +971,10 @@ impl Store for EtcdStore {
         self.revisions.get().await
     }
 
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);

@@ -154,4 +154,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flushes and stops background work; called on graceful shutdown.
     async fn close(&self) {}
+
+    /// Whether [`Store::close`] has been called: a failure after it is the shutdown, not an
+    /// outage to recover from (the watch cache stops quietly instead of resynchronizing).
+    fn is_closed(&self) -> bool {
+        false
+    }
 }
