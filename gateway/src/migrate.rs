@@ -74,7 +74,7 @@ pub async fn migrate(from: &dyn Store, to: &dyn Store, force: bool) -> Result<Re
         .map_err(|e| format!("reading the target: {e}"))?;
     if !existing.items.is_empty() && !force {
         return Err(format!(
-            "the target already holds data (e.g. {}); refusing to write into it without --force",
+            "the target already holds data (e.g. {} under its prefix); refusing to write into it without --force",
             existing.items[0].key
         ));
     }
