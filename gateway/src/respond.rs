@@ -40,10 +40,13 @@ fn base_header(
     )?;
     let headers = &mut parts.headers;
     headers.reserve(6 + extra.len());
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        content_type_value(content_type)?,
-    );
+    // An empty type is a bodiless answer that names none (kube-openapi's bare 406).
+    if !content_type.is_empty() {
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            content_type_value(content_type)?,
+        );
+    }
     headers.insert(AUDIT_ID, header_value(audit_id)?);
     if !extra
         .iter()

@@ -157,8 +157,8 @@ fn openapi_v3_document(docs: &Docs, request: &ApiRequest, key: &str) -> ApiRespo
         return ApiError::path_not_found().into();
     };
     if !v3_document_accepts_json(request.accept.as_deref()) {
-        // kube-openapi answers an unacceptable Accept with a bare 406.
-        return ApiResponse::with_type(406, "text/plain; charset=utf-8", Vec::new())
+        // kube-openapi answers an unacceptable Accept with a bare 406: no body, no type.
+        return ApiResponse::with_type(406, "", Vec::new())
             .with_header("Vary", "Accept".to_string());
     }
     // The answer depends on Accept (kube can answer protobuf too).

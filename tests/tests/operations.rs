@@ -186,6 +186,8 @@ fn protocols_headers_health_metrics_and_documents() {
     let (head, body) = curl(&gate, &["-H", "Accept: text/html"], &url);
     assert!(head.starts_with("http/2 406"), "{head}");
     assert!(body.is_empty(), "{body}");
+    assert!(!head.contains("\ncontent-type:"), "{head}");
+    assert!(head.contains("vary: accept"), "{head}");
     let (head, body) = curl(&gate, &["-H", "Accept: text/html, application/*"], &url);
     assert!(head.starts_with("http/2 200"), "{head}");
     assert!(body.contains("io.k8s.api.core.v1.ConfigMap"));
