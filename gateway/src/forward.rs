@@ -22,16 +22,16 @@ use crate::pipeline::{client_ip, is_upgrade, Gateway, ProxyPlan, RequestCtx};
 
 /// RFC 9110's connection-specific headers (the list Go's `httputil.ReverseProxy`, and so
 /// kube-aggregator, removes): they describe one hop, never the message.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+static HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
 ];
 
 /// Whether a request routed to a remote backend can be forwarded here: not `CONNECT`, not
@@ -47,11 +47,18 @@ pub fn eligible(session: &mut ServerSession, long_running: bool) -> bool {
 /// The names of the hop-by-hop headers of `headers`: the fixed ones present, and those the
 /// `Connection` header names.
 fn hop_by_hop_names(headers: &http::HeaderMap) -> Vec<HeaderName> {
-    let mut names: Vec<HeaderName> = HOP_BY_HOP
-        .iter()
-        .filter(|name| headers.contains_key(**name))
-        .map(|name| HeaderName::from_static(name))
+    // One pass over the names the message has, compared as parsed names: looking each fixed
+    // name up by string instead parsed and hashed it again (18 lookups, ~3 % of a proxied
+    // GET's instructions, for the request and the response).
+    let mut names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| HOP_BY_HOP.contains(name))
+        .cloned()
         .collect();
+    if names.is_empty() {
+        // No `Connection` header either, so it names nothing to remove.
+        return names;
+    }
     for value in headers.get_all(header::CONNECTION) {
         let Ok(value) = value.to_str() else { continue };
         for token in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
