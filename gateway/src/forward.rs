@@ -81,7 +81,15 @@ fn upstream_request(
     // Without the client's header-name case map: header names are case-insensitive, and
     // keeping that second map in step costs a parse, a hash and an allocation per header the
     // rewrite adds or removes (pingora's proxy keeps it; this path need not).
-    let mut request = RequestHeader::from(session.req_header().as_owned_parts());
+    let mut parts = session.req_header().as_owned_parts();
+    // Room for what the rewrite adds (the identity headers, X-Forwarded-For, Audit-Id) at
+    // once: appended one by one they made the map grow, and rehash, up to three times.
+    let user = &plan.user;
+    let extra_values: usize = user.extra.values().map(Vec::len).sum();
+    parts
+        .headers
+        .reserve(ADDED_REQUEST_HEADERS + user.groups.len() + extra_values);
+    let mut request = RequestHeader::from(parts);
     for name in hop_by_hop_names(&request.headers) {
         request.remove_header(&name);
     }
@@ -347,6 +355,11 @@ impl Gateway {
         Ok(response)
     }
 }
+
+/// Headers the rewrite may add to a forwarded request besides one per group and extra
+/// value: Host, Authorization (a delegate's token), X-Remote-User, X-Remote-Uid,
+/// X-Forwarded-For, Audit-Id.
+const ADDED_REQUEST_HEADERS: usize = 6;
 
 /// How often a request is sent again after its connection failed before any answer.
 const MAX_RETRIES: u32 = 3;
