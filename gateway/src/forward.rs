@@ -19,6 +19,7 @@ use pingora::Result;
 
 use crate::aggregator::proxy::{self, PooledPeer};
 use crate::pipeline::{client_ip, is_upgrade, Gateway, ProxyPlan, RequestCtx};
+use crate::respond::AUDIT_ID;
 
 /// RFC 9110's connection-specific headers (the list Go's `httputil.ReverseProxy`, and so
 /// kube-aggregator, removes): they describe one hop, never the message.
@@ -346,8 +347,8 @@ impl Gateway {
         {
             response.insert_header(header::TRANSFER_ENCODING, "chunked")?;
         }
-        if !response.headers.contains_key("audit-id") {
-            response.insert_header("Audit-Id", ctx.audit_id.as_str())?;
+        if !response.headers.contains_key(&AUDIT_ID) {
+            response.insert_header(AUDIT_ID, ctx.audit_id.as_str())?;
         }
         if let Some(pf) = &ctx.pf_headers {
             pf.put_before_backends(&mut response)?;

@@ -18,7 +18,7 @@ use crate::flowcontrol::PfHeaders;
 const SHUTDOWN_POLL: Duration = Duration::from_millis(500);
 
 /// kube's `Audit-Id` response header.
-const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
+pub(crate) const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
 const X_CONTENT_TYPE_OPTIONS: HeaderName = HeaderName::from_static("x-content-type-options");
 
 /// The response header of a local answer, built as a plain `http` header map and handed to

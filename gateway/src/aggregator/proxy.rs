@@ -306,17 +306,44 @@ pub fn append_forwarded_for(
     let Some(client) = client else {
         return Ok(());
     };
-    let mut value = Vec::new();
-    for prior in request.headers.get_all(X_FORWARDED_FOR) {
+    // Written straight into one buffer, with a parsed name: formatting the address to a
+    // String and naming the header by string (parsed again on insert) cost ~2,500
+    // instructions of a proxied GET.
+    let mut value = Vec::with_capacity(48);
+    for prior in request.headers.get_all(&X_FORWARDED_FOR) {
         value.extend_from_slice(prior.as_bytes());
         value.extend_from_slice(b", ");
     }
-    value.extend_from_slice(client.to_string().as_bytes());
+    match client {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().iter().enumerate() {
+                if i > 0 {
+                    value.push(b'.');
+                }
+                push_decimal(&mut value, *octet);
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            use std::io::Write as _;
+            let _ = write!(value, "{v6}");
+        }
+    }
     request.insert_header(X_FORWARDED_FOR, value)?;
     Ok(())
 }
 
-const X_FORWARDED_FOR: &str = "x-forwarded-for";
+/// `n` in decimal, without the formatting machinery.
+fn push_decimal(out: &mut Vec<u8>, n: u8) {
+    if n >= 100 {
+        out.push(b'0' + n / 100);
+    }
+    if n >= 10 {
+        out.push(b'0' + (n / 10) % 10);
+    }
+    out.push(b'0' + n % 10);
+}
+
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 
 /// Whether the request already targets `base` + `escaped_path` + `?query` in origin form
 /// (the usual case: a client's path is normally already normalized, and most backends have
@@ -949,6 +976,10 @@ mod tests {
         };
         // None before: the client's address alone.
         assert_eq!(forwarded(&[], Some("127.0.0.1")), ["127.0.0.1"]);
+        for address in ["0.9.10.255", "100.99.200.1", "1.20.199.250"] {
+            assert_eq!(forwarded(&[], Some(address)), [address]);
+        }
+        assert_eq!(forwarded(&[], Some("fe80::1:2")), ["fe80::1:2"]);
         // A client's (or an earlier proxy's) claim stays, with the real address after it.
         assert_eq!(
             forwarded(&["6.6.6.6"], Some("10.1.2.3")),
