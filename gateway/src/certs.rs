@@ -190,22 +190,20 @@ fn ensure_ca(
     description: &'static str,
     leaves: &[&Path],
 ) -> Result<Issuer<'static, KeyPair>, PkiError> {
-    match (cert_path.exists(), key_path.exists()) {
-        (true, false) | (false, true) => {
-            let (present, missing) = if cert_path.exists() {
-                (cert_path, key_path)
-            } else {
-                (key_path, cert_path)
-            };
-            return Err(PkiError::HalfCa {
-                present: present.to_path_buf(),
-                missing: missing.to_path_buf(),
-                description,
-            });
-        }
-        _ => {}
+    let (has_cert, has_key) = (cert_path.exists(), key_path.exists());
+    if has_cert != has_key {
+        let (present, missing) = if has_cert {
+            (cert_path, key_path)
+        } else {
+            (key_path, cert_path)
+        };
+        return Err(PkiError::HalfCa {
+            present: present.to_path_buf(),
+            missing: missing.to_path_buf(),
+            description,
+        });
     }
-    if !cert_path.exists() {
+    if !has_cert {
         let key = KeyPair::generate().map_err(gen_err("a CA key"))?;
         let mut params = CertificateParams::default();
         params.distinguished_name = distinguished_name(common_name, &[]);

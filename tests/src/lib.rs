@@ -466,6 +466,33 @@ impl Drop for LineStream {
     }
 }
 
+/// The `managedFields` entry of `manager` (for `subresource`, `""` for the object itself) in
+/// `object` as read with `--show-managed-fields`; panics, showing the object, without one.
+pub fn managed_entry<'a>(
+    object: &'a serde_json::Value,
+    manager: &str,
+    subresource: &str,
+) -> &'a serde_json::Value {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|entries| {
+            entries.iter().find(|e| {
+                e["manager"] == manager && e["subresource"].as_str().unwrap_or("") == subresource
+            })
+        })
+        .unwrap_or_else(|| panic!("no {manager:?} entry for {subresource:?}: {object}"))
+}
+
+/// Asserts that a `managedFields` entry was written by `operation` and owns the field at
+/// `pointer` of its `fieldsV1` (e.g. `/f:spec/f:replicas`).
+pub fn assert_owns(entry: &serde_json::Value, operation: &str, pointer: &str) {
+    assert_eq!(entry["operation"], operation, "{entry}");
+    assert!(
+        entry["fieldsV1"].pointer(pointer).is_some(),
+        "{pointer} not owned: {entry}"
+    );
+}
+
 /// Polls `check` until it returns true or `timeout` passes.
 pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

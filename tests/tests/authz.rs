@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use kubegate_tests::{eventually, Kubegate};
+use kubegate_tests::{assert_owns, eventually, managed_entry, Kubegate};
 use serde_json::Value;
 
 /// kubectl flags that talk to the server with only a bearer token (no client certificate).
@@ -271,29 +271,15 @@ fn aggregation_grows_view_and_escalation_is_refused() {
         "json",
         "--show-managed-fields",
     ]);
-    let entries = view["metadata"]["managedFields"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let aggregation = entries
-        .iter()
-        .find(|e| e["manager"] == "clusterrole-aggregation-controller")
-        .unwrap_or_else(|| panic!("no aggregation controller entry: {view}"));
-    assert_eq!(aggregation["operation"], "Apply", "{aggregation}");
-    assert!(
-        aggregation["fieldsV1"].get("f:rules").is_some(),
-        "{aggregation}"
+    assert_owns(
+        managed_entry(&view, "clusterrole-aggregation-controller", ""),
+        "Apply",
+        "/f:rules",
     );
-    let bootstrap = entries
-        .iter()
-        .find(|e| e["manager"] == "kube-apiserver")
-        .unwrap_or_else(|| panic!("no kube-apiserver entry: {view}"));
-    assert_eq!(bootstrap["operation"], "Update", "{bootstrap}");
-    assert!(
-        bootstrap["fieldsV1"]
-            .pointer("/f:aggregationRule")
-            .is_some(),
-        "{bootstrap}"
+    assert_owns(
+        managed_entry(&view, "kube-apiserver", ""),
+        "Update",
+        "/f:aggregationRule",
     );
     let out = gate.kubectl_stdin(
         &["apply", "--server-side", "--field-manager=helm", "-f", "-"],

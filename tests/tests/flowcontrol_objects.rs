@@ -8,7 +8,7 @@
 // Test helpers may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use kubegate_tests::Kubegate;
+use kubegate_tests::{assert_owns, managed_entry, Kubegate};
 use serde_json::Value;
 
 const GROUP: &str = "flowcontrol.apiserver.k8s.io";
@@ -443,18 +443,6 @@ fn bootstrap_configuration_is_reconciled_at_start() {
     );
 }
 
-/// The `managedFields` entry of `manager` (with `subresource`) in `object`.
-fn managed_entry<'a>(object: &'a Value, manager: &str, subresource: &str) -> &'a Value {
-    object["metadata"]["managedFields"]
-        .as_array()
-        .and_then(|entries| {
-            entries.iter().find(|e| {
-                e["manager"] == manager && e["subresource"].as_str().unwrap_or("") == subresource
-            })
-        })
-        .unwrap_or_else(|| panic!("no {manager:?} entry for {subresource:?}: {object}"))
-}
-
 /// kube-apiserver ensures the bootstrap configuration again every minute, not only at start:
 /// with the interval at one second, a deleted mandatory FlowSchema and an edited auto-updated
 /// priority level come back while kubegate runs, and an operator's opt-out stays. The objects
@@ -483,13 +471,10 @@ fn bootstrap_configuration_is_ensured_again_while_running() {
     let producer = "api-priority-and-fairness-config-producer-v1";
     let consumer = "api-priority-and-fairness-config-consumer-v1";
     let level = managed("prioritylevelconfiguration", "global-default");
-    let created = managed_entry(&level, producer, "");
-    assert_eq!(created["operation"], "Update", "{created}");
-    assert!(
-        created["fieldsV1"]
-            .pointer("/f:spec/f:limited/f:nominalConcurrencyShares")
-            .is_some(),
-        "{created}"
+    assert_owns(
+        managed_entry(&level, producer, ""),
+        "Update",
+        "/f:spec/f:limited/f:nominalConcurrencyShares",
     );
     let judged = kubegate_tests::eventually(std::time::Duration::from_secs(10), || {
         managed("flowschema", "catch-all")["metadata"]["managedFields"]
@@ -498,13 +483,10 @@ fn bootstrap_configuration_is_ensured_again_while_running() {
     });
     assert!(judged, "{}", managed("flowschema", "catch-all"));
     let schema = managed("flowschema", "catch-all");
-    let applied = managed_entry(&schema, consumer, "status");
-    assert_eq!(applied["operation"], "Apply", "{applied}");
-    assert!(
-        applied["fieldsV1"]
-            .pointer("/f:status/f:conditions")
-            .is_some(),
-        "{applied}"
+    assert_owns(
+        managed_entry(&schema, consumer, "status"),
+        "Apply",
+        "/f:status/f:conditions",
     );
     assert_eq!(managed_entry(&schema, producer, "")["operation"], "Update");
     // Resyncs of an object already as it should be write nothing.
@@ -546,11 +528,10 @@ fn bootstrap_configuration_is_ensured_again_while_running() {
     assert_eq!(catch_all["spec"]["matchingPrecedence"], 10000);
     // The ensurer took the field the patch set back.
     let level = managed("prioritylevelconfiguration", "global-default");
-    assert!(
-        managed_entry(&level, producer, "")["fieldsV1"]
-            .pointer("/f:spec/f:limited/f:nominalConcurrencyShares")
-            .is_some(),
-        "{level}"
+    assert_owns(
+        managed_entry(&level, producer, ""),
+        "Update",
+        "/f:spec/f:limited/f:nominalConcurrencyShares",
     );
     // The resyncs that restored them left the operator's level theirs, and the untouched
     // one as it was (same resourceVersion: not rewritten).
