@@ -81,8 +81,11 @@ fn upstream_request(
 ) -> Result<RequestHeader> {
     // Without the client's header-name case map: header names are case-insensitive, and
     // keeping that second map in step costs a parse, a hash and an allocation per header the
-    // rewrite adds or removes (pingora's proxy keeps it; this path need not).
-    let mut parts = session.req_header().as_owned_parts();
+    // rewrite adds or removes (pingora's proxy keeps it; this path need not). The rewrite
+    // writes into the parts' plain header map.
+    let client = session.req_header();
+    let raw_target_is_uri = proxy::raw_target_is_uri(client);
+    let mut parts = client.as_owned_parts();
     // Room for what the rewrite adds (the identity headers, X-Forwarded-For, Audit-Id) at
     // once: appended one by one they made the map grow, and rehash, up to three times.
     let user = &plan.user;
@@ -90,21 +93,31 @@ fn upstream_request(
     parts
         .headers
         .reserve(ADDED_REQUEST_HEADERS + user.groups.len() + extra_values);
-    let mut request = RequestHeader::from(parts);
-    for name in hop_by_hop_names(&request.headers) {
-        request.remove_header(&name);
+    for name in hop_by_hop_names(&parts.headers) {
+        parts.headers.remove(&name);
     }
-    proxy::rewrite_request(
-        &mut request,
+    proxy::rewrite_parts(
+        &mut parts,
+        raw_target_is_uri,
         &plan.user,
         &plan.backend,
         &plan.escaped_path,
         plan.raw_query.as_deref(),
     )?;
-    proxy::append_forwarded_for(&mut request, client_ip(session.client_addr()))?;
+    proxy::append_forwarded_for(&mut parts.headers, client_ip(session.client_addr()))?;
     // The same audit id on both sides lets one request be followed across servers.
-    request.insert_header("Audit-ID", audit_id)?;
-    Ok(request)
+    parts.headers.insert(AUDIT_ID, audit_id_value(audit_id)?);
+    Ok(RequestHeader::from(parts))
+}
+
+/// The request's audit id as a header value.
+pub(crate) fn audit_id_value(audit_id: &str) -> Result<http::HeaderValue> {
+    http::HeaderValue::from_str(audit_id).map_err(|e| {
+        pingora::Error::explain(
+            pingora::ErrorType::InvalidHTTPHeader,
+            format!("the audit id as a header value: {e}"),
+        )
+    })
 }
 
 /// Sends the request header (the whole request: it has no body) and reads the response's.
@@ -321,39 +334,44 @@ impl Gateway {
         plan: &ProxyPlan,
         upstream: &ResponseHeader,
     ) -> Result<Box<ResponseHeader>> {
-        let mut response = Box::new(upstream.clone());
-        ctx.status = response.status.as_u16();
+        // The backend's header without its case map (an HTTP/1.1 backend's names go out
+        // title-cased or lower-case, as for a local answer), so that the headers added here
+        // go straight into the plain map (see `proxy::rewrite_parts`).
+        let mut parts = upstream.as_owned_parts();
+        ctx.status = parts.status.as_u16();
         self.routes
             .metrics
             .proxy_request_duration
             .with_label_values(&[&plan.backend.service.name])
             .observe(ctx.started.elapsed().as_secs_f64());
-        for name in hop_by_hop_names(&response.headers) {
-            response.remove_header(&name);
+        for name in hop_by_hop_names(&parts.headers) {
+            parts.headers.remove(&name);
         }
         if !session.is_http2() {
             // An HTTP/2 backend's answer goes out on the client's HTTP/1.1 connection.
-            response.set_version(http::Version::HTTP_11);
+            parts.version = http::Version::HTTP_11;
         }
         // A body of unknown length goes out chunked on HTTP/1.1 (HTTP/2 frames it anyway);
         // without it pingora would end the body by closing the connection.
-        let bodiless = response.status == http::StatusCode::NO_CONTENT
-            || response.status == http::StatusCode::NOT_MODIFIED
-            || response.status.is_informational()
+        let bodiless = parts.status == http::StatusCode::NO_CONTENT
+            || parts.status == http::StatusCode::NOT_MODIFIED
+            || parts.status.is_informational()
             || session.req_header().method == http::Method::HEAD;
-        if !session.is_http2()
-            && !bodiless
-            && !response.headers.contains_key(header::CONTENT_LENGTH)
-        {
-            response.insert_header(header::TRANSFER_ENCODING, "chunked")?;
+        if !session.is_http2() && !bodiless && !parts.headers.contains_key(header::CONTENT_LENGTH) {
+            parts.headers.insert(
+                header::TRANSFER_ENCODING,
+                http::HeaderValue::from_static("chunked"),
+            );
         }
-        if !response.headers.contains_key(&AUDIT_ID) {
-            response.insert_header(AUDIT_ID, ctx.audit_id.as_str())?;
+        if !parts.headers.contains_key(&AUDIT_ID) {
+            parts
+                .headers
+                .insert(AUDIT_ID, audit_id_value(&ctx.audit_id)?);
         }
         if let Some(pf) = &ctx.pf_headers {
-            pf.put_before_backends(&mut response)?;
+            pf.put_before_backends(&mut parts.headers);
         }
-        Ok(response)
+        Ok(Box::new(ResponseHeader::from(parts)))
     }
 }
 

@@ -24,7 +24,7 @@ use crate::aggregator::table::Backend;
 use crate::aggregator::{proxy, Aggregator};
 use crate::flowcontrol::is_read_only;
 use crate::metrics::{metric_verb, RequestLabels};
-use crate::respond;
+use crate::respond::{self, AUDIT_ID};
 use crate::routes::Routes;
 use crate::tls::TlsConnection;
 
@@ -824,16 +824,24 @@ impl ProxyHttp for ProxyPhases {
         let Some(plan) = &ctx.proxy else {
             return Ok(());
         };
-        proxy::rewrite_request(
-            upstream_request,
+        // Rewritten on a copy of its parts, and sent without the client's header-name case
+        // map (see `proxy::rewrite_parts`).
+        let raw_target_is_uri = proxy::raw_target_is_uri(upstream_request);
+        let mut parts = upstream_request.as_owned_parts();
+        proxy::rewrite_parts(
+            &mut parts,
+            raw_target_is_uri,
             &plan.user,
             &plan.backend,
             &plan.escaped_path,
             plan.raw_query.as_deref(),
         )?;
-        proxy::append_forwarded_for(upstream_request, client_ip(session.client_addr()))?;
+        proxy::append_forwarded_for(&mut parts.headers, client_ip(session.client_addr()))?;
         // The same audit id on both sides lets one request be followed across servers.
-        upstream_request.insert_header("Audit-ID", ctx.audit_id.as_str())?;
+        parts
+            .headers
+            .insert(AUDIT_ID, crate::forward::audit_id_value(&ctx.audit_id)?);
+        proxy::replace_request(upstream_request, parts);
         Ok(())
     }
 
@@ -880,11 +888,15 @@ impl ProxyHttp for ProxyPhases {
             // kubegate's identity (CVE-2018-1002105): close it after this response.
             session.set_keepalive(None);
         }
-        if upstream_response.headers.get("audit-id").is_none() {
-            upstream_response.insert_header("Audit-Id", ctx.audit_id.as_str())?;
+        if upstream_response.headers.get(&AUDIT_ID).is_none() {
+            upstream_response.insert_header(AUDIT_ID, ctx.audit_id.as_str())?;
         }
         if let Some(pf) = &ctx.pf_headers {
-            pf.put_before_backends(upstream_response)?;
+            // Rebuilt without the backend's header-name case map, whose entries would have
+            // to follow the plain map's (pingora writes HTTP/1.1 names from both).
+            let mut parts = upstream_response.as_owned_parts();
+            pf.put_before_backends(&mut parts.headers);
+            *upstream_response = pingora::http::ResponseHeader::from(parts);
         }
         // A proxied watch has started once the backend answers: its seats go back (kubegate
         // cannot see when the backend's initial events end).

@@ -228,14 +228,40 @@ impl Peer for PooledPeer {
     }
 }
 
-/// Rewrites the upstream request: path (the normalized one that was authorized, under the
-/// backend's base path), Host, and identity headers for `user`.
+/// Puts `parts` (a rewritten copy of `request`'s) in place of `request`, as a header without
+/// a header-name case map (see [`rewrite_parts`]) that still says whether it ends its stream.
+pub fn replace_request(request: &mut RequestHeader, parts: http::request::Parts) {
+    let ends_stream = request.send_end_stream();
+    *request = RequestHeader::from(parts);
+    if let Some(ends_stream) = ends_stream {
+        request.set_send_end_stream(ends_stream);
+    }
+}
+
+/// Whether the bytes `request` would send as its target are its URI's (they differ for
+/// absolute-form or non-UTF-8 targets, which the rewrite rebuilds).
+pub fn raw_target_is_uri(request: &RequestHeader) -> bool {
+    request.uri.scheme().is_none()
+        && request.uri.authority().is_none()
+        && request
+            .uri
+            .path_and_query()
+            .is_some_and(|target| request.raw_path() == target.as_str().as_bytes())
+}
+
+/// Rewrites a request for the backend: path (the normalized one that was authorized, under
+/// the backend's base path), Host, and identity headers for `user`. It works on the request's
+/// `http` parts, writing straight into the plain header map: pingora's `insert_header` and `append_header` copy
+/// every name into a title-cased buffer and parse that copy again (two allocations for a
+/// name such as `X-Remote-Group`), even when there is no case map to keep in step.
 ///
 /// This runs for every proxied request, so it avoids per-header work it does not need: the
-/// client's target is kept when it already is the one to send, and header names are built
-/// once, not per value.
-pub fn rewrite_request(
-    request: &mut RequestHeader,
+/// client's target is kept when it already is the one to send (`raw_target_is_uri` says the
+/// client's raw target bytes are its URI's), and header names are constants or built once,
+/// not per value.
+pub fn rewrite_parts(
+    parts: &mut http::request::Parts,
+    raw_target_is_uri: bool,
     user: &UserInfo,
     backend: &Backend,
     escaped_path: &str,
@@ -247,51 +273,80 @@ pub fn rewrite_request(
         .map(|l| l.base_path.as_str())
         .unwrap_or("");
     let query = raw_query.filter(|q| !q.is_empty());
-    if !sends_target(request, base, escaped_path, query) {
-        request.set_uri(backend_uri(base, escaped_path, query)?);
+    if !(raw_target_is_uri && sends_target(&parts.uri, base, escaped_path, query)) {
+        parts.uri = backend_uri(base, escaped_path, query)?;
     }
-    strip_client_identity(request);
+    let headers = &mut parts.headers;
+    strip_client_identity(headers);
     if let Ok(location) = &backend.location {
-        request.insert_header(http::header::HOST, location.server_name.as_str())?;
+        headers.insert(http::header::HOST, header_value(&location.server_name)?);
     }
     let identity = &backend.identity;
     if let Some(bearer) = &identity.bearer {
-        request.insert_header(http::header::AUTHORIZATION, bearer.clone())?;
+        headers.insert(http::header::AUTHORIZATION, bearer.clone());
     }
-    let (user_header, uid_header, group_header, extra_prefix) = match identity.forwarding {
-        Forwarding::FrontProxy => (
-            "X-Remote-User",
-            "X-Remote-Uid",
-            "X-Remote-Group",
-            "X-Remote-Extra-",
-        ),
-        Forwarding::Impersonate => (
-            "Impersonate-User",
-            "Impersonate-Uid",
-            "Impersonate-Group",
-            "Impersonate-Extra-",
-        ),
+    let names = match identity.forwarding {
+        Forwarding::FrontProxy => &FRONT_PROXY_HEADERS,
+        Forwarding::Impersonate => &IMPERSONATION_HEADERS,
     };
     // Every identity header was removed above, so appending cannot add to a client's value.
-    request.append_header(user_header, user.name.as_str())?;
+    headers.append(names.user.clone(), header_value(&user.name)?);
     if !user.uid.is_empty() {
-        request.append_header(uid_header, user.uid.as_str())?;
+        headers.append(names.uid.clone(), header_value(&user.uid)?);
     }
     for group in &user.groups {
-        request.append_header(group_header, group.as_str())?;
+        headers.append(names.group.clone(), header_value(group)?);
     }
     for (key, values) in &user.extra {
         // Room for a few `%XX` escapes (a key usually has one `/`) without growing.
-        let mut name = String::with_capacity(extra_prefix.len() + key.len() + 8);
-        name.push_str(extra_prefix);
+        let mut name = String::with_capacity(names.extra_prefix.len() + key.len() + 8);
+        name.push_str(names.extra_prefix);
         push_escaped_extra_key(&mut name, key);
-        // One buffer for the name, shared by every value's header.
-        let name = bytes::Bytes::from(name);
+        // Parsed once, shared by every value's header.
+        let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| {
+            pingora::Error::explain(
+                pingora::ErrorType::InvalidHTTPHeader,
+                format!("an extra key's header name: {e}"),
+            )
+        })?;
         for value in values {
-            request.append_header(name.clone(), value.as_str())?;
+            headers.append(name.clone(), header_value(value)?);
         }
     }
     Ok(())
+}
+
+/// The names a caller's identity is forwarded under.
+struct IdentityHeaders {
+    user: http::HeaderName,
+    uid: http::HeaderName,
+    group: http::HeaderName,
+    /// Lower case, as a parsed `HeaderName` would have it.
+    extra_prefix: &'static str,
+}
+
+static FRONT_PROXY_HEADERS: IdentityHeaders = IdentityHeaders {
+    user: http::HeaderName::from_static("x-remote-user"),
+    uid: http::HeaderName::from_static("x-remote-uid"),
+    group: http::HeaderName::from_static("x-remote-group"),
+    extra_prefix: "x-remote-extra-",
+};
+
+static IMPERSONATION_HEADERS: IdentityHeaders = IdentityHeaders {
+    user: http::HeaderName::from_static("impersonate-user"),
+    uid: http::HeaderName::from_static("impersonate-uid"),
+    group: http::HeaderName::from_static("impersonate-group"),
+    extra_prefix: "impersonate-extra-",
+};
+
+/// A header value from kubegate's own data (a user name, a group, a host name).
+fn header_value(value: &str) -> pingora::Result<http::HeaderValue> {
+    http::HeaderValue::from_str(value).map_err(|e| {
+        pingora::Error::explain(
+            pingora::ErrorType::InvalidHTTPHeader,
+            format!("a forwarded header value: {e}"),
+        )
+    })
 }
 
 /// Adds the address the request came from to `X-Forwarded-For`, as Go's reverse proxy does
@@ -300,7 +355,7 @@ pub fn rewrite_request(
 /// IPs (audit `sourceIPs`), so without it they would see only kubegate, or only what the
 /// client claimed.
 pub fn append_forwarded_for(
-    request: &mut RequestHeader,
+    headers: &mut http::HeaderMap,
     client: Option<std::net::IpAddr>,
 ) -> pingora::Result<()> {
     let Some(client) = client else {
@@ -310,7 +365,7 @@ pub fn append_forwarded_for(
     // String and naming the header by string (parsed again on insert) cost ~2,500
     // instructions of a proxied GET.
     let mut value = Vec::with_capacity(48);
-    for prior in request.headers.get_all(&X_FORWARDED_FOR) {
+    for prior in headers.get_all(&X_FORWARDED_FOR) {
         value.extend_from_slice(prior.as_bytes());
         value.extend_from_slice(b", ");
     }
@@ -328,7 +383,13 @@ pub fn append_forwarded_for(
             let _ = write!(value, "{v6}");
         }
     }
-    request.insert_header(X_FORWARDED_FOR, value)?;
+    let value = http::HeaderValue::try_from(value).map_err(|e| {
+        pingora::Error::explain(
+            pingora::ErrorType::InvalidHTTPHeader,
+            format!("X-Forwarded-For: {e}"),
+        )
+    })?;
+    headers.insert(X_FORWARDED_FOR, value);
     Ok(())
 }
 
@@ -348,23 +409,13 @@ const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwa
 /// Whether the request already targets `base` + `escaped_path` + `?query` in origin form
 /// (the usual case: a client's path is normally already normalized, and most backends have
 /// no base path), so the URI need not be rebuilt and reparsed.
-fn sends_target(
-    request: &RequestHeader,
-    base: &str,
-    escaped_path: &str,
-    query: Option<&str>,
-) -> bool {
-    if request.uri.scheme().is_some() || request.uri.authority().is_some() {
+fn sends_target(uri: &http::Uri, base: &str, escaped_path: &str, query: Option<&str>) -> bool {
+    if uri.scheme().is_some() || uri.authority().is_some() {
         return false;
     }
-    let Some(target) = request.uri.path_and_query() else {
+    let Some(target) = uri.path_and_query() else {
         return false;
     };
-    // The raw bytes are what goes on an HTTP/1.1 wire; they differ from the URI for
-    // absolute-form or non-UTF-8 targets, which are rebuilt.
-    if request.raw_path() != target.as_str().as_bytes() {
-        return false;
-    }
     let Some(rest) = target.as_str().strip_prefix(base) else {
         return false;
     };
@@ -413,34 +464,28 @@ pub fn is_dial_failure(error: &pingora::Error) -> bool {
 /// Removes every request header that carries a client's credentials or claimed identity:
 /// none of them may reach a backend, which trusts kubegate's certificate for whatever
 /// `X-Remote-*` says.
-fn strip_client_identity(request: &mut RequestHeader) {
-    request.remove_header(&http::header::AUTHORIZATION);
-    request.remove_header(&http::header::PROXY_AUTHORIZATION);
+fn strip_client_identity(headers: &mut http::HeaderMap) {
+    headers.remove(http::header::AUTHORIZATION);
+    headers.remove(http::header::PROXY_AUTHORIZATION);
     // A websocket client's bearer token rides in a subprotocol (kube's
     // `base64url.bearer.authorization.k8s.io.` prefix); the other protocols go on.
-    if request
-        .headers
-        .contains_key(http::header::SEC_WEBSOCKET_PROTOCOL)
-    {
-        let kept =
-            kubegate_policy::authn::bearer::websocket_protocols_without_bearer(&request.headers);
+    if headers.contains_key(http::header::SEC_WEBSOCKET_PROTOCOL) {
+        let kept = kubegate_policy::authn::bearer::websocket_protocols_without_bearer(headers);
         if let Some(kept) = kept {
-            request.remove_header(&http::header::SEC_WEBSOCKET_PROTOCOL);
+            headers.remove(http::header::SEC_WEBSOCKET_PROTOCOL);
             if let Some(kept) = kept {
-                // A value the header map held already, rejoined: cannot fail to insert.
-                let _ = request.insert_header(http::header::SEC_WEBSOCKET_PROTOCOL, kept);
+                headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, kept);
             }
         }
     }
     // Collecting nothing allocates nothing: the usual request has none of these.
-    let claimed: Vec<http::HeaderName> = request
-        .headers
+    let claimed: Vec<http::HeaderName> = headers
         .keys()
         .filter(|name| is_claimed_identity_header(name.as_str()))
         .cloned()
         .collect();
     for name in &claimed {
-        request.remove_header(name);
+        headers.remove(name);
     }
 }
 
@@ -487,6 +532,28 @@ fn push_escaped_extra_key(out: &mut String, key: &str) {
 mod tests {
     use super::*;
     use crate::aggregator::apiservice::ApiService;
+
+    /// The rewrite as the proxy path applies it to a pingora request.
+    fn rewrite_request(
+        request: &mut RequestHeader,
+        user: &UserInfo,
+        backend: &Backend,
+        escaped_path: &str,
+        raw_query: Option<&str>,
+    ) -> pingora::Result<()> {
+        let raw_target_is_uri = raw_target_is_uri(request);
+        let mut parts = request.as_owned_parts();
+        rewrite_parts(
+            &mut parts,
+            raw_target_is_uri,
+            user,
+            backend,
+            escaped_path,
+            raw_query,
+        )?;
+        replace_request(request, parts);
+        Ok(())
+    }
     use crate::aggregator::resolve::Location;
     use std::collections::BTreeMap;
 
@@ -920,17 +987,17 @@ mod tests {
         .map(|(n, v)| (n.to_string(), v.to_string()))
         .collect();
         assert_eq!(names, expected);
-        // On an HTTP/1.1 wire, in the case kube writes them, values in order; this also
-        // checks that pingora's case-preserving name map stayed in step with the headers.
+        // On an HTTP/1.1 wire, once each and values in order. Names the rewrite adds go out
+        // lower-case (header names are case-insensitive; kube lower-cases extra keys).
         let mut wire = Vec::new();
         request.header_to_h1_wire(&mut wire);
         let wire = String::from_utf8(wire).expect("utf-8");
-        assert!(wire.contains("X-Remote-User: bob\r\n"), "{wire}");
+        assert!(wire.contains("x-remote-user: bob\r\n"), "{wire}");
         assert!(
             wire.contains(
-                "X-Remote-Extra-example.org%2Fscope: one\r\n\
-                 X-Remote-Extra-example.org%2Fscope: two\r\n\
-                 X-Remote-Extra-example.org%2Fscope: three\r\n"
+                "x-remote-extra-example.org%2fscope: one\r\n\
+                 x-remote-extra-example.org%2fscope: two\r\n\
+                 x-remote-extra-example.org%2fscope: three\r\n"
             ),
             "{wire}"
         );
@@ -958,17 +1025,16 @@ mod tests {
     #[test]
     fn the_client_address_is_appended_to_x_forwarded_for() {
         let forwarded = |prior: &[&str], client: Option<&str>| {
-            let mut request =
-                RequestHeader::build("GET", b"/apis/g/v1/things", None).expect("request");
+            let mut headers = http::HeaderMap::new();
             for value in prior {
-                request
-                    .append_header("X-Forwarded-For", *value)
-                    .expect("header");
+                headers.append(
+                    "x-forwarded-for",
+                    http::HeaderValue::from_str(value).expect("value"),
+                );
             }
-            append_forwarded_for(&mut request, client.map(|c| c.parse().expect("address")))
+            append_forwarded_for(&mut headers, client.map(|c| c.parse().expect("address")))
                 .expect("appended");
-            request
-                .headers
+            headers
                 .get_all("x-forwarded-for")
                 .iter()
                 .map(|v| v.to_str().expect("text").to_string())
