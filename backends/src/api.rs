@@ -21,6 +21,9 @@ pub struct ApiRequest {
     /// Decoded query parameters, in order.
     pub query: Vec<(String, String)>,
     pub content_type: Option<String>,
+    /// Whether the request has a `Content-Length` header (go-restful tells a write without a
+    /// body by the header; see `machinery::restful`).
+    pub content_length_sent: bool,
     pub accept: Option<String>,
     /// `User-Agent`: names the field manager of writes that do not name one.
     pub user_agent: Option<String>,

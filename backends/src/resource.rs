@@ -199,6 +199,12 @@ pub trait Strategy: Send + Sync {
         None
     }
 
+    /// Whether this is a custom resource: kube serves those from apiextensions' own handler,
+    /// not from go-restful routes (see `machinery::restful`).
+    fn is_custom_resource(&self) -> bool {
+        false
+    }
+
     /// The `autoscaling/v1` Scale of `object`, for a resource with a `scale` subresource
     /// (custom resources); `None` when the resource has none.
     fn scale_of(&self, _object: &Value) -> Option<Value> {

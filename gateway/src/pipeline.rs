@@ -381,6 +381,10 @@ impl Gateway {
         let request = ApiRequest {
             method,
             content_type: header_string(session, http::header::CONTENT_TYPE),
+            content_length_sent: session
+                .req_header()
+                .headers
+                .contains_key(http::header::CONTENT_LENGTH),
             user_agent: header_string(session, http::header::USER_AGENT),
             accept: header_string(session, http::header::ACCEPT),
             if_none_match: header_string(session, http::header::IF_NONE_MATCH),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use kubegate_backends::api::{ApiRequest, ApiResponse};
+use kubegate_backends::machinery::restful;
 use kubegate_backends::openapi::{v3_document_accepts_json, CONTENT_TYPE_V2_PROTOBUF};
 use kubegate_backends::registry::Registry;
 use kubegate_backends::status::ApiError;
@@ -53,14 +54,20 @@ impl Routes {
 
     fn serve_non_resource(&self, request: &ApiRequest) -> ApiResponse {
         let path = request.info.path.as_str();
-        let method = request.method.as_str();
-        if method != "GET" && method != "HEAD" {
-            return ApiError::new(
-                405,
-                "MethodNotAllowed",
-                format!("the server does not allow this method on the requested resource ({method} {path})"),
-            )
-            .into();
+        // `/version` and the built-in discovery documents are go-restful routes in kube, which
+        // answer GET only and check `Accept`; kube's other non-resource handlers (health,
+        // metrics, `/apis`, `/apis/<group>`, OpenAPI, the APF dumps) take any method.
+        if let Some(route) = self.restful_route(path) {
+            let incoming = restful::Incoming {
+                method: &request.method,
+                content_type: request.content_type.as_deref(),
+                accept: request.accept.as_deref(),
+                body_len: request.body.len(),
+                content_length_sent: request.content_length_sent,
+            };
+            if let Err(refused) = restful::select(&restful::Routes::one(route), &incoming) {
+                return refused.into();
+            }
         }
         let docs = self.docs.load();
         if let Some(health) = self.health.serve(path, &request.query) {
@@ -146,6 +153,38 @@ impl Routes {
             return response;
         }
         ApiError::path_not_found().into()
+    }
+}
+
+impl Routes {
+    /// The go-restful route kube serves `path` with, for the non-resource paths that have one:
+    /// `/version`, `/api`, `/api/v1`, the built-in group-versions' `/apis/<group>/<version>`
+    /// and the aggregator's own `/apis/apiregistration.k8s.io` (other groups' `/apis/<group>`
+    /// is kube-aggregator's plain handler, as is `/apis`; custom resources' discovery is
+    /// apiextensions').
+    fn restful_route(&self, path: &str) -> Option<restful::Route> {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        match path {
+            "/version" => return Some(restful::Route::document(restful::JSON)),
+            "/api" | "/api/v1" | "/apis/apiregistration.k8s.io" => {
+                return Some(restful::Route::document(restful::OBJECTS))
+            }
+            _ => {}
+        }
+        let (group, version) = path.strip_prefix("/apis/")?.split_once('/')?;
+        if version.contains('/')
+            || self
+                .disabled_group_versions
+                .iter()
+                .any(|(g, v)| g == group && v == version)
+        {
+            return None;
+        }
+        self.registry
+            .builtin_resources()
+            .iter()
+            .any(|def| def.group == group && def.version == version)
+            .then(|| restful::Route::document(restful::OBJECTS))
     }
 }
 

@@ -551,3 +551,107 @@ fn a_taken_port_stops_the_start_at_once_with_kubes_message() {
     // The port's owner was not disturbed.
     assert_eq!(taken.local_addr().unwrap().port(), port);
 }
+
+/// kube-apiserver's go-restful routes refuse, before any handler, a method the path has no
+/// route for, a PATCH body of another type and an `Accept` the route does not produce, in
+/// go-restful's words; its plain handlers (`/apis`, `/apis/<group>`) take any method and
+/// negotiate for themselves.
+#[test]
+fn go_restful_routes_refuse_what_kube_refuses() {
+    let gate = Kubegate::start();
+    let status = |args: &[&str], path: &str| -> (String, serde_json::Value) {
+        let (head, body) = curl(&gate, args, path);
+        let value = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
+        (head, value)
+    };
+    let objects = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+    let (head, body) = status(&["-H", "Accept: text/html"], "/api");
+    assert!(head.starts_with("http/2 406"), "{head}");
+    assert_eq!(
+        body["message"],
+        format!("406: Not Acceptable\n\nAvailable representations: {objects}")
+    );
+    assert_eq!(body["details"], serde_json::json!({}), "{body}");
+    let (head, body) = status(&["-H", "Accept: text/html"], "/version");
+    assert!(head.starts_with("http/2 406"), "{head}");
+    assert_eq!(
+        body["message"],
+        "406: Not Acceptable\n\nAvailable representations: application/json"
+    );
+    // A list produces the watch streams too; `application/*` is no match for go-restful.
+    let (head, body) = status(
+        &["-H", "Accept: application/*"],
+        "/api/v1/namespaces/default/configmaps",
+    );
+    assert!(head.starts_with("http/2 406"), "{head}");
+    assert_eq!(
+        body["message"],
+        format!(
+            "406: Not Acceptable\n\nAvailable representations: {objects}, \
+             application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+        )
+    );
+    for (method, path) in [
+        ("POST", "/version"),
+        ("POST", "/api"),
+        ("DELETE", "/apis/rbac.authorization.k8s.io/v1"),
+        ("PUT", "/api/v1/namespaces/default/configmaps"),
+        ("POST", "/api/v1/configmaps"),
+        (
+            "HEAD",
+            "/api/v1/namespaces/default/configmaps/kube-root-ca.crt",
+        ),
+    ] {
+        let args: &[&str] = if method == "HEAD" {
+            &["-I"]
+        } else {
+            &["-X", method]
+        };
+        let (head, body) = status(args, path);
+        assert!(head.starts_with("http/2 405"), "{method} {path}: {head}");
+        if method != "HEAD" {
+            assert_eq!(
+                body["message"], "the server does not allow this method on the requested resource",
+                "{method} {path}"
+            );
+            assert_eq!(body["reason"], "MethodNotAllowed", "{method} {path}");
+        }
+    }
+    let (head, body) = status(
+        &[
+            "-X",
+            "PATCH",
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            "{}",
+        ],
+        "/api/v1/namespaces/default/configmaps/kube-root-ca.crt",
+    );
+    assert!(head.starts_with("http/2 415"), "{head}");
+    assert_eq!(body["message"], "415: Unsupported Media Type");
+    assert_eq!(body["reason"], "UnsupportedMediaType");
+    // kube-aggregator's own handlers: any method, their own negotiation.
+    let (head, body) = status(&["-X", "POST"], "/apis");
+    assert!(head.starts_with("http/2 200"), "{head}");
+    assert_eq!(body["kind"], "APIGroupList");
+    let (head, body) = status(
+        &["-H", "Accept: text/html"],
+        "/apis/rbac.authorization.k8s.io",
+    );
+    assert!(head.starts_with("http/2 406"), "{head}");
+    assert_eq!(
+        body["message"],
+        format!("only the following media types are accepted: {objects}")
+    );
+    // What clients send still passes.
+    let (head, body) = status(
+        &[
+            "-H",
+            "Accept: application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        ],
+        "/api/v1/namespaces/default/configmaps",
+    );
+    assert!(head.starts_with("http/2 200"), "{head}");
+    assert_eq!(body["kind"], "Table", "{body}");
+}

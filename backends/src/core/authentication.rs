@@ -356,6 +356,7 @@ mod tests {
             info: Default::default(),
             query: Vec::new(),
             content_type: Some("application/json".into()),
+            content_length_sent: true,
             user_agent: None,
             accept: None,
             if_none_match: None,

@@ -426,6 +426,10 @@ impl CustomResourceStrategy {
 }
 
 impl Strategy for CustomResourceStrategy {
+    fn is_custom_resource(&self) -> bool {
+        true
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         self.normalize(object);
         if self.status_subresource {

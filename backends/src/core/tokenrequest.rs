@@ -477,6 +477,7 @@ mod tests {
             }),
             query: Vec::new(),
             content_type: Some("application/json".into()),
+            content_length_sent: true,
             user_agent: None,
             accept: None,
             if_none_match: None,

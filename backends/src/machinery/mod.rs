@@ -5,6 +5,7 @@ pub mod managed;
 pub mod negotiation;
 pub mod patch;
 pub mod protobuf;
+pub mod restful;
 pub mod schema;
 pub mod selectors;
 pub mod table;

@@ -205,6 +205,20 @@ impl Registry {
         if def.namespaced && info.namespace.is_empty() && !info.name.is_empty() {
             return Err(ApiError::path_not_found());
         }
+        // What kube's go-restful routes refuse before any handler: a method the path has no
+        // route for, a PATCH body of another type, an `Accept` no route produces.
+        if let Some(routes) = crate::machinery::restful::resource_routes(&def, info) {
+            crate::machinery::restful::select(
+                &routes,
+                &crate::machinery::restful::Incoming {
+                    method: &request.method,
+                    content_type: request.content_type.as_deref(),
+                    accept: request.accept.as_deref(),
+                    body_len: request.body.len(),
+                    content_length_sent: request.content_length_sent,
+                },
+            )?;
+        }
         // The all-namespaces path of a namespaced resource serves only LIST and WATCH, as
         // kube registers it; anything else there would act on every namespace at once.
         if def.namespaced

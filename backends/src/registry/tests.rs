@@ -50,6 +50,7 @@ fn request(
         info: info.into(),
         query: kubegate_policy::request_info::parse_query(query),
         content_type: Some(content_type.into()),
+        content_length_sent: true,
         user_agent: None,
         accept: Some("application/json".into()),
         if_none_match: None,

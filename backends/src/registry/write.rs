@@ -1327,6 +1327,7 @@ mod tests {
             info: info.into(),
             query: kubegate_policy::request_info::parse_query(query),
             content_type: Some("application/json".into()),
+            content_length_sent: true,
             user_agent: None,
             accept: Some("application/json".into()),
             if_none_match: None,
