@@ -87,6 +87,19 @@ impl Routes {
         self.routes.iter().flatten()
     }
 
+    fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
+    /// The routes `keep` keeps.
+    fn filtered(&self, keep: impl Fn(&Route) -> bool) -> Routes {
+        let mut kept = Routes::default();
+        for route in self.iter().filter(|route| keep(route)) {
+            kept.push(*route);
+        }
+        kept
+    }
+
     /// One route.
     pub fn one(route: Route) -> Routes {
         let mut routes = Routes::default();
@@ -196,10 +209,8 @@ fn is_watch_path(info: &RequestInfo) -> bool {
 /// go-restful's `detectRoute` after the path has matched: the method, then the body's
 /// `Content-Type`, then `Accept`.
 pub fn select(routes: &Routes, request: &Incoming<'_>) -> ApiResult<()> {
-    let by_method: Vec<&Route> = routes
-        .iter()
-        .filter(|route| route.method == request.method)
-        .collect();
+    // Filtered into fixed arrays: this runs for every built-in resource request.
+    let by_method = routes.filtered(|route| route.method == request.method);
     if by_method.is_empty() {
         return Err(with_empty_details(ApiError::new(
             405,
@@ -220,13 +231,10 @@ pub fn select(routes: &Routes, request: &Incoming<'_>) -> ApiResult<()> {
         "" => Some("application/octet-stream"),
         given => Some(given),
     };
-    let by_type: Vec<&Route> = by_method
-        .into_iter()
-        .filter(|route| match (content_type, route.consumes) {
-            (None, _) | (_, None) => true,
-            (Some(given), Some(consumes)) => media_types(given).any(|t| consumes.contains(&t)),
-        })
-        .collect();
+    let by_type = by_method.filtered(|route| match (content_type, route.consumes) {
+        (None, _) | (_, None) => true,
+        (Some(given), Some(consumes)) => media_types(given).any(|t| consumes.contains(&t)),
+    });
     if by_type.is_empty() && request.body_len > 0 {
         return Err(with_empty_details(ApiError::new(
             415,
