@@ -193,17 +193,26 @@ pub fn resource_routes(def: &ResourceDef, info: &RequestInfo) -> Option<Routes> 
 
 /// The deprecated `/watch/` path form (`/api/v1/watch/...`, `/apis/<g>/<v>/watch/...`).
 fn is_watch_path(info: &RequestInfo) -> bool {
-    let rest = info
-        .path
-        .strip_prefix('/')
-        .and_then(|p| p.strip_prefix(info.api_prefix.as_str()))
-        .unwrap_or("");
-    let mut segments = rest.split('/').filter(|s| !s.is_empty());
-    if !info.api_group.is_empty() {
-        segments.next();
+    // Only that form, or `?watch=true`, makes a watch; most requests stop here.
+    if info.verb != "watch" {
+        return false;
     }
-    segments.next();
-    segments.next() == Some("watch")
+    let under_version = || {
+        let rest = info
+            .path
+            .strip_prefix('/')?
+            .strip_prefix(info.api_prefix.as_str())?
+            .strip_prefix('/')?;
+        let rest = if info.api_group.is_empty() {
+            rest
+        } else {
+            rest.strip_prefix(info.api_group.as_str())?
+                .strip_prefix('/')?
+        };
+        rest.strip_prefix(info.api_version.as_str())?
+            .strip_prefix('/')
+    };
+    under_version().is_some_and(|rest| rest == "watch" || rest.starts_with("watch/"))
 }
 
 /// go-restful's `detectRoute` after the path has matched: the method, then the body's
@@ -495,12 +504,24 @@ mod tests {
     }
 
     #[test]
-    fn status_has_get_put_and_patch() {
+    fn status_and_watch_paths() {
         let def = apiregistration::def();
         let path = "/apis/apiregistration.k8s.io/v1/apiservices/v1.example.com/status";
         let routes = resource_routes(&def, &info("GET", path)).expect("routes");
         let methods: Vec<&str> = routes.iter().map(|r| r.method).collect();
         assert_eq!(methods, ["GET", "PUT", "PATCH"]);
+        // A group's `/watch/` path only reads, and lists what a watch produces.
+        let path = "/apis/apiregistration.k8s.io/v1/watch/apiservices";
+        let routes = resource_routes(&def, &info("DELETE", path)).expect("routes");
+        assert_eq!(
+            routes.iter().copied().collect::<Vec<_>>(),
+            [Route::resource("GET", OBJECTS_AND_STREAMS)]
+        );
+        // `?watch=true` on the collection is its LIST route, which takes writes beside it.
+        let path = "/apis/apiregistration.k8s.io/v1/apiservices?watch=true";
+        let routes = resource_routes(&def, &info("GET", path)).expect("routes");
+        let methods: Vec<&str> = routes.iter().map(|r| r.method).collect();
+        assert_eq!(methods, ["GET", "POST", "DELETE"]);
     }
 
     #[test]
