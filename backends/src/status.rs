@@ -261,7 +261,8 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", message)
     }
 
-    /// The `metav1.Status` object for this error.
+    /// The `metav1.Status` object for this error, its fields in `metav1.Status`'s order (kube
+    /// writes `details` before `code`).
     pub fn to_status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
@@ -270,7 +271,6 @@ impl ApiError {
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         });
         if let Some(d) = &self.details {
             let mut det = serde_json::Map::new();
@@ -311,6 +311,7 @@ impl ApiError {
             }
             status["details"] = Value::Object(det);
         }
+        status["code"] = json!(self.code);
         // kube omits `reason` for reasonless errors (e.g. some patch failures).
         if self.reason.is_empty() {
             if let Some(map) = status.as_object_mut() {
@@ -412,6 +413,22 @@ mod tests {
         assert_eq!(s["details"]["kind"], "configmaps");
         let e = ApiError::not_found(&GroupResource::new("coordination.k8s.io", "leases"), "l");
         assert_eq!(e.message, "leases.coordination.k8s.io \"l\" not found");
+    }
+
+    #[test]
+    fn the_body_keeps_metav1_statuss_field_order() {
+        let body = ApiError::not_found(&GroupResource::new("", "configmaps"), "app").to_body();
+        assert_eq!(
+            String::from_utf8(body).expect("utf-8"),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\
+             \"message\":\"configmaps \\\"app\\\" not found\",\"reason\":\"NotFound\",\
+             \"details\":{\"name\":\"app\",\"kind\":\"configmaps\"},\"code\":404}"
+        );
+        // Without details, `code` still ends it.
+        let body = ApiError::bad_request("no").to_body();
+        assert!(String::from_utf8(body)
+            .expect("utf-8")
+            .ends_with("\"reason\":\"BadRequest\",\"code\":400}"));
     }
 
     #[test]
