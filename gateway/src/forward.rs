@@ -106,18 +106,10 @@ fn upstream_request(
     )?;
     proxy::append_forwarded_for(&mut parts.headers, client_ip(session.client_addr()))?;
     // The same audit id on both sides lets one request be followed across servers.
-    parts.headers.insert(AUDIT_ID, audit_id_value(audit_id)?);
+    parts
+        .headers
+        .insert(AUDIT_ID, proxy::header_value(audit_id)?);
     Ok(RequestHeader::from(parts))
-}
-
-/// The request's audit id as a header value.
-pub(crate) fn audit_id_value(audit_id: &str) -> Result<http::HeaderValue> {
-    http::HeaderValue::from_str(audit_id).map_err(|e| {
-        pingora::Error::explain(
-            pingora::ErrorType::InvalidHTTPHeader,
-            format!("the audit id as a header value: {e}"),
-        )
-    })
 }
 
 /// Sends the request header (the whole request: it has no body) and reads the response's.
@@ -366,7 +358,7 @@ impl Gateway {
         if !parts.headers.contains_key(&AUDIT_ID) {
             parts
                 .headers
-                .insert(AUDIT_ID, audit_id_value(&ctx.audit_id)?);
+                .insert(AUDIT_ID, proxy::header_value(&ctx.audit_id)?);
         }
         if let Some(pf) = &ctx.pf_headers {
             pf.put_before_backends(&mut parts.headers);

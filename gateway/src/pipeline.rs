@@ -844,7 +844,7 @@ impl ProxyHttp for ProxyPhases {
         // The same audit id on both sides lets one request be followed across servers.
         parts
             .headers
-            .insert(AUDIT_ID, crate::forward::audit_id_value(&ctx.audit_id)?);
+            .insert(AUDIT_ID, proxy::header_value(&ctx.audit_id)?);
         proxy::replace_request(upstream_request, parts);
         Ok(())
     }

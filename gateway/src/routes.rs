@@ -52,6 +52,36 @@ impl Routes {
         self.serve_non_resource(&request)
     }
 
+    /// The go-restful route kube serves `path` with, for the non-resource paths that have one:
+    /// `/version`, `/api`, `/api/v1`, the built-in group-versions' `/apis/<group>/<version>`
+    /// and the aggregator's own `/apis/apiregistration.k8s.io` (other groups' `/apis/<group>`
+    /// is kube-aggregator's plain handler, as is `/apis`; custom resources' discovery is
+    /// apiextensions').
+    fn restful_route(&self, path: &str) -> Option<restful::Route> {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        match path {
+            "/version" => return Some(restful::Route::document(restful::JSON)),
+            "/api" | "/api/v1" | "/apis/apiregistration.k8s.io" => {
+                return Some(restful::Route::document(restful::OBJECTS))
+            }
+            _ => {}
+        }
+        let (group, version) = path.strip_prefix("/apis/")?.split_once('/')?;
+        if version.contains('/')
+            || self
+                .disabled_group_versions
+                .iter()
+                .any(|(g, v)| g == group && v == version)
+        {
+            return None;
+        }
+        self.registry
+            .builtin_resources()
+            .iter()
+            .any(|def| def.group == group && def.version == version)
+            .then(|| restful::Route::document(restful::OBJECTS))
+    }
+
     fn serve_non_resource(&self, request: &ApiRequest) -> ApiResponse {
         let path = request.info.path.as_str();
         // `/version` and the built-in discovery documents are go-restful routes in kube, which
@@ -153,38 +183,6 @@ impl Routes {
             return response;
         }
         ApiError::path_not_found().into()
-    }
-}
-
-impl Routes {
-    /// The go-restful route kube serves `path` with, for the non-resource paths that have one:
-    /// `/version`, `/api`, `/api/v1`, the built-in group-versions' `/apis/<group>/<version>`
-    /// and the aggregator's own `/apis/apiregistration.k8s.io` (other groups' `/apis/<group>`
-    /// is kube-aggregator's plain handler, as is `/apis`; custom resources' discovery is
-    /// apiextensions').
-    fn restful_route(&self, path: &str) -> Option<restful::Route> {
-        let path = path.strip_suffix('/').unwrap_or(path);
-        match path {
-            "/version" => return Some(restful::Route::document(restful::JSON)),
-            "/api" | "/api/v1" | "/apis/apiregistration.k8s.io" => {
-                return Some(restful::Route::document(restful::OBJECTS))
-            }
-            _ => {}
-        }
-        let (group, version) = path.strip_prefix("/apis/")?.split_once('/')?;
-        if version.contains('/')
-            || self
-                .disabled_group_versions
-                .iter()
-                .any(|(g, v)| g == group && v == version)
-        {
-            return None;
-        }
-        self.registry
-            .builtin_resources()
-            .iter()
-            .any(|def| def.group == group && def.version == version)
-            .then(|| restful::Route::document(restful::OBJECTS))
     }
 }
 

@@ -251,9 +251,10 @@ pub fn raw_target_is_uri(request: &RequestHeader) -> bool {
 
 /// Rewrites a request for the backend: path (the normalized one that was authorized, under
 /// the backend's base path), Host, and identity headers for `user`. It works on the request's
-/// `http` parts, writing straight into the plain header map: pingora's `insert_header` and `append_header` copy
-/// every name into a title-cased buffer and parse that copy again (two allocations for a
-/// name such as `X-Remote-Group`), even when there is no case map to keep in step.
+/// `http` parts, writing straight into the plain header map: pingora's `insert_header` and
+/// `append_header` copy every name into a title-cased buffer and parse that copy again (two
+/// allocations for a name such as `X-Remote-Group`), even when there is no case map to keep
+/// in step.
 ///
 /// This runs for every proxied request, so it avoids per-header work it does not need: the
 /// client's target is kept when it already is the one to send (`raw_target_is_uri` says the
@@ -339,8 +340,8 @@ static IMPERSONATION_HEADERS: IdentityHeaders = IdentityHeaders {
     extra_prefix: "impersonate-extra-",
 };
 
-/// A header value from kubegate's own data (a user name, a group, a host name).
-fn header_value(value: &str) -> pingora::Result<http::HeaderValue> {
+/// A header value from kubegate's own data (a user name, a group, a host name, an audit id).
+pub(crate) fn header_value(value: &str) -> pingora::Result<http::HeaderValue> {
     http::HeaderValue::from_str(value).map_err(|e| {
         pingora::Error::explain(
             pingora::ErrorType::InvalidHTTPHeader,
