@@ -91,9 +91,11 @@ impl ServerApp for Front {
             // pingora's HTTP/2 connection handling, each stream to `Requests`.
             return ServerApp::process_new(&self.requests, stream, shutdown).await;
         }
-        // HTTP/1.1 (ALPN http/1.1, no ALPN, or the plain-HTTP loopback listener). Pipelining
-        // stays off (pingora's default): bytes a session read past its request would reach the
-        // next session as a prefix that the record never saw, so it could not replay them.
+        // HTTP/1.1 (ALPN http/1.1, no ALPN, or the plain-HTTP loopback listener). Pipelined
+        // requests are answered one after the other, as Go's server (and so kube-apiserver)
+        // answers them: bytes a session read past its request start the next one, and the
+        // record is seeded with them (see `serve`) so that a request they start can still be
+        // replayed to the proxy whole.
         let connection = Connection {
             record: Arc::new(HeaderRecord::default()),
             shard: stream.id().unsigned_abs() as usize % CLOSING_SHARDS,
@@ -103,6 +105,7 @@ impl ServerApp for Front {
             record: connection.record.clone(),
         });
         let mut session = ServerSession::new_http1(stream);
+        session.set_pipelining_enabled(true);
         let idle_timeout = self.idle_timeout;
         let idle_slack = idle_timeout / IDLE_SLACK_DIVISOR;
         session.set_keepalive((!*shutdown.borrow()).then_some(idle_timeout.as_secs().max(1)));
@@ -132,6 +135,8 @@ impl ServerApp for Front {
             if let Some(settings) = settings {
                 settings.apply_to_session(&mut session);
             }
+            // Back on after a request the proxy answered: its session had it off (`replay`).
+            session.set_pipelining_enabled(true);
         }
     }
 
@@ -254,13 +259,16 @@ impl Requests {
                 return None;
             }
         }
-        let settings = HttpPersistentSettings::for_session(&session);
-        session
-            .finish()
-            .await
-            .ok()
-            .flatten()
-            .map(|reusable| ReusedHttpStream::from_reusable_stream(reusable, settings))
+        let mut settings = HttpPersistentSettings::for_session(&session);
+        let (stream, pipelined) = session.finish().await.ok().flatten()?.into_parts();
+        if let Some(pipelined) = pipelined {
+            // The next request starts with these bytes, read before its record starts.
+            if let Some(record) = record {
+                record.carry(&pipelined);
+            }
+            settings.set_pipelined_prefix(pipelined);
+        }
+        Some(ReusedHttpStream::new(stream, Some(settings)))
     }
 
     /// Resolves once the server is shutting down (`shard`: the connection's `closed`).
@@ -305,6 +313,11 @@ impl HttpServerApp for Requests {
 /// header, and any body bytes read with it) before reading on from the connection, with the
 /// read session's keep-alive settings. `None` (the connection is closed) if nothing was
 /// recorded, which would leave the proxy waiting for a request already read.
+///
+/// Pipelining is off in it: bytes the proxy's session reads past its request would come back
+/// inside the connection's settings, where the next record cannot see them, so a client that
+/// pipelines behind such a request (one with a body, or an upgrade) has its connection closed
+/// after the answer and sends the rest again, as RFC 9112 §9.3.2 expects of it.
 fn replay(session: ServerSession, recorded: BytesMut) -> Option<ServerSession> {
     let keepalive = session.get_keepalive();
     let reuses_remaining = session.get_keepalive_reuses_remaining();
@@ -319,6 +332,7 @@ fn replay(session: ServerSession, recorded: BytesMut) -> Option<ServerSession> {
     fresh.set_keepalive(keepalive);
     fresh.set_keepalive_reuses_remaining(reuses_remaining);
     fresh.set_pipelined_prefix(recorded);
+    fresh.set_pipelining_enabled(false);
     Some(fresh)
 }
 
@@ -327,6 +341,8 @@ fn replay(session: ServerSession, recorded: BytesMut) -> Option<ServerSession> {
 #[derive(Default)]
 struct HeaderRecord {
     on: AtomicBool,
+    /// `bytes` holds the start of the next request, carried over from the last one.
+    carried: AtomicBool,
     bytes: Mutex<BytesMut>,
 }
 
@@ -336,8 +352,22 @@ const RETAINED_RECORD_BYTES: usize = 16 * 1024;
 
 impl HeaderRecord {
     fn start(&self) {
-        self.forget();
+        // A load first: the usual answer, false, then costs no locked instruction.
+        if self.carried.load(Ordering::Relaxed) {
+            self.carried.store(false, Ordering::Relaxed);
+        } else {
+            self.forget();
+        }
         self.on.store(true, Ordering::Relaxed);
+    }
+
+    /// Makes `pipelined`, bytes the last request's session read past its end, the start of
+    /// the next request's record.
+    fn carry(&self, pipelined: &[u8]) {
+        let mut bytes = self.bytes();
+        bytes.clear();
+        bytes.extend_from_slice(pipelined);
+        self.carried.store(true, Ordering::Relaxed);
     }
 
     /// Stops recording and forgets what was recorded (the request is kubegate's own).

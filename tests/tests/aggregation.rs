@@ -756,6 +756,119 @@ fn http11_connections_carry_local_and_proxied_requests_in_turn() {
     );
 }
 
+/// A python client that writes every request of its input (a JSON list of raw HTTP/1.1
+/// requests) in one send on one TLS connection as the admin, then reads the answers one after
+/// the other (`Content-Length` or chunked bodies) and prints one JSON line per answer.
+const PIPELINED_PY: &str = r#"
+import json, socket, ssl, sys
+port, pki = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+ctx.set_alpn_protocols(["http/1.1"])
+requests = json.load(sys.stdin)
+with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+    with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall("".join(requests).encode())
+        f = s.makefile("rb")
+        for _ in requests:
+            status = f.readline()
+            if not status:
+                break
+            headers = {}
+            while True:
+                line = f.readline().decode().rstrip("\r\n")
+                if not line:
+                    break
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            if headers.get("transfer-encoding") == "chunked":
+                body = b""
+                while True:
+                    size = int(f.readline().split(b";")[0], 16)
+                    chunk = f.read(size + 2)
+                    if size == 0:
+                        break
+                    body += chunk[:-2]
+            else:
+                body = f.read(int(headers.get("content-length", "0")))
+            print(json.dumps({"status": int(status.split()[1]),
+                              "body": body.decode("utf-8", "replace")}), flush=True)
+"#;
+
+#[test]
+fn pipelined_http11_requests_are_answered_in_order_local_and_proxied() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("piped"));
+    let get = |path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: kubegate\r\nAccept: application/json\r\n\r\n")
+    };
+    let flunders = "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders";
+    let piped = format!("{flunders}/piped");
+    let created = flunder("piped-post");
+    // The POST goes through pingora's proxy, replayed from the connection's record, which
+    // must hold the bytes read with the requests before it.
+    let post = |path: &str, body: &str, last: bool| {
+        let close = if last { "Connection: close\r\n" } else { "" };
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: kubegate\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{close}\r\n{body}",
+            body.len()
+        )
+    };
+    let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "piped-cm"}, "data": {"k": "v"}})
+    .to_string();
+    // Forwarded first, then local, forwarded again, local (a body too), and the proxy's
+    // last: every hand-off, each with the next request already read.
+    let requests = json!([
+        get(&piped),
+        get("/api/v1/namespaces/default"),
+        get(&piped),
+        get("/version"),
+        post("/api/v1/namespaces/default/configmaps", &configmap, false),
+        get("/api/v1/namespaces/default/configmaps/piped-cm"),
+        post(flunders, &created, true),
+    ]);
+    let out = python_client(
+        PIPELINED_PY,
+        &gate,
+        gate.data_dir.join("pki"),
+        requests.to_string().as_bytes(),
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
+        .collect();
+    let context = format!(
+        "{answers:?}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        kubegate_tests::tail(&gate.log(), 20)
+    );
+    let statuses: Vec<u64> = answers
+        .iter()
+        .map(|a| a["status"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 200, 201, 200, 201], "{context}");
+    let body = |i: usize| -> Value {
+        serde_json::from_str(answers[i]["body"].as_str().expect("body")).expect("JSON body")
+    };
+    assert_eq!(body(0)["metadata"]["name"], "piped", "{context}");
+    assert_eq!(body(1)["metadata"]["name"], "default", "{context}");
+    assert_eq!(body(2)["metadata"]["name"], "piped", "{context}");
+    assert!(body(3)["gitVersion"].is_string(), "{context}");
+    assert_eq!(body(4)["metadata"]["name"], "piped-cm", "{context}");
+    assert_eq!(body(5)["data"]["k"], "v", "{context}");
+    assert_eq!(body(6)["metadata"]["name"], "piped-post", "{context}");
+    let stored = gate.json(&["get", "flunder", "piped-post", "-o", "json"]);
+    assert_eq!(stored["spec"]["reference"], "ref", "{stored}");
+    let gets = wardle
+        .requests()
+        .into_iter()
+        .filter(|r| r["method"] == "GET" && r["path"] == piped.as_str())
+        .count();
+    assert_eq!(gets, 2, "the backend saw each forwarded GET once");
+}
+
 /// The codes the backend logged for GETs of the flunder `name` (0: closed unanswered).
 fn get_codes(wardle: &Wardle, name: &str) -> Vec<u64> {
     let suffix = format!("/flunders/{name}");
