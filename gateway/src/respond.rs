@@ -21,17 +21,23 @@ const SHUTDOWN_POLL: Duration = Duration::from_millis(500);
 pub(crate) const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
 const X_CONTENT_TYPE_OPTIONS: HeaderName = HeaderName::from_static("x-content-type-options");
 
+/// The headers pingora adds to an HTTP/1.1 answer (`Date`, `Connection`): room is made for
+/// them too, so the map never grows (a reallocation and a rehash) on its way out.
+const ADDED_BY_PINGORA: usize = 2;
+
 /// The response header of a local answer, built as a plain `http` header map and handed to
 /// pingora without its case-preserving name map: every name is a constant (or parsed once, for
 /// a backend's extra headers) and every fixed value static, so nothing is parsed twice or
 /// copied per request. On HTTP/1.1 pingora writes the standard names title-cased and the
 /// others lower-case (header names are case-insensitive; HTTP/2 sends them all lower-case).
+/// `framing` (`Content-Length`, or `Transfer-Encoding` for a stream) goes last.
 fn base_header(
     status: u16,
     content_type: &str,
     audit_id: &str,
     extra: &[(String, String)],
     pf: Option<&PfHeaders>,
+    framing: Option<(HeaderName, HeaderValue)>,
 ) -> Result<ResponseHeader> {
     let mut parts = http::Response::new(()).into_parts().0;
     parts.status = http::StatusCode::from_u16(status).or_err(
@@ -39,7 +45,10 @@ fn base_header(
         "invalid status of a local response",
     )?;
     let headers = &mut parts.headers;
-    headers.reserve(6 + extra.len());
+    // Content-Type, Audit-Id, Cache-Control, X-Content-Type-Options and the framing header.
+    const FIXED: usize = 5;
+    let pf_count = if pf.is_some() { 2 } else { 0 };
+    headers.reserve(FIXED + extra.len() + pf_count + ADDED_BY_PINGORA);
     // An empty type is a bodiless answer that names none (kube-openapi's bare 406).
     if !content_type.is_empty() {
         headers.insert(
@@ -69,6 +78,9 @@ fn base_header(
         for (name, value) in pf.pairs() {
             headers.append(name, value.clone());
         }
+    }
+    if let Some((name, value)) = framing {
+        headers.insert(name, value);
     }
     Ok(ResponseHeader::from(parts))
 }
@@ -141,8 +153,14 @@ async fn write_body(
         body.headers.push(("Vary".into(), "Accept-Encoding".into()));
     }
     let length = body.len();
-    let mut header = base_header(body.status, &body.content_type, audit_id, &body.headers, pf)?;
-    header.insert_header(http::header::CONTENT_LENGTH, HeaderValue::from(length))?;
+    let header = base_header(
+        body.status,
+        &body.content_type,
+        audit_id,
+        &body.headers,
+        pf,
+        Some((http::header::CONTENT_LENGTH, HeaderValue::from(length))),
+    )?;
     let head_only = session.req_header().method == http::Method::HEAD;
     session.write_response_header(Box::new(header)).await?;
     if head_only || length == 0 {
@@ -185,10 +203,20 @@ async fn write_watch(
     shutting_down: &AtomicBool,
     initialized: &mut (dyn FnMut() + Send),
 ) -> Result<()> {
-    let mut header = base_header(200, &watch.content_type, audit_id, &watch.headers, pf)?;
-    if !session.is_http2() {
-        header.insert_header("Transfer-Encoding", "chunked")?;
-    }
+    let framing = (!session.is_http2()).then(|| {
+        (
+            http::header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        )
+    });
+    let header = base_header(
+        200,
+        &watch.content_type,
+        audit_id,
+        &watch.headers,
+        pf,
+        framing,
+    )?;
     session.write_response_header(Box::new(header)).await?;
     // The initial events: whatever the producer has queued by now.
     loop {
@@ -277,8 +305,16 @@ mod tests {
             ("Warning".to_string(), "299 - \"unknown field\"".to_string()),
             ("Warning".to_string(), "299 - \"another\"".to_string()),
         ];
-        let header =
-            base_header(201, "application/json", "audit-42", &extra, Some(&pf)).expect("header");
+        let length = Some((http::header::CONTENT_LENGTH, HeaderValue::from(17)));
+        let header = base_header(
+            201,
+            "application/json",
+            "audit-42",
+            &extra,
+            Some(&pf),
+            length,
+        )
+        .expect("header");
         assert_eq!(header.status.as_u16(), 201);
         let text = wire(&header);
         let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
@@ -293,6 +329,7 @@ mod tests {
                 "warning: 299 - \"another\"",
                 "x-kubernetes-pf-flowschema-uid: fs-uid-1",
                 "x-kubernetes-pf-prioritylevel-uid: pl-uid-2",
+                "Content-Length: 17",
             ]
         );
     }
@@ -301,7 +338,7 @@ mod tests {
     fn a_backend_cache_control_replaces_the_default_and_bad_headers_are_errors() {
         let extra = vec![("Cache-Control".to_string(), "public".to_string())];
         let header =
-            base_header(200, "text/plain; charset=utf-8", "a", &extra, None).expect("header");
+            base_header(200, "text/plain; charset=utf-8", "a", &extra, None, None).expect("header");
         let cache: Vec<_> = header
             .headers
             .get_all(http::header::CACHE_CONTROL)
@@ -311,11 +348,11 @@ mod tests {
         assert!(header.headers.get(FLOW_SCHEMA_UID).is_none());
 
         let bad_name = vec![("bad name".to_string(), "x".to_string())];
-        assert!(base_header(200, "application/json", "a", &bad_name, None).is_err());
+        assert!(base_header(200, "application/json", "a", &bad_name, None, None).is_err());
         let bad_value = vec![("x-ok".to_string(), "line\nbreak".to_string())];
-        assert!(base_header(200, "application/json", "a", &bad_value, None).is_err());
-        assert!(base_header(200, "application/json", "bad\r\nid", &[], None).is_err());
-        assert!(base_header(1000, "application/json", "a", &[], None).is_err());
+        assert!(base_header(200, "application/json", "a", &bad_value, None, None).is_err());
+        assert!(base_header(200, "application/json", "bad\r\nid", &[], None, None).is_err());
+        assert!(base_header(1000, "application/json", "a", &[], None, None).is_err());
     }
 
     const FLOW_SCHEMA_UID: HeaderName = crate::flowcontrol::FLOW_SCHEMA_UID_HEADER;
