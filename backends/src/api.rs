@@ -63,9 +63,84 @@ pub struct Body {
     /// buffer first: answering 10,000 objects then costs no second copy of them in memory
     /// (kube streams its JSON list encoding for the same reason).
     pub more: Vec<Bytes>,
+    /// What is left to decide about the body's encoding when it is written.
+    pub encoding: Encoding,
+}
+
+/// What writing a [`Body`] may still change about its encoding: what kube's
+/// `WriteObjectNegotiated` decides from the request at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    /// Written as it is (documents kube serves as they are: OpenAPI, health, metrics).
+    #[default]
+    Fixed,
+    /// An API object in the media type the handler negotiated: JSON is indented when the
+    /// request asks for it ([`crate::machinery::pretty`]).
+    Negotiated,
+    /// An error `Status` in JSON: it is encoded as the request's `Accept` asks (JSON, YAML or
+    /// protobuf), or, when nothing there can be served, as indented JSON with its own code
+    /// (kube's `WriteRawJSON`).
+    Status,
 }
 
 impl Body {
+    /// Finishes the body's encoding for a request with `accept` that asks for indented JSON
+    /// or not (`pretty`, apart from the `pretty=1` media type parameter, which is read here).
+    pub fn finish_encoding(&mut self, accept: Option<&str>, pretty: bool) {
+        match self.encoding {
+            Encoding::Fixed => {}
+            Encoding::Negotiated => {
+                let json = self.content_type.starts_with("application/json");
+                if json && (pretty || asks_pretty(accept)) && !self.is_empty() {
+                    self.replace(crate::machinery::pretty::indent(&self.bytes()));
+                }
+            }
+            Encoding::Status => self.encode_status(accept, pretty),
+        }
+        self.encoding = Encoding::Fixed;
+    }
+
+    /// [`Encoding::Status`]: the `Status` in the media type `accept` asks for, as kube's
+    /// `ErrorNegotiated` writes it.
+    fn encode_status(&mut self, accept: Option<&str>, pretty: bool) {
+        use crate::machinery::negotiation::{negotiate_plain_output, MediaType};
+        let negotiated = match negotiate_plain_output(accept) {
+            Ok(negotiated) => negotiated,
+            Err(_) => {
+                // kube's `WriteRawJSON`: the error itself, indented, whatever was asked for.
+                self.content_type = "application/json".into();
+                self.replace(crate::machinery::pretty::indent(&self.bytes()));
+                return;
+            }
+        };
+        match negotiated.media {
+            MediaType::Json => {
+                if pretty || negotiated.pretty {
+                    self.replace(crate::machinery::pretty::indent(&self.bytes()));
+                }
+            }
+            media => {
+                let Ok(status) = serde_json::from_slice::<serde_json::Value>(&self.bytes()) else {
+                    return;
+                };
+                let encoded = match media {
+                    MediaType::Yaml => serde_yaml::to_string(&status).map(String::into_bytes).ok(),
+                    _ => crate::machinery::protobuf::encode(&status).ok(),
+                };
+                // A Status always encodes; were it ever not to, the JSON goes out as it is.
+                if let Some(encoded) = encoded {
+                    self.content_type = media.content_type().into();
+                    self.replace(encoded);
+                }
+            }
+        }
+    }
+
+    fn replace(&mut self, body: Vec<u8>) {
+        self.body = body.into();
+        self.more.clear();
+    }
+
     /// The body's length in bytes, all parts together.
     pub fn len(&self) -> usize {
         self.body.len() + self.more.iter().map(Bytes::len).sum::<usize>()
@@ -87,6 +162,13 @@ impl Body {
         }
         all.into()
     }
+}
+
+/// Whether an `Accept` header's clause may carry `pretty=1` (then negotiated again to see
+/// whether the chosen clause does). Nearly every `Accept` has no such parameter.
+fn asks_pretty(accept: Option<&str>) -> bool {
+    accept.is_some_and(|accept| accept.contains("pretty"))
+        && crate::machinery::negotiation::negotiate_output(accept, true).is_ok_and(|n| n.pretty)
 }
 
 /// A watch: the response headers, then frames until the stream ends.
@@ -121,6 +203,7 @@ impl ApiResponse {
             headers: Vec::new(),
             body: body.into(),
             more: Vec::new(),
+            encoding: Encoding::Fixed,
         })
     }
 
@@ -137,6 +220,7 @@ impl ApiResponse {
             headers: Vec::new(),
             body,
             more: parts,
+            encoding: Encoding::Fixed,
         })
     }
 
@@ -148,6 +232,7 @@ impl ApiResponse {
             headers: Vec::new(),
             body: body.into(),
             more: Vec::new(),
+            encoding: Encoding::Fixed,
         })
     }
 
@@ -159,11 +244,23 @@ impl ApiResponse {
             headers: Vec::new(),
             body: Bytes::from(error.to_body()),
             more: Vec::new(),
+            encoding: Encoding::Status,
         };
         if let Some(retry) = error.details.as_ref().and_then(|d| d.retry_after_seconds) {
             body.headers.push(("Retry-After".into(), retry.to_string()));
         }
         ApiResponse::Body(body)
+    }
+
+    /// Marks a body as an API object in its negotiated media type ([`Encoding::Negotiated`]);
+    /// an error `Status` stays one.
+    pub fn negotiated(mut self) -> Self {
+        if let ApiResponse::Body(body) = &mut self {
+            if body.encoding == Encoding::Fixed {
+                body.encoding = Encoding::Negotiated;
+            }
+        }
+        self
     }
 
     /// Adds a header (e.g. `Warning`) to a body or watch response.
@@ -186,5 +283,97 @@ impl ApiResponse {
 impl From<ApiError> for ApiResponse {
     fn from(e: ApiError) -> Self {
         ApiResponse::error(&e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::GroupResource;
+
+    fn not_found() -> Body {
+        match ApiResponse::error(&ApiError::not_found(
+            &GroupResource::new("", "configmaps"),
+            "x",
+        )) {
+            ApiResponse::Body(body) => body,
+            ApiResponse::Watch(_) => unreachable!("an error is a body"),
+        }
+    }
+
+    fn finished(mut body: Body, accept: Option<&str>, pretty: bool) -> Body {
+        body.finish_encoding(accept, pretty);
+        assert_eq!(body.encoding, Encoding::Fixed);
+        body
+    }
+
+    #[test]
+    fn an_error_status_is_encoded_as_the_request_accepts() {
+        let compact = not_found().bytes();
+        let json = finished(not_found(), Some("application/json"), false);
+        assert_eq!(json.bytes(), compact);
+        assert_eq!(json.status, 404);
+
+        let yaml = finished(not_found(), Some("application/yaml"), false);
+        assert_eq!(yaml.content_type, "application/yaml");
+        let parsed: serde_json::Value =
+            serde_yaml::from_slice(&yaml.bytes()).expect("a YAML Status");
+        assert_eq!(parsed["reason"], "NotFound");
+        assert_eq!(parsed["code"], 404);
+
+        let proto = finished(
+            not_found(),
+            Some("application/vnd.kubernetes.protobuf"),
+            false,
+        );
+        assert_eq!(proto.content_type, "application/vnd.kubernetes.protobuf");
+        let status: serde_json::Value = serde_json::from_slice(&compact).expect("JSON");
+        let expected = crate::machinery::protobuf::encode(&status).expect("a protobuf Status");
+        assert_eq!(proto.bytes(), expected);
+        assert!(proto.bytes().starts_with(b"k8s\0"));
+        assert_eq!(proto.status, 404);
+    }
+
+    #[test]
+    fn an_error_nothing_acceptable_can_carry_goes_out_as_kubes_raw_indented_json() {
+        // kube's `WriteRawJSON`: the original code, JSON indented, whatever Accept asked for.
+        for accept in ["text/html", "application/json;as=Table;v=v1;g=meta.k8s.io"] {
+            let raw = finished(not_found(), Some(accept), false);
+            assert_eq!(raw.status, 404);
+            assert_eq!(raw.content_type, "application/json");
+            let text = String::from_utf8(raw.bytes().to_vec()).expect("UTF-8");
+            assert!(
+                text.starts_with("{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n"),
+                "{text}"
+            );
+            assert!(text.ends_with("\n  \"code\": 404\n}"), "{text}");
+        }
+    }
+
+    #[test]
+    fn json_is_indented_when_asked_for_and_fixed_bodies_never_are() {
+        let pretty = finished(not_found(), None, true);
+        assert!(pretty.bytes().starts_with(b"{\n  \"kind\""));
+        let by_parameter = finished(not_found(), Some("application/json;pretty=1"), false);
+        assert_eq!(by_parameter.bytes(), pretty.bytes());
+
+        let object = || {
+            ApiResponse::json_parts(200, vec![Bytes::from_static(b"{\"a\":"), "[1]}".into()])
+                .negotiated()
+        };
+        let ApiResponse::Body(listed) = object() else {
+            unreachable!("a body")
+        };
+        assert_eq!(listed.encoding, Encoding::Negotiated);
+        let plain = finished(listed.clone(), Some("application/json"), false);
+        assert_eq!(plain.bytes(), "{\"a\":[1]}");
+        let indented = finished(listed, Some("*/*"), true);
+        assert_eq!(indented.bytes(), "{\n  \"a\": [\n    1\n  ]\n}");
+        assert!(indented.more.is_empty());
+
+        let ApiResponse::Body(fixed) = ApiResponse::json(200, "{\"a\":1}") else {
+            unreachable!("a body")
+        };
+        assert_eq!(finished(fixed, None, true).bytes(), "{\"a\":1}");
     }
 }

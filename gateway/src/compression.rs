@@ -154,6 +154,7 @@ mod tests {
                 .collect(),
             body: Bytes::from(vec![b'a'; len]),
             more: Vec::new(),
+            encoding: Default::default(),
         }
     }
 

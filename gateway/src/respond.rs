@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
-use kubegate_backends::api::{ApiResponse, Body, WatchStream};
+use kubegate_backends::api::{ApiResponse, Body, Encoding, WatchStream};
+use kubegate_backends::machinery::pretty;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::protocols::http::ServerSession;
@@ -133,6 +134,21 @@ async fn write_body(
     audit_id: &str,
     pf: Option<&PfHeaders>,
 ) -> Result<()> {
+    if body.encoding != Encoding::Fixed {
+        let request = session.req_header();
+        let pretty = pretty::requested(
+            request.uri.query(),
+            request
+                .headers
+                .get(http::header::USER_AGENT)
+                .map(HeaderValue::as_bytes),
+        );
+        let accept = request
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok());
+        body.finish_encoding(accept, pretty);
+    }
     let encoding = compression::choose(
         &body,
         session

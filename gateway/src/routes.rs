@@ -174,7 +174,9 @@ impl Routes {
                 Ok(doc) => doc,
                 Err(not_acceptable) => return not_acceptable.into(),
             };
-            let response = etagged(request, doc.content_type, doc.body.clone(), doc.etag);
+            // Discovery documents are written through kube's `WriteObjectNegotiated` too.
+            let response =
+                etagged(request, doc.content_type, doc.body.clone(), doc.etag).negotiated();
             // kube's aggregated discovery handler marks its documents public; the legacy
             // ones keep every response's `no-cache, private`.
             if doc.content_type.contains("apidiscovery.k8s.io") {

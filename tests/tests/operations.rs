@@ -655,3 +655,81 @@ fn go_restful_routes_refuse_what_kube_refuses() {
     assert!(head.starts_with("http/2 200"), "{head}");
     assert_eq!(body["kind"], "Table", "{body}");
 }
+
+#[test]
+fn bodies_are_indented_and_errors_negotiated_as_kube_writes_them() {
+    let gate = Kubegate::start();
+    let body = |args: &[&str], path: &str| -> (String, String) { curl(&gate, args, path) };
+    let kubectl = ["-A", "kubectl/v1.32.4 (linux/amd64) kubernetes/test"];
+    // curl's own user agent (and browsers', and Wget's) gets indented JSON, as kube's
+    // `isPrettyPrint` gives it: objects, lists, discovery and errors alike.
+    let (head, text) = body(&[], "/api/v1/namespaces/default");
+    assert!(head.starts_with("http/2 200"), "{head}");
+    // (kubegate keeps an object's fields in the order they were stored.)
+    assert!(text.starts_with("{\n  \""), "{text}");
+    let indented_name = "\n  \"metadata\": {\n    \"name\": \"default\",\n";
+    assert!(text.contains(indented_name), "{text}");
+    let (_, text) = body(&[], "/api/v1/namespaces?limit=1");
+    assert!(
+        text.starts_with("{\n  \"kind\": \"NamespaceList\","),
+        "{text}"
+    );
+    let (_, text) = body(&[], "/api");
+    assert!(
+        text.starts_with("{\n  \"kind\": \"APIVersions\","),
+        "{text}"
+    );
+    let (_, text) = body(&kubectl, "/api/v1/namespaces/default");
+    let compact_name = "\"metadata\":{\"name\":\"default\",";
+    assert!(text.contains(compact_name), "{text}");
+    // `?pretty` decides alone when it has a value; so does `pretty=1` on the media type.
+    let (_, text) = body(&[], "/api/v1/namespaces/default?pretty=false");
+    assert!(text.contains(compact_name), "{text}");
+    let (_, text) = body(&kubectl, "/api/v1/namespaces/default?pretty=true");
+    assert!(text.contains(indented_name), "{text}");
+    let mut pretty_type = kubectl.to_vec();
+    pretty_type.extend(["-H", "Accept: application/json;pretty=1"]);
+    let (_, text) = body(&pretty_type, "/api/v1/namespaces/default");
+    assert!(text.contains(indented_name), "{text}");
+    // OpenAPI is served as it is stored.
+    let (_, text) = body(&[], "/openapi/v3");
+    assert!(
+        text.starts_with("{\"paths\":"),
+        "{}",
+        &text[..text.len().min(80)]
+    );
+
+    // Errors: in the media type asked for, as kube's `ErrorNegotiated` writes them.
+    let missing = "/api/v1/namespaces/default/configmaps/missing";
+    let (head, text) = body(&kubectl, missing);
+    assert!(head.starts_with("http/2 404"), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert!(text.starts_with("{\"kind\":\"Status\""), "{text}");
+    let mut yaml = kubectl.to_vec();
+    yaml.extend(["-H", "Accept: application/yaml"]);
+    let (head, text) = body(&yaml, missing);
+    assert!(head.starts_with("http/2 404"), "{head}");
+    assert!(head.contains("content-type: application/yaml"), "{head}");
+    assert!(text.contains("\nreason: NotFound\n"), "{text}");
+    let mut proto = kubectl.to_vec();
+    proto.extend(["-H", "Accept: application/vnd.kubernetes.protobuf"]);
+    let (head, text) = body(&proto, missing);
+    assert!(head.starts_with("http/2 404"), "{head}");
+    assert!(
+        head.contains("content-type: application/vnd.kubernetes.protobuf"),
+        "{head}"
+    );
+    assert!(text.starts_with("k8s\0"), "{text:?}");
+    // An Accept nothing can answer: the error itself, indented JSON, its own code (kube's
+    // `WriteRawJSON`), here go-restful's 406 and an unknown path's 404.
+    let mut html = kubectl.to_vec();
+    html.extend(["-H", "Accept: text/html"]);
+    let (head, text) = body(&html, "/api/v1/namespaces/default/configmaps");
+    assert!(head.starts_with("http/2 406"), "{head}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert!(text.starts_with("{\n  \"kind\": \"Status\","), "{text}");
+    assert!(text.ends_with("\n  \"code\": 406\n}"), "{text}");
+    let (head, text) = body(&html, "/no/such/path");
+    assert!(head.starts_with("http/2 404"), "{head}");
+    assert!(text.ends_with("\n  \"code\": 404\n}"), "{text}");
+}

@@ -4,6 +4,7 @@
 pub mod managed;
 pub mod negotiation;
 pub mod patch;
+pub mod pretty;
 pub mod protobuf;
 pub mod restful;
 pub mod schema;

@@ -182,7 +182,9 @@ impl Registry {
             return ApiResponse::error(&ApiError::path_not_found());
         };
         let response = match self.dispatch(&def, &request).await {
-            Ok(response) => response,
+            // Every object, list, Table and Status the registry answers is written through
+            // kube's `WriteObjectNegotiated`.
+            Ok(response) => response.negotiated(),
             Err(error) => ApiResponse::error(&error),
         };
         // Every answer for a deprecated version carries kube's warning, errors included.
