@@ -105,13 +105,30 @@ pub fn resolve_parsed(
         // normalized path gives them back exactly.
         let segments: Vec<&str> = match normalized.trim_start_matches('/') {
             "" => Vec::new(),
-            rest => rest.strip_suffix('/').unwrap_or(rest).split('/').collect(),
+            rest => split_segments(rest.strip_suffix('/').unwrap_or(rest)),
         };
         resolve_segments(method, &normalized, &segments, query)?
     };
     info.path = normalized;
     info.long_running = is_long_running(&info);
     Ok(info)
+}
+
+/// `path` split at every `/`, as `str::split('/')` would, byte by byte: a path's segments
+/// are short, and the general character search costs a setup per segment (~130
+/// instructions each, ~800 per request).
+fn split_segments(path: &str) -> Vec<&str> {
+    let mut segments = Vec::with_capacity(8);
+    let mut start = 0;
+    for (at, byte) in path.bytes().enumerate() {
+        if byte == b'/' {
+            // `/` is ASCII, so both ends are character boundaries.
+            segments.push(&path[start..at]);
+            start = at + 1;
+        }
+    }
+    segments.push(&path[start..]);
+    segments
 }
 
 /// The first value of a query parameter.
@@ -1085,5 +1102,18 @@ mod tests {
             info("GET", "/api/v1/pods", "fieldSelector=metadata.name=").name,
             ""
         );
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_segments;
+
+    #[test]
+    fn segments_split_as_str_split_does() {
+        for path in ["a", "api/v1/namespaces/default", "a//b/", "/x", "é/ü/ñ", ""] {
+            let expected: Vec<&str> = path.split('/').collect();
+            assert_eq!(split_segments(path), expected, "{path}");
+        }
     }
 }

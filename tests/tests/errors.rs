@@ -188,7 +188,10 @@ fn bad_requests_get_kube_status_bodies() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.trim_end().ends_with("401"), "{text}");
     // curl's user agent gets it indented, as from kube.
-    assert!(text.contains("\n  \"reason\": \"Unauthorized\",\n"), "{text}");
+    assert!(
+        text.contains("\n  \"reason\": \"Unauthorized\",\n"),
+        "{text}"
+    );
     let out = std::process::Command::new("curl")
         .args(["-sS", "-k", &format!("{}/readyz", gate.url())])
         .output()
