@@ -227,7 +227,7 @@ impl Gateway {
                 peer_certificate: connection.and_then(|c| c.peer.as_ref()),
                 token_memo: connection.map(|c| &c.token_memo),
             };
-            self.authenticator.authenticate(&request).await
+            kubegate_policy::authn::authenticate(self.authenticator.as_ref(), &request).await
         };
         let user = match outcome {
             AuthnOutcome::Authenticated(user) => {
@@ -314,13 +314,14 @@ impl Gateway {
         }
 
         // 7. authorization.
-        let decision = self
-            .authorizer
-            .authorize(&Attributes {
+        let decision = kubegate_policy::authz::authorize(
+            self.authorizer.as_ref(),
+            &Attributes {
                 user: &user,
                 request: &info,
-            })
-            .await;
+            },
+        )
+        .await;
         if !decision.is_allowed() {
             let reason = match &decision {
                 Decision::Deny(r) | Decision::NoOpinion(r) | Decision::Allow(r) => r.clone(),

@@ -194,7 +194,7 @@ pub async fn impersonate(
             user: requester,
             request: &request,
         };
-        let decision = authorizer.authorize(&attributes).await;
+        let decision = crate::authz::authorize(authorizer, &attributes).await;
         if !decision.is_allowed() {
             let reason = match &decision {
                 Decision::Allow(r) | Decision::Deny(r) | Decision::NoOpinion(r) => r,

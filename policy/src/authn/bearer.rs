@@ -460,6 +460,30 @@ impl Authenticator for BearerAuthenticator {
     }
 
     async fn authenticate(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
+        let token = match self.at_once(request) {
+            Ok(outcome) => return outcome,
+            Err(token) => token,
+        };
+        let outcome = match self.union.single() {
+            Some(only) => only.authenticate_token(&token, &self.api_audiences).await,
+            None => {
+                self.union
+                    .authenticate_token(&token, &self.api_audiences)
+                    .await
+            }
+        };
+        self.request_outcome(outcome)
+    }
+
+    fn authenticate_now(&self, request: &AuthnRequest<'_>) -> Option<AuthnOutcome> {
+        self.at_once(request).ok()
+    }
+}
+
+impl BearerAuthenticator {
+    /// The outcome when it can be given at once: no token, a malformed one, the connection's
+    /// remembered token, or a cached answer; otherwise the token, to be validated.
+    fn at_once<'r>(&self, request: &AuthnRequest<'r>) -> Result<AuthnOutcome, Cow<'r, str>> {
         // The connection's last token, recognised before anything else is done with it.
         let remembered = match (request.token_memo, self.union.single()) {
             // The memo finds where the token ends itself: it knows the length to expect,
@@ -471,29 +495,22 @@ impl Authenticator for BearerAuthenticator {
             _ => None,
         };
         if let Some(outcome) = remembered {
-            return self.request_outcome(outcome);
+            return Ok(self.request_outcome(outcome));
         }
         let token = match bearer_token(request.headers) {
             Ok(Some(token)) => token,
-            Ok(None) => return AuthnOutcome::NoCredential,
-            Err(message) => return AuthnOutcome::Failed(message),
+            Ok(None) => return Ok(AuthnOutcome::NoCredential),
+            Err(message) => return Ok(AuthnOutcome::Failed(message)),
         };
-        // The gateway configures one (caching) token authenticator here; calling it directly
+        // The gateway configures one (caching) token authenticator here; asking it directly
         // saves a boxed future per request.
-        let outcome = match self.union.single() {
-            Some(only) => {
-                match only.authenticate_token_now(&token, &self.api_audiences, request.token_memo) {
-                    Some(outcome) => outcome,
-                    None => only.authenticate_token(&token, &self.api_audiences).await,
-                }
-            }
-            None => {
-                self.union
-                    .authenticate_token(&token, &self.api_audiences)
-                    .await
-            }
-        };
-        self.request_outcome(outcome)
+        let cached = self.union.single().and_then(|only| {
+            only.authenticate_token_now(&token, &self.api_audiences, request.token_memo)
+        });
+        match cached {
+            Some(outcome) => Ok(self.request_outcome(outcome)),
+            None => Err(token),
+        }
     }
 }
 

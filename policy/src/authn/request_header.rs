@@ -147,6 +147,16 @@ impl Authenticator for RequestHeaderAuthenticator {
     }
 
     async fn authenticate(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
+        self.decide(request)
+    }
+
+    fn authenticate_now(&self, request: &AuthnRequest<'_>) -> Option<AuthnOutcome> {
+        Some(self.decide(request))
+    }
+}
+
+impl RequestHeaderAuthenticator {
+    fn decide(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
         let Some(certificate) = request.peer_certificate else {
             return AuthnOutcome::NoCredential;
         };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::user::UserInfo;
 
-use super::{Authenticator, AuthnOutcome, AuthnRequest};
+use super::{authenticate, Authenticator, AuthnOutcome, AuthnRequest};
 
 /// Tries each authenticator in order; see the module documentation.
 #[derive(Clone, Default)]
@@ -45,20 +45,48 @@ impl Authenticator for UnionAuthenticator {
     async fn authenticate(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
         let mut failures: Vec<String> = Vec::new();
         for authenticator in &self.authenticators {
-            match authenticator.authenticate(request).await {
-                AuthnOutcome::Authenticated(user) => {
-                    return AuthnOutcome::Authenticated(UserInfo::shared_with_authenticated_group(
-                        user,
-                    ))
-                }
-                AuthnOutcome::NoCredential => {}
-                AuthnOutcome::Failed(message) => {
-                    if !failures.contains(&message) {
-                        failures.push(message);
-                    }
-                }
+            let outcome = authenticate(authenticator.as_ref(), request).await;
+            if let Some(decided) = Self::take(outcome, &mut failures) {
+                return decided;
             }
         }
+        Self::outcome_of_failures(failures)
+    }
+
+    /// At once when every authenticator asked before the outcome answers at once;
+    /// otherwise `None` (those asked so far are asked again by
+    /// [`Authenticator::authenticate`], with the same answers).
+    fn authenticate_now(&self, request: &AuthnRequest<'_>) -> Option<AuthnOutcome> {
+        let mut failures: Vec<String> = Vec::new();
+        for authenticator in &self.authenticators {
+            let outcome = authenticator.authenticate_now(request)?;
+            if let Some(decided) = Self::take(outcome, &mut failures) {
+                return Some(decided);
+            }
+        }
+        Some(Self::outcome_of_failures(failures))
+    }
+}
+
+impl UnionAuthenticator {
+    /// One authenticator's outcome: the union's, when it decides it; a failure is kept.
+    fn take(outcome: AuthnOutcome, failures: &mut Vec<String>) -> Option<AuthnOutcome> {
+        match outcome {
+            AuthnOutcome::Authenticated(user) => Some(AuthnOutcome::Authenticated(
+                UserInfo::shared_with_authenticated_group(user),
+            )),
+            AuthnOutcome::NoCredential => None,
+            AuthnOutcome::Failed(message) => {
+                if !failures.contains(&message) {
+                    failures.push(message);
+                }
+                None
+            }
+        }
+    }
+
+    /// The outcome when no authenticator accepted the request.
+    fn outcome_of_failures(failures: Vec<String>) -> AuthnOutcome {
         match failures.len() {
             0 => AuthnOutcome::NoCredential,
             1 => AuthnOutcome::Failed(failures.concat()),
@@ -198,5 +226,53 @@ mod tests {
         let none = fixed(AuthnOutcome::NoCredential);
         assert_eq!(run(&[none.clone(), none]), AuthnOutcome::NoCredential);
         assert_eq!(run(&[]), AuthnOutcome::NoCredential);
+    }
+
+    #[test]
+    fn a_union_authenticates_at_once_only_when_every_authenticator_it_asks_can() {
+        let headers = http::HeaderMap::new();
+        let request = AuthnRequest {
+            headers: &headers,
+            peer_certificate: None,
+            token_memo: None,
+        };
+        // An authenticator that answers at once (as x509 and a cached token do).
+        struct AtOnce;
+        #[async_trait::async_trait]
+        impl Authenticator for AtOnce {
+            fn name(&self) -> &'static str {
+                "at-once"
+            }
+            async fn authenticate(&self, _request: &AuthnRequest<'_>) -> AuthnOutcome {
+                AuthnOutcome::NoCredential
+            }
+            fn authenticate_now(&self, _request: &AuthnRequest<'_>) -> Option<AuthnOutcome> {
+                Some(AuthnOutcome::NoCredential)
+            }
+        }
+        let at_once = Arc::new(AtOnce);
+        let only_at_once = UnionAuthenticator::new(vec![at_once.clone() as Arc<dyn Authenticator>]);
+        assert!(matches!(
+            only_at_once.authenticate_now(&request),
+            Some(AuthnOutcome::NoCredential)
+        ));
+        let waiting = fixed(AuthnOutcome::Authenticated(Arc::new(UserInfo::new(
+            "alice",
+            vec![],
+        ))));
+        let mixed = UnionAuthenticator::new(vec![
+            at_once as Arc<dyn Authenticator>,
+            waiting.clone() as Arc<dyn Authenticator>,
+        ]);
+        assert!(mixed.authenticate_now(&request).is_none());
+        assert_eq!(waiting.calls.load(Ordering::SeqCst), 0);
+        match block_on(authenticate(&mixed, &request)) {
+            AuthnOutcome::Authenticated(user) => {
+                assert_eq!(user.name, "alice");
+                assert!(user.groups.iter().any(|g| g == ALL_AUTHENTICATED));
+            }
+            _ => panic!("alice should be authenticated"),
+        }
+        assert_eq!(waiting.calls.load(Ordering::SeqCst), 1);
     }
 }

@@ -281,6 +281,16 @@ impl Authenticator for X509Authenticator {
     }
 
     async fn authenticate(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
+        self.decide(request)
+    }
+
+    fn authenticate_now(&self, request: &AuthnRequest<'_>) -> Option<AuthnOutcome> {
+        Some(self.decide(request))
+    }
+}
+
+impl X509Authenticator {
+    fn decide(&self, request: &AuthnRequest<'_>) -> AuthnOutcome {
         match request.peer_certificate {
             None => AuthnOutcome::NoCredential,
             Some(certificate) => self.authenticate_certificate(certificate, SystemTime::now()),

@@ -199,6 +199,15 @@ pub struct AbacAuthorizer {
 }
 
 impl AbacAuthorizer {
+    /// Allowed when a policy matches, as kube's `PolicyList.Authorize`.
+    fn decide(&self, attributes: &Attributes<'_>) -> Decision {
+        if self.policies.iter().any(|p| matches(p, attributes)) {
+            Decision::Allow(String::new())
+        } else {
+            Decision::NoOpinion(NO_POLICY_MATCHED.to_string())
+        }
+    }
+
     /// Reads a policy file (see the module documentation for the format).
     pub fn from_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
@@ -317,11 +326,11 @@ impl Authorizer for AbacAuthorizer {
     }
 
     async fn authorize(&self, attributes: &Attributes<'_>) -> Decision {
-        if self.policies.iter().any(|p| matches(p, attributes)) {
-            Decision::Allow(String::new())
-        } else {
-            Decision::NoOpinion(NO_POLICY_MATCHED.to_string())
-        }
+        self.decide(attributes)
+    }
+
+    fn authorize_now(&self, attributes: &Attributes<'_>) -> Option<Decision> {
+        Some(self.decide(attributes))
     }
 
     /// kube's `PolicyList.RulesFor`: every policy whose subject matches and whose namespace

@@ -21,6 +21,10 @@ impl Authorizer for AlwaysAllow {
         Decision::Allow(String::new())
     }
 
+    fn authorize_now(&self, _attributes: &Attributes<'_>) -> Option<Decision> {
+        Some(Decision::Allow(String::new()))
+    }
+
     /// Everything, as kube's `alwaysAllowAuthorizer.RulesFor`.
     fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> RulesInfo {
         let all = || vec!["*".to_string()];
@@ -56,6 +60,10 @@ impl Authorizer for AlwaysDeny {
 
     async fn authorize(&self, _attributes: &Attributes<'_>) -> Decision {
         Decision::NoOpinion(ALWAYS_DENY_REASON.to_string())
+    }
+
+    fn authorize_now(&self, _attributes: &Attributes<'_>) -> Option<Decision> {
+        Some(Decision::NoOpinion(ALWAYS_DENY_REASON.to_string()))
     }
 
     /// Nothing, and the list is complete (kube's `alwaysDenyAuthorizer.RulesFor`).

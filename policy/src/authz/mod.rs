@@ -40,6 +40,13 @@ pub trait Authorizer: Send + Sync {
     fn name(&self) -> &'static str;
     async fn authorize(&self, attributes: &Attributes<'_>) -> Decision;
 
+    /// The decision if this mode can make it at once, without waiting on anything (RBAC,
+    /// ABAC, the fixed modes); `None`: ask [`Authorizer::authorize`]. Lets the common case
+    /// skip building and boxing a future per mode ([`authorize`] tries this first).
+    fn authorize_now(&self, _attributes: &Attributes<'_>) -> Option<Decision> {
+        None
+    }
+
     /// What `user` may do in `namespace` (`""`: cluster-wide rules only), as kube's
     /// `authorizer.RuleResolver` answers `SelfSubjectRulesReview`. Modes that cannot list
     /// their rules (webhook) keep this default: nothing listed, and `incomplete`.
@@ -48,6 +55,14 @@ pub trait Authorizer: Send + Sync {
             incomplete: true,
             ..RulesInfo::default()
         }
+    }
+}
+
+/// Asks `authorizer`, at once when it can answer so ([`Authorizer::authorize_now`]).
+pub async fn authorize(authorizer: &dyn Authorizer, attributes: &Attributes<'_>) -> Decision {
+    match authorizer.authorize_now(attributes) {
+        Some(decision) => decision,
+        None => authorizer.authorize(attributes).await,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Attributes, Authorizer, Decision, RulesInfo};
+use super::{authorize, Attributes, Authorizer, Decision, RulesInfo};
 use crate::user::{UserInfo, SYSTEM_PRIVILEGED_GROUP};
 
 /// Asks each authorizer in order; the first allow or deny decides. When all of them have no
@@ -39,7 +39,7 @@ impl Authorizer for UnionAuthorizer {
     async fn authorize(&self, attributes: &Attributes<'_>) -> Decision {
         let mut reasons: Vec<String> = Vec::new();
         for authorizer in &self.authorizers {
-            match authorizer.authorize(attributes).await {
+            match authorize(authorizer.as_ref(), attributes).await {
                 decision @ (Decision::Allow(_) | Decision::Deny(_)) => return decision,
                 Decision::NoOpinion(reason) => {
                     if !reason.is_empty() {
@@ -49,6 +49,24 @@ impl Authorizer for UnionAuthorizer {
             }
         }
         Decision::NoOpinion(reasons.join("\n"))
+    }
+
+    /// At once when every mode asked before the decision answers at once; otherwise `None`
+    /// (the modes asked so far are asked again by [`Authorizer::authorize`], which gives
+    /// the same answers).
+    fn authorize_now(&self, attributes: &Attributes<'_>) -> Option<Decision> {
+        let mut reasons: Vec<String> = Vec::new();
+        for authorizer in &self.authorizers {
+            match authorizer.authorize_now(attributes)? {
+                decision @ (Decision::Allow(_) | Decision::Deny(_)) => return Some(decision),
+                Decision::NoOpinion(reason) => {
+                    if !reason.is_empty() {
+                        reasons.push(reason);
+                    }
+                }
+            }
+        }
+        Some(Decision::NoOpinion(reasons.join("\n")))
     }
 
     /// Every mode's rules together; incomplete when any mode's list is (kube's
@@ -77,6 +95,19 @@ impl PrivilegedGroups {
         PrivilegedGroups { groups }
     }
 
+    fn decide(&self, attributes: &Attributes<'_>) -> Decision {
+        let privileged = attributes
+            .user
+            .groups
+            .iter()
+            .any(|group| self.groups.contains(group));
+        if privileged {
+            Decision::Allow(String::new())
+        } else {
+            Decision::NoOpinion(String::new())
+        }
+    }
+
     /// The superuser group kube-apiserver always honours: `system:masters`.
     pub fn system_masters() -> Self {
         PrivilegedGroups::new(vec![SYSTEM_PRIVILEGED_GROUP.to_string()])
@@ -96,16 +127,11 @@ impl Authorizer for PrivilegedGroups {
     }
 
     async fn authorize(&self, attributes: &Attributes<'_>) -> Decision {
-        let privileged = attributes
-            .user
-            .groups
-            .iter()
-            .any(|group| self.groups.contains(group));
-        if privileged {
-            Decision::Allow(String::new())
-        } else {
-            Decision::NoOpinion(String::new())
-        }
+        self.decide(attributes)
+    }
+
+    fn authorize_now(&self, attributes: &Attributes<'_>) -> Option<Decision> {
+        Some(self.decide(attributes))
     }
 
     /// kube lists no rules for this authorizer (it is not a rule resolver there): the
@@ -275,5 +301,51 @@ mod tests {
             format!("{chain:?}"),
             "UnionAuthorizer { authorizers: [\"AlwaysDeny\", \"AlwaysAllow\"] }"
         );
+    }
+
+    #[test]
+    fn a_union_answers_at_once_only_when_every_mode_it_asks_can() {
+        let user = UserInfo::new("bob", vec!["dev".into()]);
+        let request = RequestInfo {
+            verb: "get".into(),
+            path: "/healthz".into(),
+            ..RequestInfo::default()
+        };
+        let attributes = Attributes {
+            user: &user,
+            request: &request,
+        };
+        let at_once = UnionAuthorizer::new(vec![
+            Arc::new(PrivilegedGroups::system_masters()),
+            Arc::new(crate::authz::always::AlwaysDeny),
+        ]);
+        let denied = Decision::NoOpinion(crate::authz::always::ALWAYS_DENY_REASON.into());
+        assert_eq!(at_once.authorize_now(&attributes), Some(denied.clone()));
+        assert_eq!(block_on(at_once.authorize(&attributes)), denied);
+        // A mode that must be awaited (a webhook; here `Fixed`) leaves it to `authorize`,
+        // which asks it once.
+        let waiting = fixed(Decision::Allow("webhook".into()));
+        let mixed = UnionAuthorizer::new(vec![
+            Arc::new(PrivilegedGroups::system_masters()),
+            waiting.clone() as Arc<dyn Authorizer>,
+        ]);
+        assert_eq!(mixed.authorize_now(&attributes), None);
+        assert_eq!(waiting.calls.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            block_on(crate::authz::authorize(&mixed, &attributes)),
+            Decision::Allow("webhook".into())
+        );
+        assert_eq!(waiting.calls.load(Ordering::SeqCst), 1);
+        // A decision before that mode is made at once.
+        let master = UserInfo::new("root", vec![SYSTEM_PRIVILEGED_GROUP.into()]);
+        let by_master = Attributes {
+            user: &master,
+            request: &request,
+        };
+        assert_eq!(
+            mixed.authorize_now(&by_master),
+            Some(Decision::Allow(String::new()))
+        );
+        assert_eq!(waiting.calls.load(Ordering::SeqCst), 1);
     }
 }

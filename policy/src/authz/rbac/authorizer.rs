@@ -87,6 +87,10 @@ impl Authorizer for RbacAuthorizer {
         self.decide(attributes.user, attributes.request)
     }
 
+    fn authorize_now(&self, attributes: &Attributes<'_>) -> Option<Decision> {
+        Some(self.decide(attributes.user, attributes.request))
+    }
+
     /// kube's `RBACAuthorizer.RulesFor`: rules naming resources become resource rules, rules
     /// naming non-resource URLs become non-resource rules (a rule with both gives one of
     /// each), never incomplete, with each role resolution error listed.
