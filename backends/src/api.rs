@@ -119,18 +119,18 @@ impl Body {
                     self.replace(crate::machinery::pretty::indent(&self.bytes()));
                 }
             }
-            media => {
+            _ => {
                 let Ok(status) = serde_json::from_slice::<serde_json::Value>(&self.bytes()) else {
                     return;
                 };
-                let encoded = match media {
-                    MediaType::Yaml => serde_yaml::to_string(&status).map(String::into_bytes).ok(),
-                    _ => crate::machinery::protobuf::encode(&status).ok(),
-                };
-                // A Status always encodes; were it ever not to, the JSON goes out as it is.
-                if let Some(encoded) = encoded {
-                    self.content_type = media.content_type().into();
-                    self.replace(encoded);
+                // Encoded as the registry encodes objects; a Status always encodes, and were
+                // it ever not to, the JSON goes out as it is.
+                let encoded =
+                    crate::registry::encode::json_value_response(self.status, &status, &negotiated);
+                if let Ok(ApiResponse::Body(encoded)) = encoded {
+                    self.content_type = encoded.content_type;
+                    self.body = encoded.body;
+                    self.more.clear();
                 }
             }
         }

@@ -1103,17 +1103,12 @@ mod tests {
             ""
         );
     }
-}
-
-#[cfg(test)]
-mod split_tests {
-    use super::split_segments;
 
     #[test]
     fn segments_split_as_str_split_does() {
         for path in ["a", "api/v1/namespaces/default", "a//b/", "/x", "é/ü/ñ", ""] {
             let expected: Vec<&str> = path.split('/').collect();
-            assert_eq!(split_segments(path), expected, "{path}");
+            assert_eq!(super::split_segments(path), expected, "{path}");
         }
     }
 }

@@ -686,8 +686,15 @@ for method, path, body, chunked, *extra in json.load(sys.stdin):
 /// in turn on one HTTP/1.1 connection as the admin; one answer (`status`, `port`, `headers`,
 /// `body`) per request, or a panic with the client's errors and kubegate's log.
 fn on_one_http11_connection(gate: &Kubegate, requests: &Value) -> Vec<Value> {
+    answers(KEEPALIVE_PY, gate, requests)
+}
+
+/// Runs a python client of this file that sends `requests` as the admin and prints one JSON
+/// answer per line; panics, with the client's errors and kubegate's log, unless every
+/// request got one.
+fn answers(script: &str, gate: &Kubegate, requests: &Value) -> Vec<Value> {
     let out = python_client(
-        KEEPALIVE_PY,
+        script,
         gate,
         gate.data_dir.join("pki"),
         requests.to_string().as_bytes(),
@@ -699,7 +706,7 @@ fn on_one_http11_connection(gate: &Kubegate, requests: &Value) -> Vec<Value> {
     assert_eq!(
         answers.len(),
         requests.as_array().map_or(0, Vec::len),
-        "{}\n{}",
+        "{answers:?}\n{}\n{}",
         String::from_utf8_lossy(&out.stderr),
         kubegate_tests::tail(&gate.log(), 20)
     );
@@ -837,21 +844,8 @@ fn pipelined_http11_requests_are_answered_in_order_local_and_proxied() {
         get("/api/v1/namespaces/default/configmaps/piped-cm"),
         post(flunders, &created, true),
     ]);
-    let out = python_client(
-        PIPELINED_PY,
-        &gate,
-        gate.data_dir.join("pki"),
-        requests.to_string().as_bytes(),
-    );
-    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("one JSON answer per line"))
-        .collect();
-    let context = format!(
-        "{answers:?}\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        kubegate_tests::tail(&gate.log(), 20)
-    );
+    let answers = answers(PIPELINED_PY, &gate, &requests);
+    let context = format!("{answers:?}");
     let statuses: Vec<u64> = answers
         .iter()
         .map(|a| a["status"].as_u64().unwrap_or(0))

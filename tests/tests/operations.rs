@@ -695,9 +695,14 @@ fn bodies_are_indented_and_errors_negotiated_as_kube_writes_them() {
     assert!(text.contains(compact_name), "{text}");
     let (_, text) = body(&kubectl, "/api/v1/namespaces/default?pretty=true");
     assert!(text.contains(indented_name), "{text}");
-    let mut pretty_type = kubectl.to_vec();
-    pretty_type.extend(["-H", "Accept: application/json;pretty=1"]);
-    let (_, text) = body(&pretty_type, "/api/v1/namespaces/default");
+    // kubectl's user agent with an `Accept` header.
+    let accepting = |accept: &str, path: &str| {
+        let header = format!("Accept: {accept}");
+        let mut args = kubectl.to_vec();
+        args.extend(["-H", header.as_str()]);
+        body(&args, path)
+    };
+    let (_, text) = accepting("application/json;pretty=1", "/api/v1/namespaces/default");
     assert!(text.contains(indented_name), "{text}");
     // OpenAPI is served as it is stored.
     let (_, text) = body(&[], "/openapi/v3");
@@ -713,15 +718,11 @@ fn bodies_are_indented_and_errors_negotiated_as_kube_writes_them() {
     assert!(head.starts_with("http/2 404"), "{head}");
     assert!(head.contains("content-type: application/json"), "{head}");
     assert!(text.starts_with("{\"kind\":\"Status\""), "{text}");
-    let mut yaml = kubectl.to_vec();
-    yaml.extend(["-H", "Accept: application/yaml"]);
-    let (head, text) = body(&yaml, missing);
+    let (head, text) = accepting("application/yaml", missing);
     assert!(head.starts_with("http/2 404"), "{head}");
     assert!(head.contains("content-type: application/yaml"), "{head}");
     assert!(text.contains("\nreason: NotFound\n"), "{text}");
-    let mut proto = kubectl.to_vec();
-    proto.extend(["-H", "Accept: application/vnd.kubernetes.protobuf"]);
-    let (head, text) = body(&proto, missing);
+    let (head, text) = accepting("application/vnd.kubernetes.protobuf", missing);
     assert!(head.starts_with("http/2 404"), "{head}");
     assert!(
         head.contains("content-type: application/vnd.kubernetes.protobuf"),
@@ -730,14 +731,12 @@ fn bodies_are_indented_and_errors_negotiated_as_kube_writes_them() {
     assert!(text.starts_with("k8s\0"), "{text:?}");
     // An Accept nothing can answer: the error itself, indented JSON, its own code (kube's
     // `WriteRawJSON`), here go-restful's 406 and an unknown path's 404.
-    let mut html = kubectl.to_vec();
-    html.extend(["-H", "Accept: text/html"]);
-    let (head, text) = body(&html, "/api/v1/namespaces/default/configmaps");
+    let (head, text) = accepting("text/html", "/api/v1/namespaces/default/configmaps");
     assert!(head.starts_with("http/2 406"), "{head}");
     assert!(head.contains("content-type: application/json"), "{head}");
     assert!(text.starts_with("{\n  \"kind\": \"Status\","), "{text}");
     assert!(text.ends_with("\n  \"code\": 406\n}"), "{text}");
-    let (head, text) = body(&html, "/no/such/path");
+    let (head, text) = accepting("text/html", "/no/such/path");
     assert!(head.starts_with("http/2 404"), "{head}");
     assert!(text.ends_with("\n  \"code\": 404\n}"), "{text}");
 }

@@ -11,7 +11,7 @@ pub fn requested(raw_query: Option<&str>, user_agent: Option<&[u8]>) -> bool {
         // Go's `url.Values.Get`: the first `pretty=` pair, with its value unescaped.
         let value = query
             .split('&')
-            .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+            .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
             .find(|(key, _)| *key == "pretty")
             .map(|(_, value)| value);
         if let Some(value) = value.filter(|v| !v.is_empty()) {

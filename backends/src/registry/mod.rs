@@ -7,7 +7,7 @@
 //! write sees it.
 
 mod apply;
-mod encode;
+pub(crate) mod encode;
 mod fields;
 mod go_types;
 mod internal;
