@@ -128,7 +128,8 @@ make_backend_tls() {
 # ----------------------------------------------------------------------------- builds
 build_loadgen() {
   local newer
-  newer=$(find "$BENCH_DIR/loadgen/src" "$BENCH_DIR/loadgen/Cargo.toml" -newer "$LOADGEN_BIN" 2>/dev/null | head -1)
+  # No binary yet (a fresh machine): find fails, and under pipefail that must not end the run.
+  newer=$(find "$BENCH_DIR/loadgen/src" "$BENCH_DIR/loadgen/Cargo.toml" -newer "$LOADGEN_BIN" 2>/dev/null | head -1 || true)
   if [[ ! -x $LOADGEN_BIN || ! -x $SLOW_BACKEND_BIN || -n $newer ]]; then
     log "building the load generator (bench/loadgen, release) into $WORK/loadgen-target"
     cargo build --release --quiet --manifest-path "$BENCH_DIR/loadgen/Cargo.toml" \

@@ -18,9 +18,9 @@ use kubegate_backends::registry::{manager, Registry};
 use kubegate_backends::status::ApiError;
 use kubegate_config::FlowControlConfig;
 use kubegate_policy::flowcontrol::{
-    Admission, ClassificationMemo, FlowControl, FlowControlOptions, Matched, Name, ObjectCounts,
-    ReleaseGuard, RequestDigest, SeatGauge, WatchRegistration, WatchTracker, WorkEstimator,
-    WorkEstimatorConfig, BORROWING_ADJUSTMENT_PERIOD,
+    Admission, Admitting, ClassificationMemo, FlowControl, FlowControlOptions, Matched, Name,
+    ObjectCounts, Queued, Rejection, ReleaseGuard, RequestDigest, SeatGauge, WatchRegistration,
+    WatchTracker, WorkEstimator, WorkEstimatorConfig, BORROWING_ADJUSTMENT_PERIOD,
 };
 use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
 use kubegate_policy::{RequestInfo, UserInfo};
@@ -412,16 +412,18 @@ impl FlowGate {
     }
 
     /// Admits a request or refuses it with a 429. `timeout` is the request's own deadline
-    /// (`None` for long-running requests).
-    pub async fn admit(
-        &self,
+    /// (`None` for long-running requests). Nearly every request is decided here, without an
+    /// async state machine; one that must wait in its queue comes back as [`Admit::Queued`],
+    /// whose [`Pending::wait`] the caller awaits.
+    pub fn admit_now<'g>(
+        &'g self,
         info: &Arc<RequestInfo>,
         user: &Arc<UserInfo>,
         raw_query: &str,
         timeout: Option<Duration>,
         long_running: bool,
         memo: Option<&ClassificationMemo>,
-    ) -> Result<Ticket, Refused> {
+    ) -> Admit<'g> {
         match &self.mode {
             Mode::MaxInFlight {
                 read_only,
@@ -429,14 +431,14 @@ impl FlowGate {
             } => {
                 // kube: long-running requests are not limited, and system:masters never is.
                 if long_running {
-                    return Ok(Ticket::default());
+                    return Admit::Decided(Ok(Ticket::default()));
                 }
                 let limit = if is_read_only(&info.verb) {
                     read_only
                 } else {
                     mutating
                 };
-                match limit.try_enter() {
+                Admit::Decided(match limit.try_enter() {
                     Some(slot) => Ok(Ticket {
                         _slot: Some(slot),
                         ..Ticket::default()
@@ -446,7 +448,7 @@ impl FlowGate {
                         error: ApiError::too_many_requests(TOO_MANY, 1),
                         headers: None,
                     }),
-                }
+                })
             }
             Mode::Apf {
                 control,
@@ -456,7 +458,7 @@ impl FlowGate {
                 // kube: long-running requests other than watches bypass APF entirely.
                 let is_watch = info.verb == "watch";
                 if long_running && !is_watch {
-                    return Ok(Ticket::default());
+                    return Admit::Decided(Ok(Ticket::default()));
                 }
                 let digest = RequestDigest {
                     request_info: info,
@@ -467,52 +469,20 @@ impl FlowGate {
                 let classification = control.classify(&digest);
                 // kube times the wait of non-exempt requests only (an exempt one never queues).
                 let exempt = classification.exempt;
-                // The pair's shared `Matched` outlives the classification, which admission takes.
-                let matched = classification.matched.clone();
-                let pair = self.metrics.pair(&matched, exempt);
                 let estimate = estimator.estimate_raw(info, raw_query, classification.max_seats);
-                pair.in_queue.inc();
-                let outcome = control.admit_classified(classification, estimate).await;
-                pair.in_queue.dec();
-                match outcome {
-                    Ok(mut admission) => {
-                        pair.dispatched.inc();
-                        if let Some(waited) = &pair.waited {
-                            waited.observe(admission.waited().as_secs_f64());
-                        }
-                        let seats =
-                            i64::try_from(admission.work_estimate().max_seats()).unwrap_or(1);
-                        admission
-                            .on_release(ReleaseGuard::new(pair.executing_seats.clone(), seats));
-                        Ok(Ticket {
-                            admission: Some(admission),
-                            _watch: is_watch.then(|| watches.register(info)),
-                            _slot: None,
-                            headers: Some(pair.headers.clone()),
-                        })
-                    }
-                    Err(rejection) => {
-                        let labels = [pair.names.0.as_str(), pair.names.1.as_str()];
-                        self.metrics
-                            .rejected
-                            .with_label_values(&[labels[0], labels[1], rejection.reason.as_str()])
-                            .inc();
-                        let execute = if rejection.reason.enqueued() {
-                            "true"
-                        } else {
-                            "false"
-                        };
-                        self.metrics
-                            .wait_duration
-                            .with_label_values(&[labels[0], labels[1], execute])
-                            .observe(rejection.waited.as_secs_f64());
-                        let retry_after =
-                            u32::try_from(rejection.retry_after_seconds.max(1)).unwrap_or(1);
-                        Err(Refused {
-                            error: ApiError::too_many_requests(TOO_MANY, retry_after),
-                            headers: Some(pair.headers.clone()),
-                        })
-                    }
+                let settled = Settle {
+                    gate: self,
+                    watches,
+                    exempt,
+                    watch: is_watch.then(|| info.clone()),
+                };
+                match control.begin(classification, estimate) {
+                    Admitting::Decided(decided) => Admit::Decided(settled.settle(decided)),
+                    Admitting::Queued(queued) => Admit::Queued(Pending {
+                        control,
+                        queued,
+                        settled,
+                    }),
                 }
             }
         }
@@ -533,6 +503,102 @@ impl FlowGate {
                 .current_limit
                 .with_label_values(&name)
                 .set(i64::try_from(level.current_limit).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// What [`FlowGate::admit_now`] came to.
+// The decided variant is the large one and nearly every request's: boxing it would allocate
+// per request to save a move.
+#[allow(clippy::large_enum_variant)]
+pub enum Admit<'g> {
+    /// Admitted (the ticket holds its seats) or refused, without waiting.
+    Decided(Result<Ticket, Refused>),
+    /// Waiting in its priority level's queue: await [`Pending::wait`].
+    Queued(Pending<'g>),
+}
+
+/// A request waiting in its queue; dropping it takes the request out of the queue.
+pub struct Pending<'g> {
+    control: &'g FlowControl,
+    queued: Queued,
+    settled: Settle<'g>,
+}
+
+impl Pending<'_> {
+    /// Waits until the request is dispatched or refused (429 once its wait limit passes).
+    /// It counts in `apiserver_flowcontrol_current_inqueue_requests` while it waits; a
+    /// request dispatched at arrival never shows there, as in kube, where it leaves the
+    /// queue in the same step that put it in.
+    pub async fn wait(self) -> Result<Ticket, Refused> {
+        let Pending {
+            control,
+            queued,
+            settled,
+        } = self;
+        let matched = queued.matched().clone();
+        let pair = settled.gate.metrics.pair(&matched, settled.exempt);
+        pair.in_queue.inc();
+        let outcome = queued.wait(control).await;
+        pair.in_queue.dec();
+        settled.settle(outcome)
+    }
+}
+
+/// What turns the engine's answer into the pipeline's: the pair's metrics, the watch
+/// registration, and the `X-Kubernetes-PF-*` headers.
+struct Settle<'g> {
+    gate: &'g FlowGate,
+    watches: &'g WatchTracker,
+    exempt: bool,
+    /// The request, when it is a watch (registered for the LIST estimates' watch counts).
+    watch: Option<Arc<RequestInfo>>,
+}
+
+impl Settle<'_> {
+    fn settle(self, outcome: Result<Admission, Rejection>) -> Result<Ticket, Refused> {
+        let metrics = &self.gate.metrics;
+        match outcome {
+            Ok(mut admission) => {
+                let pair = metrics.pair(admission.matched(), self.exempt);
+                pair.dispatched.inc();
+                if let Some(waited) = &pair.waited {
+                    waited.observe(admission.waited().as_secs_f64());
+                }
+                let seats = i64::try_from(admission.work_estimate().max_seats()).unwrap_or(1);
+                let release = ReleaseGuard::new(pair.executing_seats.clone(), seats);
+                let headers = Some(pair.headers.clone());
+                drop(pair);
+                admission.on_release(release);
+                Ok(Ticket {
+                    admission: Some(admission),
+                    _watch: self.watch.map(|info| self.watches.register(&info)),
+                    _slot: None,
+                    headers,
+                })
+            }
+            Err(rejection) => {
+                let pair = metrics.pair(&rejection.matched, self.exempt);
+                let labels = [pair.names.0.as_str(), pair.names.1.as_str()];
+                metrics
+                    .rejected
+                    .with_label_values(&[labels[0], labels[1], rejection.reason.as_str()])
+                    .inc();
+                let execute = if rejection.reason.enqueued() {
+                    "true"
+                } else {
+                    "false"
+                };
+                metrics
+                    .wait_duration
+                    .with_label_values(&[labels[0], labels[1], execute])
+                    .observe(rejection.waited.as_secs_f64());
+                let retry_after = u32::try_from(rejection.retry_after_seconds.max(1)).unwrap_or(1);
+                Err(Refused {
+                    error: ApiError::too_many_requests(TOO_MANY, retry_after),
+                    headers: Some(pair.headers.clone()),
+                })
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ use pingora::proxy::{ProxyHttp, Session};
 
 use crate::aggregator::table::Backend;
 use crate::aggregator::{proxy, Aggregator};
-use crate::flowcontrol::is_read_only;
+use crate::flowcontrol::{is_read_only, Admit};
 use crate::metrics::{metric_verb, RequestLabels};
 use crate::respond::{self, AUDIT_ID};
 use crate::routes::Routes;
@@ -291,18 +291,19 @@ impl Gateway {
         let upgrade = info.long_running && is_upgrade(session.req_header());
         let own_timeout = (!info.long_running).then(|| timeout_param(&query, self.request_timeout));
         let memo = tls_connection(session).map(|c| &c.classification_memo);
-        match self
-            .flow
-            .admit(
-                &info,
-                &user,
-                &raw_query,
-                own_timeout,
-                info.long_running,
-                memo,
-            )
-            .await
-        {
+        let admitted = match self.flow.admit_now(
+            &info,
+            &user,
+            &raw_query,
+            own_timeout,
+            info.long_running,
+            memo,
+        ) {
+            Admit::Decided(decided) => decided,
+            // Boxed: the wait's state would otherwise make every request's future bigger.
+            Admit::Queued(pending) => Box::pin(pending.wait()).await,
+        };
+        match admitted {
             Ok(mut ticket) => {
                 ctx.pf_headers = ticket.headers.take();
                 ctx.flow = Some(ticket);

@@ -13,7 +13,9 @@
 //!    [`FlowSchemaStatus::condition`]s back (the `Dangling` condition). Every
 //!    [`BORROWING_ADJUSTMENT_PERIOD`], call [`FlowControl::adjust_borrowing`].
 //! 3. Per request: [`FlowControl::classify`], estimate its work with a [`WorkEstimator`]
-//!    (passing [`Classification::max_seats`]), then [`FlowControl::admit`]. An [`Admission`]
+//!    (passing [`Classification::max_seats`]), then [`FlowControl::admit`] (or
+//!    [`FlowControl::begin`], which decides at once unless the request has to wait in a
+//!    queue, and [`Queued::wait`] when it does). An [`Admission`]
 //!    holds the seats until dropped (watches call [`Admission::initialization_done`] once their
 //!    initial events are sent); a [`Rejection`] is a 429 with `Retry-After`. Both carry the
 //!    matched names and UIDs for the `X-Kubernetes-PF-*` headers.
@@ -949,24 +951,40 @@ impl FlowControl {
         classification: Classification,
         estimate: WorkEstimate,
     ) -> Result<Admission, Rejection> {
+        match self.begin(classification, estimate) {
+            Admitting::Decided(decided) => decided,
+            Admitting::Queued(queued) => queued.wait(self).await,
+        }
+    }
+
+    /// Starts admitting a request classified with [`FlowControl::classify`]: dispatched or
+    /// refused at once (nearly every request, decided without an async state machine), or
+    /// put in its queue, to be awaited with [`Queued::wait`].
+    pub fn begin(&self, classification: Classification, estimate: WorkEstimate) -> Admitting {
         let arrival = Instant::now();
-        let level = classification.level.clone();
+        let Classification {
+            matched,
+            wait_limit,
+            hash,
+            level,
+            details,
+            ..
+        } = classification;
         let descr = RequestDescr {
-            matched: classification.matched.clone(),
-            details: classification.details.clone(),
+            matched: matched.clone(),
+            details,
             arrival,
         };
-        let start =
-            lock(&level.state)
-                .queues
-                .start_request(estimate, classification.hash, descr, arrival);
-        let (id, queue, receiver) = match start {
+        let start = lock(&level.state)
+            .queues
+            .start_request(estimate, hash, descr, arrival);
+        match start {
             Start::Refused(refusal) => {
                 let reason = match refusal {
                     Refusal::QueueFull => RejectReason::QueueFull,
                     Refusal::ConcurrencyLimit => RejectReason::ConcurrencyLimit,
                 };
-                return Err(self.reject(classification.matched, reason, Duration::ZERO));
+                Admitting::Decided(Err(self.reject(matched, reason, Duration::ZERO)))
             }
             Start::Executing(ticket) => {
                 // A request of a queuing level dispatched at once reports the time its
@@ -977,52 +995,37 @@ impl FlowControl {
                 } else {
                     Duration::ZERO
                 };
-                return Ok(Self::admission(classification, ticket, waited));
+                Admitting::Decided(Ok(Self::admission(matched, level, ticket, waited)))
             }
             Start::Queued {
                 id,
                 queue,
                 receiver,
-            } => (id, queue, receiver),
-        };
-        let mut waiter = Waiter {
-            level: level.clone(),
-            id,
-            queue,
-            receiver,
-            armed: true,
-        };
-        let deadline = arrival + classification.wait_limit;
-        let outcome = tokio::time::timeout_at(deadline, &mut waiter.receiver).await;
-        let waited = Instant::now().saturating_duration_since(arrival);
-        waiter.armed = false;
-        match outcome {
-            Ok(Ok(ticket)) => Ok(Self::admission(classification, ticket, waited)),
-            // The sender went away undispatched; cannot happen while the level lives.
-            Ok(Err(_)) => Err(self.reject(classification.matched, RejectReason::TimeOut, waited)),
-            Err(_elapsed) => {
-                let removed =
-                    lock(&level.state)
-                        .queues
-                        .remove_waiting(id, queue, true, Instant::now());
-                // Not in its queue any more: it was dispatched just now.
-                let dispatched = if removed {
-                    None
-                } else {
-                    waiter.receiver.try_recv().ok()
-                };
-                match dispatched {
-                    Some(ticket) => Ok(Self::admission(classification, ticket, waited)),
-                    None => Err(self.reject(classification.matched, RejectReason::TimeOut, waited)),
-                }
-            }
+            } => Admitting::Queued(Queued {
+                waiter: Waiter {
+                    level: level.clone(),
+                    id,
+                    queue,
+                    receiver,
+                    armed: true,
+                },
+                matched,
+                level,
+                deadline: arrival + wait_limit,
+                arrival,
+            }),
         }
     }
 
-    fn admission(classification: Classification, ticket: Ticket, waited: Duration) -> Admission {
+    fn admission(
+        matched: Arc<Matched>,
+        level: Arc<Level>,
+        ticket: Ticket,
+        waited: Duration,
+    ) -> Admission {
         Admission {
-            matched: classification.matched,
-            level: classification.level,
+            matched,
+            level,
             estimate: ticket.estimate.estimate,
             ticket: Some(ticket),
             waited,
@@ -1087,8 +1090,77 @@ impl FlowControl {
     }
 }
 
+/// What [`FlowControl::begin`] came to.
+#[derive(Debug)]
+pub enum Admitting {
+    /// Dispatched or refused without waiting.
+    Decided(Result<Admission, Rejection>),
+    /// Waiting in its queue.
+    Queued(Queued),
+}
+
+/// A request waiting in its queue. [`Queued::wait`] resolves when it is dispatched or its
+/// wait limit passes; dropping it (or the future) takes the request out of its queue.
+#[derive(Debug)]
+pub struct Queued {
+    waiter: Waiter,
+    matched: Arc<Matched>,
+    level: Arc<Level>,
+    arrival: Instant,
+    deadline: Instant,
+}
+
+impl Queued {
+    /// The schema and level the request waits under.
+    pub fn matched(&self) -> &Arc<Matched> {
+        &self.matched
+    }
+
+    /// Waits until the request is dispatched, or refuses it once its wait limit passes.
+    /// `control` is the engine that queued it.
+    pub async fn wait(mut self, control: &FlowControl) -> Result<Admission, Rejection> {
+        let outcome = tokio::time::timeout_at(self.deadline, &mut self.waiter.receiver).await;
+        let waited = Instant::now().saturating_duration_since(self.arrival);
+        self.waiter.armed = false;
+        match outcome {
+            Ok(Ok(ticket)) => Ok(FlowControl::admission(
+                self.matched,
+                self.level,
+                ticket,
+                waited,
+            )),
+            // The sender went away undispatched; cannot happen while the level lives.
+            Ok(Err(_)) => Err(control.reject(self.matched, RejectReason::TimeOut, waited)),
+            Err(_elapsed) => {
+                let removed = lock(&self.level.state).queues.remove_waiting(
+                    self.waiter.id,
+                    self.waiter.queue,
+                    true,
+                    Instant::now(),
+                );
+                // Not in its queue any more: it was dispatched just now.
+                let dispatched = if removed {
+                    None
+                } else {
+                    self.waiter.receiver.try_recv().ok()
+                };
+                match dispatched {
+                    Some(ticket) => Ok(FlowControl::admission(
+                        self.matched,
+                        self.level,
+                        ticket,
+                        waited,
+                    )),
+                    None => Err(control.reject(self.matched, RejectReason::TimeOut, waited)),
+                }
+            }
+        }
+    }
+}
+
 /// Removes a waiting request from its queue if its future is dropped; if it was dispatched in
 /// the meantime, gives its seats back.
+#[derive(Debug)]
 struct Waiter {
     level: Arc<Level>,
     id: u64,
