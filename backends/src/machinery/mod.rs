@@ -1,6 +1,7 @@
 //! API machinery shared by every resource: selectors, patches, content negotiation, name
 //! validation, Table output, protobuf bodies and the structural schemas of custom resources.
 
+pub mod gotime;
 pub mod managed;
 pub mod negotiation;
 pub mod patch;

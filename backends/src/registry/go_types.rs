@@ -6,20 +6,97 @@
 //! found with) and words the first mismatch as Go's `UnmarshalTypeError`: `json: cannot
 //! unmarshal number into Go struct field ConfigMap.data of type string`. As in Go, `null` and
 //! absent fields are zero values, map keys and list indices are not part of the field path,
-//! and fields the schema does not declare are left to the unknown-field handling.
+//! and fields the schema does not declare are left to the unknown-field handling. Time fields
+//! (`metav1.Time`, `metav1.MicroTime`) are parsed as Go parses them, so a time kube would
+//! refuse is refused with `time.Parse`'s words, and one it accepts in another form (an
+//! offset, a fraction `Time` drops) is written back as kube encodes it, in UTC.
 
 use serde_json::Value;
 
 use super::fields::{resolve_named, schema, Schema};
+use crate::machinery::gotime::{self, Layout};
 use crate::machinery::json_kind;
 
-/// The first value of `object` its Go field cannot hold, in Go's words; `None` when every
-/// field fits, or when `definition` has no known schema (custom resources are checked
-/// against their own schemas elsewhere).
-pub fn type_mismatch(definition: &str, object: &Value) -> Option<String> {
-    let schema = schema(definition)?;
+/// Decodes `object` as its Go type would and writes back what that changes: the first value
+/// its Go field cannot hold is the error, in Go's words; time fields are rewritten in the form
+/// kube encodes them in. Nothing is checked when `definition` has no known schema (custom
+/// resources are checked against their own schemas elsewhere).
+pub fn decode(definition: &str, object: &mut Value) -> Result<(), String> {
+    let Some(schema) = schema(definition) else {
+        return Ok(());
+    };
     let root_name = definition.rsplit('.').next().unwrap_or(definition);
-    check(&schema, &schema.root, object, root_name, &mut Vec::new())
+    let mut rewrite = false;
+    if let Some(error) = check(
+        &schema,
+        &schema.root,
+        object,
+        root_name,
+        &mut Vec::new(),
+        &mut rewrite,
+    ) {
+        return Err(error);
+    }
+    // Clients send times as kube writes them; only a body with one in another form is walked
+    // a second time.
+    if rewrite {
+        rewrite_times(&schema, &schema.root, object, 0);
+    }
+    Ok(())
+}
+
+/// The first value of `object` its Go field cannot hold, in Go's words; `None` when every
+/// field fits.
+#[cfg(test)]
+fn type_mismatch(definition: &str, object: &Value) -> Option<String> {
+    decode(definition, &mut object.clone()).err()
+}
+
+/// Rewrites every time field under `node` in kube's form (the walk [`check`] passed).
+fn rewrite_times(schema: &Schema, node: &Value, value: &mut Value, depth: usize) {
+    if depth > 64 || value.is_null() {
+        return;
+    }
+    let (node, named) = resolve_named(schema, node);
+    if flag(node, "x-kubernetes-preserve-unknown-fields")
+        || flag(node, "x-kubernetes-int-or-string")
+    {
+        return;
+    }
+    match node.get("type").and_then(Value::as_str) {
+        Some("string") if is_time(node) => {
+            if let Ok(canonical) = gotime::canonical(value, Layout::of_definition(named)) {
+                *value = canonical;
+            }
+        }
+        Some("array") => {
+            if let (Value::Array(items), Some(item_schema)) = (value, node.get("items")) {
+                for item in items {
+                    rewrite_times(schema, item_schema, item, depth + 1);
+                }
+            }
+        }
+        Some("object") | None => {
+            let Value::Object(map) = value else { return };
+            let properties = node.get("properties").and_then(Value::as_object);
+            let additional = node.get("additionalProperties").filter(|a| a.is_object());
+            for (key, child) in map.iter_mut() {
+                let child_schema = match properties {
+                    Some(properties) => properties.get(key),
+                    None => additional,
+                };
+                if let Some(child_schema) = child_schema {
+                    rewrite_times(schema, child_schema, child, depth + 1);
+                }
+            }
+        }
+        Some(_) => {}
+    }
+}
+
+/// A `date-time` string: a `metav1.Time` or `metav1.MicroTime` field.
+fn is_time(node: &Value) -> bool {
+    node.get("format").and_then(Value::as_str) == Some("date-time")
 }
 
 /// Checks `value` against `node`. `owner` is the Go struct holding the field being decoded and
@@ -31,6 +108,7 @@ fn check<'a>(
     value: &'a Value,
     owner: &str,
     path: &mut Vec<&'a str>,
+    rewrite: &mut bool,
 ) -> Option<String> {
     if path.len() > 64 || value.is_null() {
         return None;
@@ -48,16 +126,24 @@ fn check<'a>(
         };
     }
     match node.get("type").and_then(Value::as_str) {
+        Some("string") if is_time(node) => {
+            // metav1.Time decodes the value itself: a string `time.Parse` refuses, or anything
+            // but a string, fails inside it.
+            let layout = Layout::of_definition(named);
+            match gotime::unmarshal(value, layout) {
+                Ok(Some(t)) => {
+                    *rewrite |= !value
+                        .as_str()
+                        .is_some_and(|text| gotime::is_canonical(text, &t, layout));
+                    None
+                }
+                Ok(None) => None,
+                Err(error) => Some(error),
+            }
+        }
         Some("string") => {
             if value.is_string() {
                 return None;
-            }
-            if node.get("format").and_then(Value::as_str) == Some("date-time") {
-                // metav1.Time decodes a string itself: anything else fails inside it.
-                return Some(format!(
-                    "json: cannot unmarshal {} into Go value of type string",
-                    json_kind(value)
-                ));
             }
             mismatch(go_type(schema, node, named))
         }
@@ -92,7 +178,7 @@ fn check<'a>(
             let item_schema = node.get("items")?;
             items
                 .iter()
-                .find_map(|item| check(schema, item_schema, item, owner, path))
+                .find_map(|item| check(schema, item_schema, item, owner, path, rewrite))
         }
         Some("object") | None => {
             let properties = node.get("properties").and_then(Value::as_object);
@@ -109,7 +195,7 @@ fn check<'a>(
                 // A map: its values, under the map's own field name.
                 return additional.and_then(|additional| {
                     map.values()
-                        .find_map(|child| check(schema, additional, child, owner, path))
+                        .find_map(|child| check(schema, additional, child, owner, path, rewrite))
                 });
             };
             // The fields of this struct are reported as its own.
@@ -117,7 +203,7 @@ fn check<'a>(
             for (key, child) in map {
                 if let Some(child_schema) = properties.get(key) {
                     path.push(key);
-                    let error = check(schema, child_schema, child, owner, path);
+                    let error = check(schema, child_schema, child, owner, path, rewrite);
                     path.pop();
                     if error.is_some() {
                         return error;
@@ -206,6 +292,62 @@ mod tests {
 
     fn mismatch(definition: &str, object: Value) -> Option<String> {
         type_mismatch(&format!("io.k8s.api.{definition}"), &object)
+    }
+
+    #[test]
+    fn times_are_parsed_as_go_parses_them_and_written_back_in_utc() {
+        let mut lease = json!({"metadata": {"name": "l"},
+            "spec": {"holderIdentity": "me",
+                     "renewTime": "2026-11-29T02:00:00.500000+01:00",
+                     "acquireTime": "2026-11-29T01:00:00.000000Z"}});
+        decode("io.k8s.api.coordination.v1.Lease", &mut lease).expect("a good lease");
+        assert_eq!(
+            lease["spec"],
+            json!({"holderIdentity": "me",
+                   "renewTime": "2026-11-29T01:00:00.500000Z",
+                   "acquireTime": "2026-11-29T01:00:00.000000Z"})
+        );
+        let mut event = json!({"metadata": {"name": "e"},
+            "lastTimestamp": "2026-11-29T01:00:00.25-02:00",
+            "series": {"count": 2, "lastObservedTime": "2026-11-29T01:00:00.000001Z"}});
+        decode("io.k8s.api.core.v1.Event", &mut event).expect("a good event");
+        assert_eq!(event["lastTimestamp"], json!("2026-11-29T03:00:00Z"));
+        assert_eq!(
+            event["series"]["lastObservedTime"],
+            json!("2026-11-29T01:00:00.000001Z")
+        );
+
+        let micro = "2006-01-02T15:04:05.000000Z07:00";
+        for (definition, object, error) in [
+            (
+                "io.k8s.api.core.v1.Event",
+                json!({"eventTime": "2026-11-29T01:00:00Z"}),
+                format!(
+                    r#"parsing time "2026-11-29T01:00:00Z" as "{micro}": cannot parse "Z" as ".000000""#
+                ),
+            ),
+            (
+                "io.k8s.api.coordination.v1.Lease",
+                json!({"spec": {"renewTime": "garbage"}}),
+                format!(r#"parsing time "garbage" as "{micro}": cannot parse "garbage" as "2006""#),
+            ),
+            (
+                "io.k8s.api.core.v1.Event",
+                json!({"lastTimestamp": "yesterday"}),
+                r#"parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006""#
+                    .to_string(),
+            ),
+            (
+                "io.k8s.api.core.v1.Event",
+                json!({"firstTimestamp": 7}),
+                "json: cannot unmarshal number into Go value of type string".to_string(),
+            ),
+        ] {
+            let mut object = object;
+            let before = object.clone();
+            assert_eq!(decode(definition, &mut object), Err(error));
+            assert_eq!(object, before, "a refused body is left as it was");
+        }
     }
 
     #[test]

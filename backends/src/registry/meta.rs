@@ -150,6 +150,19 @@ pub(crate) fn check_namespace(
     }
 }
 
+/// kube's `checkName` for an update or a patch: the object must name what the URL names.
+pub(crate) fn check_name(object: &Value, url_name: &str) -> ApiResult<()> {
+    match object_name(object) {
+        "" => Err(ApiError::bad_request(format!(
+            "the name of the object ({url_name} based on URL) was undeterminable: name must be provided"
+        ))),
+        name if name != url_name => Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({url_name})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Whether two objects differ outside `metadata` and `status` (a spec change, which bumps
 /// `metadata.generation` for resources that track it).
 pub(crate) fn spec_changed(new: &Value, old: &Value) -> bool {

@@ -466,14 +466,20 @@ async fn dry_run_and_field_validation() {
     assert!(dry["metadata"]["uid"].is_string());
     let (code, _) = call(&f, "GET", &format!("{CMS}/dry"), None).await;
     assert_eq!(code, 404, "dry run must not persist");
-    let (code, _) = call(
+    // Options kube's `ValidateCreateOptions` refuses: 422, naming the options kind.
+    let (code, s) = call(
         &f,
         "POST",
         &format!("{CMS}?dryRun=Some"),
         Some(cm("dry", json!({}))),
     )
     .await;
-    assert_eq!(code, 400);
+    assert_eq!(code, 422);
+    assert_eq!(
+        s["message"],
+        r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All""#
+    );
+    assert_eq!(s["details"]["causes"][0]["field"], "dryRun");
 
     let mut bad = cm("fv", json!({}));
     bad["dta"] = json!({"x": "y"});
@@ -516,14 +522,78 @@ async fn dry_run_and_field_validation() {
         }
         ApiResponse::Watch(_) => panic!(),
     }
-    let (code, _) = call(
+    let (code, s) = call(
         &f,
         "POST",
         &format!("{CMS}?fieldValidation=Bogus"),
         Some(bad),
     )
     .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        s["message"],
+        r#"CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Bogus": supported values: "", "Ignore", "Strict", "Warn""#
+    );
+}
+
+#[tokio::test]
+async fn bad_delete_options_delete_nothing() {
+    let f = fixture().await;
+    let (code, _) = call(&f, "POST", CMS, Some(cm("kept", json!({})))).await;
+    assert_eq!(code, 201);
+    for (query, body, message) in [
+        (
+            "?propagationPolicy=Bogus",
+            None,
+            r#"DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Bogus": supported values: "Foreground", "Background", "Orphan", "nil""#,
+        ),
+        (
+            "?propagationPolicy=Orphan&orphanDependents=true",
+            None,
+            r#"DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#,
+        ),
+        (
+            "?dryRun=Foo",
+            None,
+            r#"DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Foo"]: supported values: "All""#,
+        ),
+        (
+            "",
+            Some(json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All", "x"]})),
+            r#"DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["All","x"]: supported values: "All""#,
+        ),
+    ] {
+        for target in [format!("{CMS}/kept{query}"), format!("{CMS}{query}")] {
+            let (code, s) = call(&f, "DELETE", &target, body.clone()).await;
+            assert_eq!(
+                (code, s["message"].as_str()),
+                (422, Some(message)),
+                "{target}"
+            );
+        }
+    }
+    let (code, _) = call(&f, "GET", &format!("{CMS}/kept"), None).await;
+    assert_eq!(code, 200, "nothing was deleted");
+    let (code, s) = call(
+        &f,
+        "DELETE",
+        &format!("{CMS}/kept?orphanDependents=maybe"),
+        None,
+    )
+    .await;
     assert_eq!(code, 400);
+    assert_eq!(
+        s["message"],
+        r#"strconv.ParseBool: parsing "maybe": invalid syntax"#
+    );
+    let (code, _) = call(
+        &f,
+        "DELETE",
+        &format!("{CMS}/kept?propagationPolicy=Background"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
 }
 
 #[tokio::test]
@@ -1456,4 +1526,70 @@ async fn access_reviews_through_the_registry() {
     )
     .await;
     assert_eq!(code, 405);
+}
+
+#[tokio::test]
+async fn patches_and_updates_may_not_rename_or_move_an_object() {
+    let f = fixture().await;
+    let (code, _) = call(&f, "POST", CMS, Some(cm("stay", json!({})))).await;
+    assert_eq!(code, 201);
+    let target = format!("{CMS}/stay");
+    let moved =
+        "the namespace of the provided object does not match the namespace sent on the request";
+    for (content_type, patch, message) in [
+        (
+            "application/strategic-merge-patch+json",
+            json!({"metadata": {"namespace": "other"}, "data": {"q": "1"}}),
+            moved.to_string(),
+        ),
+        (
+            "application/merge-patch+json",
+            json!({"metadata": {"namespace": "other"}, "data": {"q": "1"}}),
+            moved.to_string(),
+        ),
+        (
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/metadata/name", "value": "zz"}]),
+            "the name of the object (zz) does not match the name on the URL (stay)".to_string(),
+        ),
+        (
+            "application/merge-patch+json",
+            json!({"metadata": {"name": null}}),
+            "the name of the object (stay based on URL) was undeterminable: name must be provided"
+                .to_string(),
+        ),
+    ] {
+        let (code, s) = call_typed(&f, "PATCH", &target, Some(patch.clone()), content_type).await;
+        assert_eq!(
+            (code, s["message"].as_str()),
+            (400, Some(message.as_str())),
+            "{patch}"
+        );
+    }
+    // A patch that names the request's namespace and name, or leaves them out, is fine.
+    let (code, s) = call_typed(
+        &f,
+        "PATCH",
+        &target,
+        Some(json!({"metadata": {"namespace": "default", "name": "stay"}, "data": {"q": "2"}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200, "{s}");
+    let mut nameless = cm("", json!({}));
+    nameless["metadata"].as_object_mut().unwrap().remove("name");
+    let (code, s) = call(&f, "PUT", &target, Some(nameless)).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        s["message"],
+        "the name of the object (stay based on URL) was undeterminable: name must be provided"
+    );
+    let (code, current) = call(&f, "GET", &target, None).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        current["data"],
+        json!({"k": "stay", "q": "2"}),
+        "only the good patch landed"
+    );
+    assert_eq!(current["metadata"]["namespace"], "default");
 }

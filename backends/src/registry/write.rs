@@ -14,8 +14,8 @@ use serde_json::{json, Map, Value};
 use super::apply::{check_no_force, Tracker};
 use super::encode;
 use super::meta::{
-    check_namespace, check_type, finalizers, meta_field, meta_str, metadata_mut, now_rfc3339,
-    object_name, requested_revision, spec_changed, unchanged,
+    check_name, check_namespace, check_type, finalizers, meta_field, meta_str, metadata_mut,
+    now_rfc3339, object_name, requested_revision, spec_changed, unchanged,
 };
 use super::{store_error, Registry};
 use crate::api::{ApiRequest, ApiResponse};
@@ -79,26 +79,57 @@ pub(super) fn field_validation(request: &ApiRequest) -> ApiResult<FieldValidatio
         "" | "Warn" => Ok(FieldValidation::Warn),
         "Ignore" => Ok(FieldValidation::Ignore),
         "Strict" => Ok(FieldValidation::Strict),
-        other => Err(ApiError::bad_request(format!(
-            "fieldValidation parameter unsupported: {other}"
-        ))),
+        other => Err(invalid_options(
+            request,
+            vec![status::field_not_supported(
+                "fieldValidation",
+                other,
+                &["", "Ignore", "Strict", "Warn"],
+            )],
+        )),
     }
 }
 
-fn dry_run(request: &ApiRequest) -> ApiResult<bool> {
-    let mut all = false;
-    for (k, v) in &request.query {
-        if k == "dryRun" {
-            if v == "All" {
-                all = true;
-            } else {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid dry run value: {v}: supported values: \"All\""
-                )));
-            }
-        }
+/// The options kind kube decodes a write's query into (`CreateOptions` for a POST...).
+fn options_kind(request: &ApiRequest) -> &'static str {
+    match request.method.as_str() {
+        "POST" => "CreateOptions",
+        "PUT" => "UpdateOptions",
+        "PATCH" => "PatchOptions",
+        _ => "DeleteOptions",
     }
-    Ok(all)
+}
+
+/// kube's 422 for options that fail `Validate{Create,Update,Patch,Delete}Options`.
+fn invalid_options(request: &ApiRequest, causes: Vec<status::StatusCause>) -> ApiError {
+    ApiError::invalid("meta.k8s.io", options_kind(request), "", causes)
+}
+
+/// `ValidateDryRun`'s cause: every value must be `All`; the bad value is the whole list, as
+/// Go prints it (JSON).
+fn dry_run_cause(values: &[&str]) -> Option<status::StatusCause> {
+    if values.iter().all(|v| *v == "All") {
+        return None;
+    }
+    let listed = serde_json::to_string(values).unwrap_or_default();
+    Some(status::StatusCause {
+        reason: "FieldValueNotSupported".into(),
+        message: format!("Unsupported value: {listed}: supported values: \"All\""),
+        field: "dryRun".into(),
+    })
+}
+
+fn dry_run(request: &ApiRequest) -> ApiResult<bool> {
+    let values: Vec<&str> = request
+        .query
+        .iter()
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    match dry_run_cause(&values) {
+        Some(cause) => Err(invalid_options(request, vec![cause])),
+        None => Ok(!values.is_empty()),
+    }
 }
 
 /// Decodes a request body in its content type (JSON, YAML or protobuf).
@@ -200,12 +231,13 @@ impl Serialize for MetaAsStored<'_> {
 
 /// kube's decoding of a request body into the kind's Go type, which comes before anything
 /// else looks at it: the strategy's own checks (base64, and worded kind by kind), then every
-/// field's JSON type against the kind's schema. Failures are 400s, and nothing is written.
-fn check_decoding(def: &ResourceDef, object: &Value) -> ApiResult<()> {
+/// field's JSON type against the kind's schema, time fields parsed (and written back in
+/// kube's form). Failures are 400s, and nothing is written.
+fn check_decoding(def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
     def.strategy.check_decode(object)?;
-    match super::go_types::type_mismatch(&def.definition, object) {
-        None => Ok(()),
-        Some(error) => Err(ApiError::bad_request(format!(
+    match super::go_types::decode(&def.definition, object) {
+        Ok(()) => Ok(()),
+        Err(error) => Err(ApiError::bad_request(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}",
             kind = def.kind,
             version = def.version,
@@ -432,7 +464,7 @@ impl Registry {
                 meta.remove("generation");
             }
         }
-        check_decoding(def, &object)?;
+        check_decoding(def, &mut object)?;
         def.strategy.prepare_for_create(&mut object);
         if let Some(tracker) = mode.tracker {
             tracker.created(&mut object);
@@ -580,15 +612,7 @@ impl Registry {
         let expected_kind = def.kind.clone();
         check_type(&mut body, def, &expected_kind)?;
         check_namespace(&mut body, def, &info.namespace)?;
-        let body_name = object_name(&body).to_string();
-        if body_name.is_empty() {
-            metadata_mut(&mut body).insert("name".into(), json!(info.name));
-        } else if body_name != info.name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({})",
-                info.name
-            )));
-        }
+        check_name(&body, &info.name)?;
         let warnings = self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
         let subresource = info.subresource.clone();
         let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
@@ -698,6 +722,10 @@ impl Registry {
                             return Err(ApiError::internal("apply patches are refused above"))
                         }
                     };
+                    // A patch may not move the object: its namespace and name stay the
+                    // request's (kube's patcher checks both after patching).
+                    check_namespace(&mut patched, def, &info.namespace)?;
+                    check_name(&patched, &info.name)?;
                     // The current resourceVersion rides along in the patched object; it is a
                     // precondition only when the patch changed it (as kube's patcher sees
                     // it); otherwise conflicts are retried against the fresh object.
@@ -750,7 +778,7 @@ impl Registry {
                     "the patched or updated object must be a JSON object",
                 ));
             }
-            check_decoding(def, &object)?;
+            check_decoding(def, &mut object)?;
             if let Some(map) = object.as_object_mut() {
                 map.insert("apiVersion".into(), json!(def.api_version()));
                 map.insert("kind".into(), json!(def.kind));
@@ -1133,6 +1161,21 @@ impl DeleteOptions {
             ..Default::default()
         };
         if request.body.is_empty() {
+            // kube decodes the query into the options when there is no body, and validates
+            // them before anything is deleted.
+            options.orphan_dependents = match request.param("orphanDependents") {
+                None => None,
+                Some(flag) => Some(parse_go_bool(flag).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "strconv.ParseBool: parsing \"{flag}\": invalid syntax"
+                    ))
+                })?),
+            };
+            check_propagation(
+                request,
+                request.param("propagationPolicy"),
+                options.orphan_dependents,
+            )?;
             return Ok(options);
         }
         let body = decode_request_body(request)?;
@@ -1144,17 +1187,11 @@ impl DeleteOptions {
             }
         }
         if let Some(dry) = body.get("dryRun").and_then(Value::as_array) {
-            for v in dry {
-                match v.as_str() {
-                    Some("All") => options.dry_run = true,
-                    other => {
-                        return Err(ApiError::bad_request(format!(
-                            "Invalid dry run value: {}: supported values: \"All\"",
-                            other.unwrap_or("")
-                        )))
-                    }
-                }
+            let values: Vec<&str> = dry.iter().map(|v| v.as_str().unwrap_or("")).collect();
+            if let Some(cause) = dry_run_cause(&values) {
+                return Err(invalid_options(request, vec![cause]));
             }
+            options.dry_run |= !values.is_empty();
         }
         if let Some(pre) = body.get("preconditions") {
             options.precondition_uid = pre.get("uid").and_then(Value::as_str).map(str::to_string);
@@ -1164,21 +1201,53 @@ impl DeleteOptions {
                 .map(str::to_string);
         }
         options.orphan_dependents = body.get("orphanDependents").and_then(Value::as_bool);
-        if let Some(policy) = body.get("propagationPolicy").and_then(Value::as_str) {
-            if !["Orphan", "Background", "Foreground"].contains(&policy) {
-                return Err(ApiError::invalid(
-                    "meta.k8s.io",
-                    "DeleteOptions",
-                    "",
-                    vec![status::field_not_supported(
-                        "propagationPolicy",
-                        policy,
-                        &["Foreground", "Background", "Orphan", "nil"],
-                    )],
-                ));
-            }
-        }
+        check_propagation(
+            request,
+            body.get("propagationPolicy").and_then(Value::as_str),
+            options.orphan_dependents,
+        )?;
         Ok(options)
+    }
+}
+
+/// `ValidateDeleteOptions` on the propagation policy: one of kube's three, and not together
+/// with the deprecated `orphanDependents`.
+fn check_propagation(
+    request: &ApiRequest,
+    policy: Option<&str>,
+    orphan_dependents: Option<bool>,
+) -> ApiResult<()> {
+    let Some(policy) = policy else {
+        return Ok(());
+    };
+    let mut causes = Vec::new();
+    if orphan_dependents.is_some() {
+        causes.push(status::field_invalid(
+            "propagationPolicy",
+            policy,
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if !["Orphan", "Background", "Foreground"].contains(&policy) {
+        causes.push(status::field_not_supported(
+            "propagationPolicy",
+            policy,
+            &["Foreground", "Background", "Orphan", "nil"],
+        ));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_options(request, causes))
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
     }
 }
 

@@ -8,9 +8,10 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
+use crate::machinery::gotime::{self, Layout};
 use crate::machinery::json_kind;
 
 /// What a `metadata` value decodes to.
@@ -420,189 +421,19 @@ fn go_json_float(f: f64) -> String {
 
 // ---- metav1.Time ------------------------------------------------------------------------
 
-const RFC3339: &str = "2006-01-02T15:04:05Z07:00";
-
 /// `metav1.Time.UnmarshalJSON`: `null` is the zero time (`None` here), a string is parsed by
 /// `time.Parse(time.RFC3339, ..)`; anything else fails like `json.Unmarshal` into a string.
 fn time(v: &Value) -> Result<Option<DateTime<Utc>>, Immediate> {
-    match v {
-        Value::Null => Ok(None),
-        Value::String(s) => parse_rfc3339(s).map(Some).map_err(Immediate),
-        other => Err(Immediate(format!(
-            "json: cannot unmarshal {} into Go value of type string",
-            json_kind(other)
-        ))),
-    }
+    gotime::unmarshal(v, Layout::Rfc3339).map_err(Immediate)
 }
 
 fn is_zero_time(t: &DateTime<Utc>) -> bool {
-    Utc.with_ymd_and_hms(1, 1, 1, 0, 0, 0)
-        .single()
-        .is_some_and(|zero| *t == zero)
+    gotime::is_zero(t)
 }
 
 /// `metav1.Time` encodes UTC, whole seconds.
 fn format_time(t: &DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// Go's `time` package `quote`: non-ASCII and control bytes as `\xNN`.
-fn go_time_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        if !c.is_ascii() || c < ' ' {
-            let mut buf = [0u8; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("\\x{b:02x}"));
-            }
-        } else {
-            if c == '"' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Go's `getnum`: one or two leading digits (exactly two when `fixed`).
-fn getnum(s: &[u8], fixed: bool) -> Option<(u32, usize)> {
-    let digit = |i: usize| {
-        s.get(i)
-            .filter(|b| b.is_ascii_digit())
-            .map(|b| u32::from(b - b'0'))
-    };
-    let first = digit(0)?;
-    match digit(1) {
-        Some(second) => Some((first * 10 + second, 2)),
-        None if fixed => None,
-        None => Some((first, 1)),
-    }
-}
-
-/// `time.Parse(time.RFC3339, value)` with Go's error texts (`parsing time "x" as
-/// "2006-01-02T15:04:05Z07:00": cannot parse "x" as "2006"`, `...: month out of range`).
-fn parse_rfc3339(value: &str) -> Result<DateTime<Utc>, String> {
-    let q = go_time_quote;
-    let cannot = |rest: &[u8], elem: &str| {
-        format!(
-            "parsing time {} as {}: cannot parse {} as {}",
-            q(value),
-            q(RFC3339),
-            q(&String::from_utf8_lossy(rest)),
-            q(elem)
-        )
-    };
-    let out_of_range = |what: &str| format!("parsing time {}: {what} out of range", q(value));
-    let bytes = value.as_bytes();
-    let mut at = 0usize;
-    let literal = |at: &mut usize, lit: u8| -> Result<(), String> {
-        if bytes.get(*at) == Some(&lit) {
-            *at += 1;
-            Ok(())
-        } else {
-            Err(cannot(&bytes[*at..], &(lit as char).to_string()))
-        }
-    };
-    // Each element: (layout text, fixed width, range limit and its name).
-    let number = |at: &mut usize, elem: &str, fixed: bool| -> Result<u32, String> {
-        let (n, width) = getnum(&bytes[*at..], fixed).ok_or_else(|| cannot(&bytes[*at..], elem))?;
-        *at += width;
-        Ok(n)
-    };
-
-    if bytes.len() < 4 || !bytes[..4].iter().all(u8::is_ascii_digit) {
-        return Err(cannot(bytes, "2006"));
-    }
-    let year = bytes[..4]
-        .iter()
-        .fold(0i32, |y, b| y * 10 + i32::from(b - b'0'));
-    at += 4;
-    literal(&mut at, b'-')?;
-    let month = number(&mut at, "01", true)?;
-    if !(1..=12).contains(&month) {
-        return Err(out_of_range("month"));
-    }
-    literal(&mut at, b'-')?;
-    let day = number(&mut at, "02", true)?;
-    literal(&mut at, b'T')?;
-    let hour = number(&mut at, "15", false)?;
-    if hour >= 24 {
-        return Err(out_of_range("hour"));
-    }
-    literal(&mut at, b':')?;
-    let minute = number(&mut at, "04", true)?;
-    if minute >= 60 {
-        return Err(out_of_range("minute"));
-    }
-    literal(&mut at, b':')?;
-    let second = number(&mut at, "05", true)?;
-    if second >= 60 {
-        return Err(out_of_range("second"));
-    }
-    // A fraction the layout does not name is still read (up to nanoseconds).
-    let mut nanos = 0u32;
-    if matches!(bytes.get(at), Some(b'.' | b','))
-        && bytes.get(at + 1).is_some_and(u8::is_ascii_digit)
-    {
-        let digits = bytes[at + 1..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        for i in 0..9 {
-            let d = bytes
-                .get(at + 1 + i)
-                .filter(|_| i < digits)
-                .map_or(0, |b| u32::from(b - b'0'));
-            nanos = nanos * 10 + d;
-        }
-        at += 1 + digits;
-    }
-    let zone_start = at;
-    let offset_seconds: i64 = if bytes.get(at) == Some(&b'Z') {
-        at += 1;
-        0
-    } else {
-        let rest = &bytes[zone_start..];
-        let bad = || cannot(rest, "Z07:00");
-        if rest.len() < 6 || rest[3] != b':' {
-            return Err(bad());
-        }
-        let hh = getnum(&rest[1..3], true).map(|(n, _)| n);
-        let mm = hh.and_then(|_| getnum(&rest[4..6], true).map(|(n, _)| n));
-        let (h, m) = (hh.unwrap_or(0), mm.unwrap_or(0));
-        if h > 24 {
-            return Err(out_of_range("time zone offset hour"));
-        }
-        if m > 60 {
-            return Err(out_of_range("time zone offset minute"));
-        }
-        let sign = match rest[0] {
-            b'+' => 1,
-            b'-' => -1,
-            _ => return Err(bad()),
-        };
-        if mm.is_none() {
-            return Err(bad());
-        }
-        at += 6;
-        sign * i64::from(h * 3600 + m * 60)
-    };
-    if at < bytes.len() {
-        return Err(format!(
-            "parsing time {}: extra text: {}",
-            q(value),
-            q(&String::from_utf8_lossy(&bytes[at..]))
-        ));
-    }
-    let date = NaiveDate::from_ymd_opt(year, month, day)
-        .ok_or_else(|| format!("parsing time {}: day out of range", q(value)))?;
-    let local = date
-        .and_hms_nano_opt(hour, minute, second, nanos)
-        .ok_or_else(|| out_of_range("second"))?;
-    Ok(Utc.from_utc_datetime(&local) - chrono::Duration::seconds(offset_seconds))
+    gotime::format(t, Layout::Rfc3339)
 }
 
 #[cfg(test)]
