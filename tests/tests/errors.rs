@@ -279,3 +279,57 @@ fn fields_of_the_wrong_type_are_refused_as_kubes_decoding_refuses_them() {
         "a refused object was stored: {listed}"
     );
 }
+
+#[test]
+fn kubectl_meets_kubes_decoding_of_times_patches_and_delete_options() {
+    let gate = Kubegate::start();
+    // A MicroTime without its six fractional digits is refused with time.Parse's words: such
+    // an event, stored, would break `kubectl events` and `describe` for its namespace.
+    let event = "apiVersion: v1\nkind: Event\nmetadata: {name: ev}\ninvolvedObject: {kind: ConfigMap, name: app, namespace: default}\nreason: X\ntype: Normal\neventTime: \"2026-11-29T01:00:00Z\"\nreportingComponent: me\nreportingInstance: i\naction: A\n";
+    let out = gate.kubectl_stdin(&["create", "-f", "-"], Some(event));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(r#"Error from server (BadRequest): error when creating "STDIN": Event in version "v1" cannot be handled as a Event: parsing time "2026-11-29T01:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000""#),
+        "{stderr}"
+    );
+    // A good time in another form is kept as kube writes it back: in UTC.
+    let lease = "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: l}\nspec: {renewTime: \"2026-11-29T02:00:00.500000+01:00\"}\n";
+    gate.kubectl_stdin(&["create", "-f", "-"], Some(lease));
+    assert_eq!(
+        gate.ok(&["get", "lease", "l", "-o", "jsonpath={.spec.renewTime}"]),
+        "2026-11-29T01:00:00.500000Z"
+    );
+
+    // `kubectl apply` (strict field validation) of a field ConfigMaps do not have, on an
+    // existing object: kube's patcher refuses the patch with a 422 on `patch`.
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {a: b}\n";
+    gate.kubectl_stdin(&["apply", "-f", "-"], Some(manifest));
+    let bogus = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\nbogus: 1\ndata: {a: c}\n";
+    let out = gate.kubectl_stdin(&["apply", "-f", "-"], Some(bogus));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr
+            .contains("The request is invalid: patch: Invalid value: \"map[bogus:1 data:map[a:c] ")
+            && stderr.contains(r#"strict decoding error: unknown field "bogus""#),
+        "{stderr}"
+    );
+    assert_eq!(
+        gate.ok(&["get", "cm", "app", "-o", "jsonpath={.data.a}"]),
+        "b"
+    );
+
+    // Delete options kube refuses delete nothing.
+    let path = "/api/v1/namespaces/default/configmaps/app?propagationPolicy=Bogus";
+    let (code, body) = gate.curl("DELETE", path, &[], None);
+    assert_eq!(code, 422, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        status(&body)["message"],
+        r#"DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Bogus": supported values: "Foreground", "Background", "Orphan", "nil""#
+    );
+    assert_eq!(
+        gate.ok(&["get", "cm", "app", "-o", "name"]).trim(),
+        "configmap/app"
+    );
+}

@@ -7,6 +7,7 @@
 //! parse errors back, so the grammar and messages follow kube byte for byte rather than a
 //! cleaner design of our own.
 
+use crate::machinery::go_quote;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -916,38 +917,6 @@ fn aggregate(errors: Vec<String>) -> String {
     } else {
         format!("[{}]", seen.join(", "))
     }
-}
-
-/// Go's `%q` for a string (`strconv.Quote`): printable characters kept, others escaped.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// How Go's `encoding/json` prints a `[]string` bad value inside a field error: `null` for the

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use crate::machinery::go_quote;
 use crate::status::{field_forbidden, field_required, StatusCause};
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
@@ -316,32 +317,6 @@ fn mask_trailing_dash(name: &str) -> String {
         return format!("{}a", &name[..name.len() - 1]);
     }
     name.to_string()
-}
-
-/// Go's `%q` for a string, as kube's field errors print bad string values.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A `field.Invalid` cause whose bad value is rendered by `render` (kube prints strings with

@@ -367,7 +367,9 @@ impl Registry {
         let mode = WriteMode::client(request)?;
         // Fields the kind does not have are dropped from the configuration (with the warnings
         // or the error `fieldValidation` asks for), so nobody is made their owner.
-        let warnings = self.handle_unknown_fields(def, &mut config, field_validation(request)?)?;
+        let warnings = self
+            .unknown_fields(def, &mut config, field_validation(request)?)
+            .map_err(ApiError::bad_request)?;
         for _ in 0..MAX_APPLY_ATTEMPTS {
             let updated = self
                 .update_object(

@@ -958,7 +958,7 @@ async fn unknown_fields_are_never_stored_and_strict_patches_write_nothing() {
     let (_, stored) = call(&f, "GET", &format!("{CMS}/w"), None).await;
     assert!(stored.get("bogus").is_none(), "{stored}");
     let before = rv(&stored);
-    let (code, _) = call_typed(
+    let (code, s) = call_typed(
         &f,
         "PATCH",
         &format!("{CMS}/w?fieldValidation=Strict"),
@@ -966,7 +966,35 @@ async fn unknown_fields_are_never_stored_and_strict_patches_write_nothing() {
         "application/merge-patch+json",
     )
     .await;
-    assert_eq!(code, 400);
+    // kube's patcher: 422 on `patch`, the patched object (with the unknown field) as its value.
+    assert_eq!(code, 422, "{s}");
+    let message = s["details"]["causes"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains(r#"\"bogus\":1"#), "{s}");
+    assert!(
+        message.ends_with(r#": strict decoding error: unknown field "bogus""#),
+        "{s}"
+    );
+    // A body (create) names its kind and version, as kube's decoder does.
+    let (code, s) = call(
+        &f,
+        "POST",
+        &format!("{CMS}?fieldValidation=Strict"),
+        Some(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}, "bogus": 1}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, s["message"].as_str()),
+        (
+            400,
+            Some(
+                r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "bogus""#
+            )
+        )
+    );
     let (_, after) = call(&f, "GET", &format!("{CMS}/w"), None).await;
     assert_eq!(rv(&after), before, "a refused patch must not write");
     // A patch whose text merely mentions resourceVersion is not a precondition.
@@ -1018,8 +1046,40 @@ async fn fields_of_the_wrong_json_type_are_refused_by_every_write_and_never_stor
             content_type,
         )
         .await;
-        assert_eq!(code, 400, "{content_type}: {status}");
-        assert_eq!(status["message"], refused, "{content_type}: {status}");
+        let error =
+            "json: cannot unmarshal number into Go struct field ConfigMap.data of type string";
+        match content_type {
+            // An apply configuration is decoded as a body is.
+            "application/apply-patch+yaml" => {
+                assert_eq!(code, 400, "{content_type}: {status}");
+                assert_eq!(status["message"], refused, "{content_type}: {status}");
+            }
+            // kube's patcher: 422 on `patch`, the value the patch (strategic merge) or the
+            // patched object (JSON and merge patches) as Go prints it.
+            _ => {
+                assert_eq!(code, 422, "{content_type}: {status}");
+                let cause = &status["details"]["causes"][0];
+                assert_eq!(cause["field"], "patch", "{status}");
+                let message = cause["message"].as_str().unwrap_or_default();
+                assert!(message.ends_with(&format!(": {error}")), "{status}");
+                if content_type.contains("strategic") {
+                    assert_eq!(
+                        message,
+                        format!("Invalid value: \"map[data:map[b:2]]\": {error}")
+                    );
+                } else {
+                    assert!(
+                        message.starts_with(r#"Invalid value: "{\"apiVersion\":\"v1\",\"data\":{\"a\":\"1\",\"b\":2},\"kind\":\"ConfigMap\",\"metadata\":{"#),
+                        "{status}"
+                    );
+                }
+                assert_eq!(
+                    status["message"],
+                    format!(" \"\" is invalid: patch: {message}"),
+                    "{status}"
+                );
+            }
+        }
     }
     let mut replaced = created.clone();
     replaced["immutable"] = json!("yes");

@@ -235,13 +235,89 @@ impl Serialize for MetaAsStored<'_> {
 /// kube's form). Failures are 400s, and nothing is written.
 fn check_decoding(def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
     def.strategy.check_decode(object)?;
-    match super::go_types::decode(&def.definition, object) {
-        Ok(()) => Ok(()),
-        Err(error) => Err(ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}",
-            kind = def.kind,
-            version = def.version,
-        ))),
+    super::go_types::decode(&def.definition, object).map_err(|error| decode_error(def, &error))
+}
+
+/// kube's 400 for a body its decoder refuses (`transformDecodeError`).
+fn decode_error(def: &ResourceDef, error: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}",
+        kind = def.kind,
+        version = def.version,
+    ))
+}
+
+/// kube's patcher's 422 for a patched object that does not decode: `patch: Invalid value:`
+/// the patched object's JSON (keys sorted, as Go writes a map) for JSON and merge patches,
+/// the patch as Go prints a map (`map[data:map[a:1]]`) for a strategic merge patch.
+fn invalid_patch(
+    patch_type: PatchType,
+    patch_bytes: &[u8],
+    patched: &Value,
+    error: &str,
+) -> ApiError {
+    let value = match patch_type {
+        PatchType::StrategicMerge => serde_json::from_slice::<Value>(patch_bytes)
+            .map(|patch| go_print(&patch))
+            .unwrap_or_default(),
+        _ => sorted_json(patched),
+    };
+    ApiError::invalid(
+        "",
+        "",
+        "",
+        vec![StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!(
+                "Invalid value: {}: {error}",
+                crate::machinery::go_quote(&value)
+            ),
+            field: "patch".into(),
+        }],
+    )
+}
+
+/// JSON with every object's keys sorted, as Go's `json.Marshal` writes a map.
+fn sorted_json(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&map[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    serde_json::to_string(&sorted(value)).unwrap_or_default()
+}
+
+/// A decoded JSON value as Go's `%+v` prints it (maps with sorted keys, slices in brackets,
+/// strings bare, `<nil>`).
+fn go_print(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_print).collect::<Vec<_>>().join(" ")
+        ),
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k}:{}", go_print(&map[k])))
+                .collect();
+            format!("map[{}]", fields.join(" "))
+        }
     }
 }
 
@@ -286,12 +362,26 @@ impl Registry {
     /// Unknown fields per `fieldValidation`: an error under Strict, warnings under Warn; in
     /// every mode they are then dropped, as kube's typed decoding drops them, so they are
     /// never stored.
+    /// [`Registry::unknown_fields`] for a create or an update, whose strict decoding error
+    /// is kube's 400 for a body it cannot decode.
     pub(super) fn handle_unknown_fields(
         &self,
         def: &ResourceDef,
         object: &mut Value,
         mode: FieldValidation,
     ) -> ApiResult<Vec<String>> {
+        self.unknown_fields(def, object, mode)
+            .map_err(|error| decode_error(def, &error))
+    }
+
+    /// Drops the fields the kind does not have; their warnings under `Warn`, kube's strict
+    /// decoding error (`strict decoding error: unknown field "x"`) under `Strict`.
+    pub(super) fn unknown_fields(
+        &self,
+        def: &ResourceDef,
+        object: &mut Value,
+        mode: FieldValidation,
+    ) -> Result<Vec<String>, String> {
         let unknown = match def.strategy.prune_unknown_fields(object) {
             Some(unknown) => unknown,
             None => super::fields::prune_unknown_fields(&def.definition, object),
@@ -304,10 +394,7 @@ impl Registry {
             .map(|f| format!("unknown field \"{f}\""))
             .collect();
         if mode == FieldValidation::Strict {
-            return Err(ApiError::bad_request(format!(
-                "strict decoding error: {}",
-                messages.join(", ")
-            )));
+            return Err(format!("strict decoding error: {}", messages.join(", ")));
         }
         Ok(if mode == FieldValidation::Warn {
             messages
@@ -712,7 +799,7 @@ impl Registry {
                     ..WriteMode::client(request)?
                 },
                 |current| {
-                    let mut patched = match patch_type {
+                    let patched = match patch_type {
                         PatchType::Json => patch::json_patch(current, &patch_bytes)?,
                         PatchType::Merge => patch::merge_patch(current, &patch_bytes)?,
                         PatchType::StrategicMerge => {
@@ -722,6 +809,19 @@ impl Registry {
                             return Err(ApiError::internal("apply patches are refused above"))
                         }
                     };
+                    // The patched object is decoded into the kind's Go type as kube's patcher
+                    // does: a field of the wrong type, or one the kind does not have (under
+                    // Strict), fails the patch with a 422 on `patch`.
+                    let refused =
+                        |error: &str| invalid_patch(patch_type, &patch_bytes, &patched, error);
+                    let mut decoded = patched.clone();
+                    super::go_types::decode(&def.definition, &mut decoded)
+                        .map_err(|error| refused(&error))?;
+                    let found = self
+                        .unknown_fields(def, &mut decoded, mode)
+                        .map_err(|error| refused(&error))?;
+                    *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
+                    let mut patched = decoded;
                     // A patch may not move the object: its namespace and name stay the
                     // request's (kube's patcher checks both after patching).
                     check_namespace(&mut patched, def, &info.namespace)?;
@@ -733,9 +833,6 @@ impl Registry {
                     {
                         metadata_mut(&mut patched).remove("resourceVersion");
                     }
-                    // Unknown fields are judged before anything is written.
-                    let found = self.handle_unknown_fields(def, &mut patched, mode)?;
-                    *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
                     Ok(patched)
                 },
             )
