@@ -55,6 +55,53 @@ enum ReadAt {
     Exact(Revision),
 }
 
+/// kube's `ValidateListOptions` for a LIST (not a watch): every cause, in kube's order.
+fn validate_list_options(request: &ApiRequest) -> ApiResult<()> {
+    use crate::status::{field_forbidden, field_not_supported};
+    let rv = request.param("resourceVersion").unwrap_or("");
+    let matching = request.param("resourceVersionMatch").unwrap_or("");
+    let mut causes = Vec::new();
+    if !matching.is_empty() {
+        const FIELD: &str = "resourceVersionMatch";
+        if rv.is_empty() {
+            causes.push(field_forbidden(
+                FIELD,
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if !request.param("continue").unwrap_or("").is_empty() {
+            causes.push(field_forbidden(
+                FIELD,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if matching != "Exact" && matching != "NotOlderThan" {
+            causes.push(field_not_supported(
+                FIELD,
+                matching,
+                &["Exact", "NotOlderThan", ""],
+            ));
+        }
+        if matching == "Exact" && rv == "0" {
+            causes.push(field_forbidden(
+                FIELD,
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if request.param("sendInitialEvents").is_some() {
+        causes.push(field_forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes))
+    }
+}
+
 fn read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
     let rv = request.param("resourceVersion").unwrap_or("");
     let matching = request.param("resourceVersionMatch").unwrap_or("");
@@ -238,17 +285,7 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true)?;
-        if request.param("sendInitialEvents").is_some() {
-            return Err(ApiError::invalid(
-                "meta.k8s.io",
-                "ListOptions",
-                "",
-                vec![crate::status::field_forbidden(
-                    "sendInitialEvents",
-                    "sendInitialEvents is forbidden for list",
-                )],
-            ));
-        }
+        validate_list_options(request)?;
         let filter = Filter::from_request(request, def)?;
         timeout_seconds(request)?;
         let limit: usize = match request.param("limit") {
@@ -402,7 +439,7 @@ impl Registry {
         }
         let include = include_object(request)?;
         let bookmarks = request.flag("allowWatchBookmarks");
-        let (at, send_initial) = watch_options(request, bookmarks)?;
+        let (at, send_initial) = watch_options(request)?;
         let timeout = watch_timeout(request, self.options.min_watch_timeout)?;
         let prefix = def.collection_prefix(&request.info.namespace);
         // Initial state: synthetic ADDED events for every matching object when the client
@@ -555,7 +592,7 @@ fn watch_timeout(request: &ApiRequest, min: Duration) -> ApiResult<Duration> {
 
 /// Validates a watch's resourceVersion options as kube's `validateWatchOptions` does and
 /// returns where the watch starts and `sendInitialEvents`.
-fn watch_options(request: &ApiRequest, bookmarks: bool) -> ApiResult<(ReadAt, Option<bool>)> {
+fn watch_options(request: &ApiRequest) -> ApiResult<(ReadAt, Option<bool>)> {
     let send_initial = match request.param("sendInitialEvents") {
         None | Some("") => None,
         Some("true") | Some("1") => Some(true),
@@ -566,26 +603,39 @@ fn watch_options(request: &ApiRequest, bookmarks: bool) -> ApiResult<(ReadAt, Op
             )))
         }
     };
+    // kube's `validateWatchOptions`, every cause in its order. `sendInitialEvents` without
+    // bookmarks is allowed: the initial events come without the bookmark that ends them.
     let matching = request.param("resourceVersionMatch").unwrap_or("");
-    let invalid = |cause| ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![cause]);
-    if send_initial.is_some() {
-        if matching != "NotOlderThan" {
-            return Err(invalid(crate::status::field_forbidden(
-                "resourceVersionMatch",
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            )));
-        }
-        if !bookmarks {
-            return Err(invalid(crate::status::field_forbidden(
-                "allowWatchBookmarks",
-                "sendInitialEvents requires setting allowWatchBookmarks to true",
-            )));
-        }
-    } else if !matching.is_empty() {
-        return Err(invalid(crate::status::field_forbidden(
+    let mut causes = Vec::new();
+    if send_initial.is_some() && matching != "NotOlderThan" {
+        causes.push(crate::status::field_forbidden(
             "resourceVersionMatch",
-            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-        )));
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !matching.is_empty() {
+        if send_initial.is_none() {
+            causes.push(crate::status::field_forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if matching != "NotOlderThan" {
+            causes.push(crate::status::field_not_supported(
+                "resourceVersionMatch",
+                matching,
+                &["NotOlderThan"],
+            ));
+        }
+        if !request.param("continue").unwrap_or("").is_empty() {
+            causes.push(crate::status::field_forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes));
     }
     let rv = request.param("resourceVersion").unwrap_or("");
     let at = match rv {

@@ -883,18 +883,49 @@ async fn named_watches_and_watch_options_follow_kube() {
     )
     .await;
     assert_eq!(evs.len(), 1);
-    // resourceVersionMatch on a watch needs sendInitialEvents; sendInitialEvents needs
-    // NotOlderThan and bookmarks; lists refuse sendInitialEvents.
-    for q in [
-        "?watch=1&resourceVersionMatch=NotOlderThan",
-        "?watch=1&sendInitialEvents=true",
-        "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+    // kube's `ValidateListOptions`: resourceVersionMatch on a watch needs sendInitialEvents,
+    // which needs NotOlderThan; lists refuse sendInitialEvents. Every cause is reported.
+    let forbidden_unless_initial = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided";
+    for (q, message) in [
+        (
+            "?watch=1&resourceVersionMatch=NotOlderThan",
+            forbidden_unless_initial.to_string(),
+        ),
+        (
+            "?watch=1&sendInitialEvents=true",
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".to_string(),
+        ),
+        (
+            "?watch=1&resourceVersionMatch=Exact&resourceVersion=5",
+            format!("[{forbidden_unless_initial}, resourceVersionMatch: Unsupported value: \"Exact\": supported values: \"NotOlderThan\"]"),
+        ),
+        (
+            "?sendInitialEvents=true",
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list".to_string(),
+        ),
+        (
+            "?continue=abc&resourceVersionMatch=NotOlderThan",
+            "[resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided]".to_string(),
+        ),
     ] {
         let (code, s) = call(&f, "GET", &format!("{CMS}{q}"), None).await;
         assert_eq!(code, 422, "{q}: {s}");
+        assert_eq!(
+            s["message"],
+            format!("ListOptions.meta.k8s.io \"\" is invalid: {message}"),
+            "{q}"
+        );
     }
-    let (code, _) = call(&f, "GET", &format!("{CMS}?sendInitialEvents=true"), None).await;
-    assert_eq!(code, 422);
+    // Initial events without bookmarks: sent, without the bookmark that would end them.
+    let req = request(
+        "GET",
+        &format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"),
+        None,
+        "application/json",
+    );
+    let evs = frames(f.registry.handle(req).await, 3).await;
+    let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ADDED", "ADDED"], "{evs:?}");
     // The watch-list request client-go's reflector sends: initial events, then a bookmark
     // marking their end.
     let req = request("GET", &format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"), None, "application/json");
