@@ -87,14 +87,16 @@ impl PfHeaders {
     }
 }
 
-/// A request allowed to run: holds its seats (or max-in-flight slot) until dropped.
+/// A request allowed to run: holds its seats (or max-in-flight slot) until dropped. Kept
+/// small (a watch's registration is boxed, the headers shared): it is moved a few times on
+/// every request's way.
 #[derive(Default)]
 pub struct Ticket {
     admission: Option<Admission>,
-    _watch: Option<WatchRegistration>,
+    _watch: Option<Box<WatchRegistration>>,
     _slot: Option<Slot>,
     /// The request's `X-Kubernetes-PF-*` headers, for the response (the pipeline takes them).
-    pub headers: Option<PfHeaders>,
+    pub headers: Option<Arc<PfHeaders>>,
 }
 
 impl Ticket {
@@ -107,10 +109,11 @@ impl Ticket {
     }
 }
 
-/// A refused request: the 429 to answer and the headers it carries.
+/// A refused request: the 429 to answer and the headers it carries (the error boxed, so that
+/// the admitted case, nearly every request's, is not as large as an error).
 pub struct Refused {
-    pub error: ApiError,
-    pub headers: Option<PfHeaders>,
+    pub error: Box<ApiError>,
+    pub headers: Option<Arc<PfHeaders>>,
 }
 
 /// A pair's `current_executing_seats` child, as the engine counts seats in it.
@@ -198,7 +201,7 @@ pub struct FlowMetrics {
 /// and the response headers' values.
 #[derive(Clone)]
 struct PairMetrics {
-    headers: PfHeaders,
+    headers: Arc<PfHeaders>,
     in_queue: IntGauge,
     dispatched: IntCounter,
     /// `request_wait_duration_seconds{execute="true"}`; none for an exempt level, whose
@@ -220,7 +223,7 @@ impl FlowMetrics {
                 matched.priority_level.as_str(),
             ];
             PairMetrics {
-                headers: PfHeaders::new(matched),
+                headers: Arc::new(PfHeaders::new(matched)),
                 in_queue: self.in_queue.with_label_values(&labels),
                 dispatched: self.dispatched.with_label_values(&labels),
                 waited: (!exempt).then(|| {
@@ -445,7 +448,7 @@ impl FlowGate {
                     }),
                     None if user.in_group(SYSTEM_PRIVILEGED_GROUP) => Ok(Ticket::default()),
                     None => Err(Refused {
-                        error: ApiError::too_many_requests(TOO_MANY, 1),
+                        error: Box::new(ApiError::too_many_requests(TOO_MANY, 1)),
                         headers: None,
                     }),
                 })
@@ -508,9 +511,6 @@ impl FlowGate {
 }
 
 /// What [`FlowGate::admit_now`] came to.
-// The decided variant is the large one and nearly every request's: boxing it would allocate
-// per request to save a move.
-#[allow(clippy::large_enum_variant)]
 pub enum Admit<'g> {
     /// Admitted (the ticket holds its seats) or refused, without waiting.
     Decided(Result<Ticket, Refused>),
@@ -572,7 +572,9 @@ impl Settle<'_> {
                 admission.on_release(release);
                 Ok(Ticket {
                     admission: Some(admission),
-                    _watch: self.watch.map(|info| self.watches.register(&info)),
+                    _watch: self
+                        .watch
+                        .map(|info| Box::new(self.watches.register(&info))),
                     _slot: None,
                     headers,
                 })
@@ -595,7 +597,7 @@ impl Settle<'_> {
                     .observe(rejection.waited.as_secs_f64());
                 let retry_after = u32::try_from(rejection.retry_after_seconds.max(1)).unwrap_or(1);
                 Err(Refused {
-                    error: ApiError::too_many_requests(TOO_MANY, retry_after),
+                    error: Box::new(ApiError::too_many_requests(TOO_MANY, retry_after)),
                     headers: Some(pair.headers.clone()),
                 })
             }

@@ -91,7 +91,7 @@ pub struct RequestCtx {
     /// The request's seats (or max-in-flight slot), held until the request is done.
     flow: Option<crate::flowcontrol::Ticket>,
     /// `X-Kubernetes-PF-*` for every response of a classified request.
-    pub(crate) pf_headers: Option<crate::flowcontrol::PfHeaders>,
+    pub(crate) pf_headers: Option<Arc<crate::flowcontrol::PfHeaders>>,
 }
 
 impl RequestCtx {
@@ -310,7 +310,7 @@ impl Gateway {
             }
             Err(refused) => {
                 ctx.pf_headers = refused.headers;
-                return refused.error.into();
+                return (*refused.error).into();
             }
         }
 
@@ -472,7 +472,7 @@ impl Gateway {
             session,
             response,
             &ctx.audit_id,
-            ctx.pf_headers.as_ref(),
+            ctx.pf_headers.as_deref(),
             &self.lifecycle.shutting_down,
             &mut initialized,
         )
@@ -509,7 +509,7 @@ impl Gateway {
             session,
             status.into(),
             &ctx.audit_id,
-            ctx.pf_headers.as_ref(),
+            ctx.pf_headers.as_deref(),
             &self.lifecycle.shutting_down,
             &mut || {},
         )
