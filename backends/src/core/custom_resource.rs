@@ -358,12 +358,29 @@ fn cell(column: &PrinterColumn, object: &Value) -> Value {
     }
     match (column.type_.as_str(), first) {
         ("integer", Value::Number(n)) if n.is_i64() || n.is_u64() => (*first).clone(),
+        // Go's int64(float64): toward zero.
+        ("integer", Value::Number(n)) => n.as_f64().map_or(Value::Null, |f| json!(f as i64)),
         ("number", Value::Number(_)) => (*first).clone(),
         ("boolean", Value::Bool(_)) => (*first).clone(),
-        ("string" | "date", Value::String(_)) => (*first).clone(),
+        ("string", Value::String(_)) => (*first).clone(),
+        ("date", Value::String(text)) => json!(date_cell(text, chrono::Utc::now())),
         ("string", other @ (Value::Number(_) | Value::Bool(_))) => json!(other.to_string()),
         ("string", other @ (Value::Array(_) | Value::Object(_))) => json!(other.to_string()),
         _ => Value::Null,
+    }
+}
+
+/// A `date` column's cell as kube's table convertor writes it: the time since the timestamp
+/// (`5m`, `3d`), `<unknown>` for none, `<invalid>` for a string that is not RFC 3339.
+fn date_cell(text: &str, now: chrono::DateTime<chrono::Utc>) -> String {
+    use crate::machinery::gotime::{self, Layout};
+    if text.is_empty() || text == "null" {
+        return "<unknown>".into();
+    }
+    match gotime::parse(text, Layout::Rfc3339) {
+        Ok(t) if gotime::is_zero(&t) => "<unknown>".into(),
+        Ok(t) => super::human_duration(now.signed_duration_since(t)),
+        Err(_) => "<invalid>".into(),
     }
 }
 
@@ -897,10 +914,21 @@ mod tests {
             defs[0].strategy.table_cells(&object),
             vec![json!("*/5"), json!(3)]
         );
+        // The default Age column is a date: its cell is the time since, as kube writes it.
+        let age = defs[1].strategy.table_cells(&object);
         assert_eq!(
-            defs[1].strategy.table_cells(&object),
-            vec![json!("2026-01-01T00:00:00Z")]
+            age,
+            vec![json!(date_cell("2026-01-01T00:00:00Z", chrono::Utc::now()))]
         );
+        assert_ne!(age, vec![json!("2026-01-01T00:00:00Z")]);
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:05:30Z")
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .expect("a time");
+        assert_eq!(date_cell("2026-01-01T00:00:00Z", now), "5m30s");
+        assert_eq!(date_cell("2025-12-30T00:05:30+00:00", now), "2d");
+        assert_eq!(date_cell("yesterday", now), "<invalid>");
+        assert_eq!(date_cell("", now), "<unknown>");
+        assert_eq!(date_cell("0001-01-01T00:00:00Z", now), "<unknown>");
         assert_eq!(
             defs[0].strategy.table_cells(&json!({})),
             vec![Value::Null, Value::Null]

@@ -163,14 +163,18 @@ pub(crate) fn check_name(object: &Value, url_name: &str) -> ApiResult<()> {
     }
 }
 
-/// Whether two objects differ outside `metadata` and `status` (a spec change, which bumps
-/// `metadata.generation` for resources that track it).
-pub(crate) fn spec_changed(new: &Value, old: &Value) -> bool {
+/// Whether two objects differ outside `metadata` (and outside `status`, when `status` is a
+/// subresource of its own): a change that bumps `metadata.generation` for resources that
+/// track it. Without a status subresource, kube counts a status change too (a custom
+/// resource's `PrepareForUpdate` compares everything but metadata).
+pub(crate) fn spec_changed(new: &Value, old: &Value, status_subresource: bool) -> bool {
     let strip = |v: &Value| -> Value {
         let mut v = v.clone();
         if let Some(m) = v.as_object_mut() {
             m.remove("metadata");
-            m.remove("status");
+            if status_subresource {
+                m.remove("status");
+            }
         }
         v
     };
@@ -195,4 +199,26 @@ pub(crate) fn unchanged(new: &Value, old: &Value) -> bool {
         v
     };
     strip(new) == strip(old)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::spec_changed;
+
+    #[test]
+    fn status_counts_toward_the_generation_only_without_its_own_subresource() {
+        let old = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"ready": false}});
+        let relabelled = json!({"metadata": {"name": "a", "labels": {"l": "v"}}, "spec": {"x": 1}, "status": {"ready": false}});
+        let status =
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"ready": true}});
+        let spec = json!({"metadata": {"name": "a"}, "spec": {"x": 2}, "status": {"ready": false}});
+        for subresource in [true, false] {
+            assert!(!spec_changed(&relabelled, &old, subresource));
+            assert!(spec_changed(&spec, &old, subresource));
+        }
+        assert!(!spec_changed(&status, &old, true));
+        assert!(spec_changed(&status, &old, false));
+    }
 }

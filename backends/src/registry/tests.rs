@@ -1285,6 +1285,12 @@ async fn generation_moves_on_spec_changes_only() {
     widgets.definition = "com.example.Widget".into();
     widgets.storage_prefix = "/example.com/widgets".into();
     widgets.strategy = std::sync::Arc::new(Generational);
+    // With a status subresource, status is not part of what the generation counts.
+    widgets.subresources.push(crate::resource::SubresourceDef {
+        name: "status",
+        kind: "Widget".into(),
+        verbs: vec!["get", "patch", "update"],
+    });
     let mut resources = crate::core::builtin_resources();
     resources.push(widgets);
     let registry = Registry::new(resources, cacher, RegistryOptions::default());
@@ -1318,6 +1324,18 @@ async fn generation_moves_on_spec_changes_only() {
     );
     let (_, w) = patch(json!({"spec": {"size": 2}})).await;
     assert_eq!(w["metadata"]["generation"], 2, "spec changes bump it");
+    // Marked for deletion (a finalizer holds it), the object moves on to the next
+    // generation, as kube's markAsDeleting does; deleting it again changes nothing more.
+    let (_, w) = patch(json!({"metadata": {"finalizers": ["example.com/hold"]}})).await;
+    assert_eq!(w["metadata"]["generation"], 2);
+    let target = "/apis/example.com/v1/namespaces/default/widgets/w";
+    for _ in 0..2 {
+        let (code, _) = call(&f, "DELETE", target, None).await;
+        assert_eq!(code, 200);
+        let (_, w) = call(&f, "GET", target, None).await;
+        assert_eq!(w["metadata"]["generation"], 3, "{w}");
+        assert!(w["metadata"]["deletionTimestamp"].is_string());
+    }
 }
 
 /// What `kubectl create role/rolebinding/clusterrolebinding`, `get`, `apply` and an update of

@@ -977,7 +977,9 @@ impl Registry {
             if let Some(tracker) = mode.tracker {
                 tracker.updated(&current, &mut object);
             }
-            if def.strategy.tracks_generation() && spec_changed(&object, &current) {
+            if def.strategy.tracks_generation()
+                && spec_changed(&object, &current, def.has_subresource("status"))
+            {
                 let generation = meta_field(&current, "generation")
                     .and_then(Value::as_i64)
                     .unwrap_or(0)
@@ -1129,6 +1131,15 @@ impl Registry {
                 {
                     let meta = metadata_mut(&mut marked);
                     if !meta.contains_key("deletionTimestamp") {
+                        // kube's `markAsDeleting`: an object with a generation moves on to the
+                        // next one, so controllers watching generations see the deletion.
+                        if let Some(generation) = meta
+                            .get("generation")
+                            .and_then(Value::as_i64)
+                            .filter(|g| *g > 0)
+                        {
+                            meta.insert("generation".into(), json!(generation + 1));
+                        }
                         meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
                         meta.insert("deletionGracePeriodSeconds".into(), json!(0));
                     }
