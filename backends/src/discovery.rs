@@ -325,7 +325,7 @@ fn api_resources(defs: &[&ResourceDef], all: &[ResourceDef]) -> Vec<Value> {
         entry.insert("singularName".into(), json!(r.singular));
         entry.insert("namespaced".into(), json!(r.namespaced));
         entry.insert("kind".into(), json!(r.kind));
-        entry.insert("verbs".into(), json!(sorted_verbs(&r.verbs)));
+        entry.insert("verbs".into(), json!(sorted_verbs(&r.discovery_verbs())));
         if !r.short_names.is_empty() {
             entry.insert("shortNames".into(), json!(r.short_names));
         }
@@ -384,7 +384,7 @@ fn resource_discovery(defs: &[&ResourceDef]) -> Vec<Value> {
                 }),
             );
             entry.insert("singularResource".into(), json!(r.singular));
-            entry.insert("verbs".into(), json!(sorted_verbs(&r.verbs)));
+            entry.insert("verbs".into(), json!(sorted_verbs(&r.discovery_verbs())));
             if !r.short_names.is_empty() {
                 entry.insert("shortNames".into(), json!(r.short_names));
             }

@@ -199,6 +199,13 @@ pub trait Strategy: Send + Sync {
         None
     }
 
+    /// Whether the resource's definition is being deleted (a custom resource whose CRD is
+    /// terminating): its objects are still served, so their finalizers can be removed, but
+    /// no new one is created, and discovery lists no create, patch or update.
+    fn terminating(&self) -> bool {
+        false
+    }
+
     /// Whether this is a custom resource: kube serves those from apiextensions' own handler,
     /// not from go-restful routes (see `machinery::restful`).
     fn is_custom_resource(&self) -> bool {
@@ -376,6 +383,19 @@ impl ResourceDef {
 
     pub fn supports_verb(&self, verb: &str) -> bool {
         self.verbs.contains(&verb)
+    }
+
+    /// The verbs discovery lists: all of them, less create, patch and update while the
+    /// resource's definition is being deleted (kube's discovery controller).
+    pub fn discovery_verbs(&self) -> Vec<&'static str> {
+        if !self.strategy.terminating() {
+            return self.verbs.clone();
+        }
+        self.verbs
+            .iter()
+            .copied()
+            .filter(|v| !matches!(*v, "create" | "patch" | "update"))
+            .collect()
     }
 
     /// The storage key of one object.

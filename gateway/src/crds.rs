@@ -434,8 +434,12 @@ mod tests {
         let replaced = build(&mut built, &crd("u2", "b"));
         assert!(!Arc::ptr_eq(&changed[0].strategy, &replaced[0].strategy));
         assert_eq!(built.keys().collect::<Vec<_>>(), ["u2"]);
+        // Being deleted is a change: the objects are served by a terminating strategy.
         let mut terminating = crd("u2", "b");
         terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert!(build(&mut built, &terminating).is_empty());
+        let deleting = build(&mut built, &terminating);
+        assert_eq!(deleting.len(), 1);
+        assert!(deleting[0].strategy.terminating());
+        assert!(!Arc::ptr_eq(&replaced[0].strategy, &deleting[0].strategy));
     }
 }

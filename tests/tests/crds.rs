@@ -2,7 +2,7 @@
 //! Established and its instances are served like kube's apiextensions-apiserver serves them
 //! (printer columns, short names, categories, schema defaulting/pruning/validation, the
 //! status subresource, both versions over one storage, watch, explain), and deleting the CRD
-//! deletes its instances first.
+//! deletes its instances first, serving them (creates refused) until the last one is gone.
 
 use std::time::Duration;
 
@@ -437,4 +437,86 @@ fn name_conflicts_and_defaults_on_read() {
         "{}",
         gate.ok(&["get", "crontab", "my", "-o", "yaml"])
     );
+}
+
+#[test]
+fn a_terminating_crds_objects_stay_served_so_their_finalizers_can_be_removed() {
+    let gate = Kubegate::start();
+    established(&gate);
+    // An instance with a finalizer of its own holds the CRD's deletion.
+    gate.ok_stdin(
+        &["apply", "--validate=false", "-f", "-"],
+        &MY_CRONTAB.replace(
+            "  name: my\n",
+            "  name: my\n  finalizers: [example.com/hold]\n",
+        ),
+    );
+    gate.ok(&[
+        "delete",
+        "crd",
+        "crontabs.stable.example.com",
+        "--wait=false",
+    ]);
+    let terminating = eventually(Duration::from_secs(10), || {
+        gate.ok(&[
+            "get",
+            "crd",
+            "crontabs.stable.example.com",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Terminating\")].reason}",
+        ]) == "InstanceDeletionInProgress"
+    });
+    assert!(
+        terminating,
+        "the CRD never reported its deletion in progress"
+    );
+    // Still served: the instance is read, listed and patched as kube serves it.
+    let marked = fresh_ok(
+        &gate,
+        &[
+            "get",
+            "crontab",
+            "my",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ],
+    );
+    assert!(!marked.is_empty(), "the instance is not being deleted");
+    // A new one is refused, with kube's words; discovery lists no create, patch or update.
+    let out = gate.kubectl_stdin(
+        &["create", "--validate=false", "-f", "-"],
+        Some(&MY_CRONTAB.replace("name: my", "name: late")),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"crontabs.stable.example.com "late" is forbidden: create not allowed while custom resource definition is terminating"#),
+        "{stderr}"
+    );
+    let (code, body) = gate.curl("GET", "/apis/stable.example.com/v1", &[], None);
+    assert_eq!(code, 200);
+    let list: Value = serde_json::from_slice(&body).expect("a resource list");
+    let crontabs = list["resources"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "crontabs"))
+        .expect("crontabs listed");
+    assert_eq!(
+        crontabs["verbs"],
+        serde_json::json!(["delete", "deletecollection", "get", "list", "watch"])
+    );
+    // Its owner removes the finalizer: the instance goes, and then the CRD.
+    gate.ok(&[
+        "patch",
+        "crontab",
+        "my",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let gone = eventually(Duration::from_secs(15), || {
+        !gate
+            .kubectl(&["get", "crd", "crontabs.stable.example.com"])
+            .status
+            .success()
+    });
+    assert!(gone, "the CRD stayed after its last instance went");
 }

@@ -28,11 +28,11 @@ struct PrinterColumn {
     type_: String,
 }
 
-/// The resources `crd` serves now: none unless it is Established and not being deleted.
+/// The resources `crd` serves now: none unless it is Established. While the CRD is being
+/// deleted its objects are still served, as kube serves them (only creates are refused), so
+/// that their own finalizers can be removed and the deletion can finish.
 pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
-    if !is_condition_true(crd, "Established")
-        || crd.pointer("/metadata/deletionTimestamp").is_some()
-    {
+    if !is_condition_true(crd, "Established") {
         return Vec::new();
     }
     storage_defs(crd)
@@ -143,6 +143,7 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
             },
         );
         let strategy = CustomResourceStrategy {
+            terminating: crd.pointer("/metadata/deletionTimestamp").is_some(),
             deprecation,
             scale: scale_paths,
             schema: schema_json.map(|s| Arc::new(Schema::from_json(s))),
@@ -413,6 +414,8 @@ fn get_path<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// apiextensions-apiserver's `customResourceStrategy` for one served version.
 pub struct CustomResourceStrategy {
+    /// The CRD is being deleted: no new objects.
+    terminating: bool,
     /// The `Warning` every request to a deprecated version gets.
     deprecation: Option<String>,
     scale: Option<ScalePaths>,
@@ -551,6 +554,10 @@ impl Strategy for CustomResourceStrategy {
 
     fn supports_strategic_merge_patch(&self) -> bool {
         false
+    }
+
+    fn terminating(&self) -> bool {
+        self.terminating
     }
 
     fn deprecation_warning(&self) -> Option<&str> {
@@ -800,9 +807,22 @@ mod tests {
         let mut not_established = crontab_crd();
         not_established["status"]["conditions"] = json!([]);
         assert!(resource_defs(&not_established).is_empty());
+        // Being deleted, its objects are still served, but created no more, and discovery
+        // lists no create, patch or update (kube's discovery controller).
         let mut deleting = crontab_crd();
         deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert!(resource_defs(&deleting).is_empty());
+        let served = resource_defs(&deleting);
+        assert_eq!(served.len(), 2);
+        assert!(served[0].strategy.terminating());
+        assert!(served[0].supports_verb("patch"));
+        let mut listed = served[0].discovery_verbs();
+        listed.sort();
+        assert_eq!(
+            listed,
+            ["delete", "deletecollection", "get", "list", "watch"]
+        );
+        assert!(!defs[0].strategy.terminating());
+        assert!(defs[0].discovery_verbs().contains(&"create"));
     }
 
     #[test]

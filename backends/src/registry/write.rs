@@ -475,6 +475,20 @@ impl Registry {
         let output = negotiate_output(request.accept.as_deref(), true)?;
         let mut object = decode_request_body(request)?;
         check_type(&mut object, def, &def.kind)?;
+        if def.strategy.terminating() {
+            // kube's admission for a custom resource whose CRD is being deleted, naming the
+            // object as admission does (its name, else its generateName).
+            let name = match (object_name(&object), meta_str(&object, "generateName")) {
+                ("", Some(prefix)) if !prefix.is_empty() => prefix.to_string(),
+                ("", _) => "Unknown".to_string(),
+                (name, _) => name.to_string(),
+            };
+            return Err(ApiError::forbidden_resource(
+                &def.group_resource(),
+                &name,
+                "create not allowed while custom resource definition is terminating",
+            ));
+        }
         check_namespace(&mut object, def, &request.info.namespace)?;
         let warnings = self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
         let tracker = Tracker::for_request(def, request, "CreateOptions")?;
