@@ -182,6 +182,12 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether an update (PUT) without `metadata.resourceVersion` overwrites whatever is stored
+    /// (kube's `AllowUnconditionalUpdate`); when not, it is refused with a 422.
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+
     /// Whether `metadata.generation` is bumped when anything outside metadata and status changes.
     fn tracks_generation(&self) -> bool {
         false

@@ -451,6 +451,20 @@ fn a_terminating_crds_objects_stay_served_so_their_finalizers_can_be_removed() {
             "  name: my\n  finalizers: [example.com/hold]\n",
         ),
     );
+    // As in kube, a custom resource is never overwritten by an update that names no
+    // resourceVersion.
+    let (code, body) = gate.curl(
+        "PUT",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs/my",
+        &["Content-Type: application/json"],
+        Some(br#"{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"my"},"spec":{"cronSpec":"x"}}"#),
+    );
+    assert_eq!(code, 422, "{}", String::from_utf8_lossy(&body));
+    let status: Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(
+        status["message"],
+        r#"crontabs.stable.example.com "my" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"#
+    );
     gate.ok(&[
         "delete",
         "crd",

@@ -103,6 +103,12 @@ impl Strategy for CrdStrategy {
         validate_crd_update(object, old)
     }
 
+    /// kube's custom resource and CRD strategies refuse an update that names no
+    /// resourceVersion.
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }

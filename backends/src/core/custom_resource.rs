@@ -556,6 +556,12 @@ impl Strategy for CustomResourceStrategy {
         false
     }
 
+    /// kube's custom resource and CRD strategies refuse an update that names no
+    /// resourceVersion.
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn terminating(&self) -> bool {
         self.terminating
     }

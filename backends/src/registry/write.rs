@@ -714,6 +714,22 @@ impl Registry {
         check_type(&mut body, def, &expected_kind)?;
         check_namespace(&mut body, def, &info.namespace)?;
         check_name(&body, &info.name)?;
+        if meta_str(&body, "resourceVersion").unwrap_or("").is_empty()
+            && !def.strategy.allow_unconditional_update()
+        {
+            // kube's store: the resource (not the kind) qualifies the error, and the missing
+            // version is Go's uint64 zero as `%#v` prints it.
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.plural,
+                &info.name,
+                vec![StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: "Invalid value: 0x0: must be specified for an update".into(),
+                    field: "metadata.resourceVersion".into(),
+                }],
+            ));
+        }
         let warnings = self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
         let subresource = info.subresource.clone();
         let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
