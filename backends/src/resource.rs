@@ -182,6 +182,12 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether request bodies are decoded as kube decodes unstructured objects (custom
+    /// resources): a body must name its `kind` (its `apiVersion` may be left to the URL).
+    fn requires_kind(&self) -> bool {
+        false
+    }
+
     /// Whether an update (PUT) without `metadata.resourceVersion` overwrites whatever is stored
     /// (kube's `AllowUnconditionalUpdate`); when not, it is refused with a 422.
     fn allow_unconditional_update(&self) -> bool {

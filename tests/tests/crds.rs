@@ -465,6 +465,19 @@ fn a_terminating_crds_objects_stay_served_so_their_finalizers_can_be_removed() {
         status["message"],
         r#"crontabs.stable.example.com "my" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"#
     );
+    // A body must name its kind, as kube's unstructured decoder requires.
+    let (code, body) = gate.curl(
+        "POST",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs",
+        &["Content-Type: application/json"],
+        Some(br#"{"metadata":{"name":"kindless"},"spec":{}}"#),
+    );
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    let status: Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(
+        status["message"],
+        r#"the object provided is unrecognized (must be of type CronTab): Object 'Kind' is missing in '{"metadata":{"name":"kindless"},"spec":{}}' ({"metadata":{"name":"kindless" ...)"#
+    );
     gate.ok(&[
         "delete",
         "crd",

@@ -566,6 +566,10 @@ impl Strategy for CustomResourceStrategy {
         self.terminating
     }
 
+    fn requires_kind(&self) -> bool {
+        true
+    }
+
     fn deprecation_warning(&self) -> Option<&str> {
         self.deprecation.as_deref()
     }

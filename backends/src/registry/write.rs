@@ -238,6 +238,43 @@ fn check_decoding(def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
     super::go_types::decode(&def.definition, object).map_err(|error| decode_error(def, &error))
 }
 
+/// A custom resource's body must name its kind, as kube's unstructured decoder requires
+/// (`Object 'Kind' is missing`, with the body summarized as kube's `summarizeData` does).
+fn check_kind_named(def: &ResourceDef, object: &Value, body: &[u8]) -> ApiResult<()> {
+    let named = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| !k.is_empty());
+    if named || !def.strategy.requires_kind() {
+        return Ok(());
+    }
+    const SUMMARY: usize = 30;
+    let text = String::from_utf8_lossy(body);
+    let summary = match body.first() {
+        None => "<empty>".to_string(),
+        Some(b'{') if body.len() > SUMMARY => {
+            format!("{} ...", String::from_utf8_lossy(&body[..SUMMARY]))
+        }
+        Some(b'{') => text.to_string(),
+        Some(_) => {
+            let hex: String = body
+                .iter()
+                .take(SUMMARY)
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            if body.len() > SUMMARY {
+                format!("{hex} ...")
+            } else {
+                hex
+            }
+        }
+    };
+    Err(ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{text}' ({summary})",
+        def.kind
+    )))
+}
+
 /// kube's 400 for a body its decoder refuses (`transformDecodeError`).
 fn decode_error(def: &ResourceDef, error: &str) -> ApiError {
     ApiError::bad_request(format!(
@@ -474,6 +511,7 @@ impl Registry {
         }
         let output = negotiate_output(request.accept.as_deref(), true)?;
         let mut object = decode_request_body(request)?;
+        check_kind_named(def, &object, &request.body)?;
         check_type(&mut object, def, &def.kind)?;
         if def.strategy.terminating() {
             // kube's admission for a custom resource whose CRD is being deleted, naming the
@@ -709,6 +747,7 @@ impl Registry {
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true)?;
         let mut body = decode_request_body(request)?;
+        check_kind_named(def, &body, &request.body)?;
         let info = &request.info;
         let expected_kind = def.kind.clone();
         check_type(&mut body, def, &expected_kind)?;
