@@ -465,6 +465,31 @@ fn a_terminating_crds_objects_stay_served_so_their_finalizers_can_be_removed() {
         status["message"],
         r#"crontabs.stable.example.com "my" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"#
     );
+    // The root metadata is decoded as ObjectMeta: a field it does not have is an unknown
+    // field (an error under Strict) and is never stored.
+    let path = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    let with_bogus_meta = br#"{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"meta","bogusmeta":1},"spec":{}}"#;
+    let (code, body) = gate.curl(
+        "POST",
+        &format!("{path}?fieldValidation=Strict"),
+        &["Content-Type: application/json"],
+        Some(with_bogus_meta),
+    );
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    let status: Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(
+        status["message"],
+        r#"CronTab in version "v1" cannot be handled as a CronTab: strict decoding error: unknown field "metadata.bogusmeta""#
+    );
+    let (code, body) = gate.curl(
+        "POST",
+        path,
+        &["Content-Type: application/json"],
+        Some(with_bogus_meta),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let stored: Value = serde_json::from_slice(&body).expect("the object");
+    assert!(stored["metadata"].get("bogusmeta").is_none(), "{stored}");
     // A body must name its kind, as kube's unstructured decoder requires.
     let (code, body) = gate.curl(
         "POST",

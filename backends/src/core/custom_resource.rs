@@ -581,13 +581,14 @@ impl Strategy for CustomResourceStrategy {
         Some(schema::decode_request(object, schema).unwrap_or_default())
     }
 
-    /// kube's decode error for an embedded resource whose `apiVersion`, `kind` or `metadata`
-    /// does not decode: `<Kind> in version "<v>" cannot be handled as a <Kind>: <field error>`.
+    /// kube's decode error for a root `metadata`, or an embedded resource's `apiVersion`,
+    /// `kind` or `metadata`, that does not decode: `<Kind> in version "<v>" cannot be handled
+    /// as a <Kind>: <field error>`.
     fn check_decode(&self, object: &Value) -> Result<(), ApiError> {
         let Some(schema) = &self.schema else {
             return Ok(());
         };
-        match schema::embedded_decode_error(object, schema) {
+        match schema::decode_error(object, schema) {
             None => Ok(()),
             Some(error) => {
                 let kind = object

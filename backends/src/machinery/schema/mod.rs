@@ -53,13 +53,43 @@ type Causes = Vec<StatusCause>;
 /// then those of embedded metadata), or the error kube fails the decode with (a 400) when
 /// an embedded resource does not decode.
 pub fn decode_request(object: &mut Value, schema: &Schema) -> Result<Vec<String>, String> {
-    let mut unknown = prune(object, Some(schema), true);
+    // The root `metadata` goes through Go's ObjectMeta first (kube's
+    // `GetObjectMetaWithOptions`): its unknown fields are reported first and dropped, and
+    // it is written back as ObjectMeta encodes; one that does not decode fails the decode.
+    let mut unknown = decode_root_metadata(object)?;
+    unknown.extend(prune(object, Some(schema), true));
     prune_non_nullable_nulls_without_defaults(object, Some(schema));
     if let Some(error) = embedded_decode_error(object, schema) {
         return Err(error);
     }
     unknown.extend(coerce_embedded(object, schema));
     Ok(unknown)
+}
+
+/// The root `metadata` of a custom resource as kube decodes it into ObjectMeta: rewritten in
+/// ObjectMeta's encoding, with the paths (`metadata.x`) of the fields ObjectMeta does not have.
+fn decode_root_metadata(object: &mut Value) -> Result<Vec<String>, String> {
+    let Some(meta) = object.get_mut("metadata") else {
+        return Ok(Vec::new());
+    };
+    let decoded = objectmeta::decode(meta)?;
+    *meta = decoded.meta;
+    Ok(decoded
+        .unknown
+        .into_iter()
+        .map(|path| format!("metadata.{path}"))
+        .collect())
+}
+
+/// The error kube's decode of a custom resource fails with: its root `metadata` or an
+/// embedded resource that does not decode.
+pub fn decode_error(object: &Value, schema: &Schema) -> Option<String> {
+    if let Some(meta) = object.get("metadata") {
+        if let Err(error) = objectmeta::decode(meta) {
+            return Some(error);
+        }
+    }
+    embedded_decode_error(object, schema)
 }
 
 /// `field.Path.Child`: `spec.names`.
