@@ -182,6 +182,17 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether `label` is one of the resource's own selectable fields (a custom resource's
+    /// `selectableFields`), beyond the fixed extractors of `ResourceDef::field_selectors`.
+    fn selectable_field(&self, _label: &str) -> bool {
+        false
+    }
+
+    /// The value of selectable field `label` of `object`, as a field selector compares it.
+    fn selected_field_value(&self, _label: &str, _object: &Value) -> Option<String> {
+        None
+    }
+
     /// Whether request bodies are decoded as kube decodes unstructured objects (custom
     /// resources): a body must name its `kind` (its `apiVersion` may be left to the URL).
     fn requires_kind(&self) -> bool {

@@ -54,6 +54,8 @@ spec:
       scale:
         specReplicasPath: .spec.replicas
         statusReplicasPath: .status.replicas
+    selectableFields:
+    - jsonPath: .spec.image
     additionalPrinterColumns:
     - name: Spec
       type: string
@@ -490,6 +492,35 @@ fn a_terminating_crds_objects_stay_served_so_their_finalizers_can_be_removed() {
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
     let stored: Value = serde_json::from_slice(&body).expect("the object");
     assert!(stored["metadata"].get("bogusmeta").is_none(), "{stored}");
+    // A selectable field filters lists (and watches) as kube's field selectors do.
+    let selected = |selector: &str| {
+        fresh_ok(
+            &gate,
+            &[
+                "get",
+                "crontabs",
+                "--field-selector",
+                selector,
+                "-o",
+                "name",
+            ],
+        )
+    };
+    assert_eq!(
+        selected("spec.image=my-awesome-cron-image").trim(),
+        "crontab.stable.example.com/my"
+    );
+    assert_eq!(
+        selected("spec.image!=my-awesome-cron-image").trim(),
+        "crontab.stable.example.com/meta"
+    );
+    assert_eq!(selected("spec.image=other").trim(), "");
+    let out = gate.kubectl(&["get", "crontabs", "--field-selector", "spec.cronSpec=x"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("field label not supported: spec.cronSpec"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A body must name its kind, as kube's unstructured decoder requires.
     let (code, body) = gate.curl(
         "POST",

@@ -142,8 +142,22 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
                 None => default_deprecation_warning(group, name, kind, &versions),
             },
         );
+        // `selectableFields`: the field label is the JSON path without its leading dot.
+        let selectable: Vec<(String, Vec<String>)> = version
+            .get("selectableFields")
+            .and_then(Value::as_array)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|f| str_at(f, "/jsonPath"))
+                    .filter(|p| !p.is_empty())
+                    .map(|p| (p.trim_start_matches('.').to_string(), field_path(p)))
+                    .collect()
+            })
+            .unwrap_or_default();
         let strategy = CustomResourceStrategy {
             terminating: crd.pointer("/metadata/deletionTimestamp").is_some(),
+            selectable,
             deprecation,
             scale: scale_paths,
             schema: schema_json.map(|s| Arc::new(Schema::from_json(s))),
@@ -416,6 +430,8 @@ fn get_path<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
 pub struct CustomResourceStrategy {
     /// The CRD is being deleted: no new objects.
     terminating: bool,
+    /// `selectableFields`: (field label, field names from the root).
+    selectable: Vec<(String, Vec<String>)>,
     /// The `Warning` every request to a deprecated version gets.
     deprecation: Option<String>,
     scale: Option<ScalePaths>,
@@ -568,6 +584,22 @@ impl Strategy for CustomResourceStrategy {
 
     fn requires_kind(&self) -> bool {
         true
+    }
+
+    fn selectable_field(&self, label: &str) -> bool {
+        self.selectable.iter().any(|(l, _)| l == label)
+    }
+
+    /// kube compares a selectable field's value as text: a string as it is, a number or a
+    /// boolean as Go prints it, an absent field as the empty string.
+    fn selected_field_value(&self, label: &str, object: &Value) -> Option<String> {
+        let (_, path) = self.selectable.iter().find(|(l, _)| l == label)?;
+        Some(match get_path(object, path) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => String::new(),
+        })
     }
 
     fn deprecation_warning(&self) -> Option<&str> {
@@ -934,6 +966,28 @@ mod tests {
             causes[2].starts_with("spec.template.metadata.labels: Invalid value: \"v!\""),
             "{causes:?}"
         );
+    }
+
+    #[test]
+    fn selectable_fields_are_compared_as_text() {
+        let mut crd = crontab_crd();
+        crd["spec"]["versions"][0]["selectableFields"] =
+            json!([{"jsonPath": ".spec.cronSpec"}, {"jsonPath": ".spec.replicas"}]);
+        let defs = resource_defs(&crd);
+        let strategy = &defs[0].strategy;
+        assert!(strategy.selectable_field("spec.cronSpec"));
+        assert!(strategy.selectable_field("spec.replicas"));
+        assert!(!strategy.selectable_field("spec.image"));
+        assert!(
+            !defs[1].strategy.selectable_field("spec.cronSpec"),
+            "per version"
+        );
+        let object = json!({"spec": {"cronSpec": "*/5", "replicas": 3}});
+        let value = |label: &str, o: &Value| strategy.selected_field_value(label, o);
+        assert_eq!(value("spec.cronSpec", &object).as_deref(), Some("*/5"));
+        assert_eq!(value("spec.replicas", &object).as_deref(), Some("3"));
+        assert_eq!(value("spec.cronSpec", &json!({})).as_deref(), Some(""));
+        assert_eq!(value("spec.image", &object), None);
     }
 
     #[test]

@@ -175,7 +175,8 @@ impl Filter {
             let field = requirement.field.as_str();
             let known = field == "metadata.name"
                 || (field == "metadata.namespace" && def.namespaced)
-                || def.field_extractor(field).is_some();
+                || def.field_extractor(field).is_some()
+                || def.strategy.selectable_field(field);
             if !known {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field}"
@@ -213,7 +214,10 @@ impl Filter {
             "metadata.namespace" => Some(namespace.to_string()),
             other => parsed
                 .as_ref()
-                .and_then(|p| def.field_extractor(other).and_then(|f| f(p))),
+                .and_then(|p| match def.field_extractor(other) {
+                    Some(extract) => extract(p),
+                    None => def.strategy.selected_field_value(other, p),
+                }),
         })
     }
 }
