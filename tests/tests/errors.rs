@@ -333,3 +333,25 @@ fn kubectl_meets_kubes_decoding_of_times_patches_and_delete_options() {
         "configmap/app"
     );
 }
+
+#[test]
+fn endpoints_carry_kubes_deprecation_warning() {
+    let gate = Kubegate::start();
+    let out = gate.kubectl(&["get", "endpoints", "-n", "default"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+        ),
+        "{stderr}"
+    );
+    // EndpointSlices, the replacement, carry none.
+    let out = gate.kubectl(&["get", "endpointslices", "-n", "default"]);
+    assert!(out.status.success());
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("Warning"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

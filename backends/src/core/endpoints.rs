@@ -48,6 +48,12 @@ pub fn def() -> ResourceDef {
 pub struct EndpointsStrategy;
 
 impl Strategy for EndpointsStrategy {
+    /// kube 1.33 deprecates core/v1 Endpoints for EndpointSlices (KEP-4974): every request to
+    /// the resource carries the generated lifecycle warning.
+    fn deprecation_warning(&self) -> Option<&str> {
+        Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         default_protocols(object);
     }
