@@ -285,6 +285,50 @@ fn a_crd_whose_rule_does_not_compile_is_refused() {
         "{stderr}"
     );
 
+    // A rule that could never finish within kube's cost budget (comprehensions nested over
+    // a list the schema does not bound) is refused with kube's words, before any object
+    // makes it run.
+    let costly = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: costs.cel.example.com
+spec:
+  group: cel.example.com
+  scope: Namespaced
+  names: {plural: costs, singular: cost, kind: Cost}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: self.l.all(x, self.l.all(y, self.l.all(z, x == y)))
+            properties:
+              l:
+                type: array
+                items: {type: string}
+"#;
+    let out = gate.kubectl_stdin(&["create", "-f", "-"], Some(costly));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a far too costly rule was accepted");
+    assert!(
+        stderr.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"),
+        "{stderr}"
+    );
+    // Bounded by maxItems, the same rule is accepted.
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &costly.replace(
+            "type: array\n",
+            "type: array\n                maxItems: 10\n",
+        ),
+    );
+
     // The valid CRD is accepted.
     gate.ok_stdin(&["create", "-f", "-"], CRD);
 }

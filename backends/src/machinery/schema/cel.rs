@@ -40,6 +40,7 @@ use super::{child, index, key};
 use crate::status::StatusCause;
 
 mod cidr;
+mod cost;
 mod format;
 mod ip;
 mod library;
@@ -604,9 +605,20 @@ pub fn compile_errors(
         return out;
     }
     let compiled = compile(r.rule, Some((schema, is_root)), Output::Bool);
-    if let Err(detail) = &compiled.program {
-        out.push(invalid_rule(&format!("{rule_path}.rule"), rule, detail));
-        return out;
+    let program = match &compiled.program {
+        Ok(program) => program,
+        Err(detail) => {
+            out.push(invalid_rule(&format!("{rule_path}.rule"), rule, detail));
+            return out;
+        }
+    };
+    // kube refuses a rule whose estimated cost exceeds its budget; kubegate refuses those
+    // that exceed it more than a hundredfold (see `cel/cost.rs`).
+    if cost::far_over_budget(program.expression(), schema, is_root) {
+        out.push(crate::status::field_forbidden(
+            &format!("{rule_path}.rule"),
+            cost::OVER_BUDGET,
+        ));
     }
     if !r.message_expression.trim().is_empty() {
         let message = compile(
