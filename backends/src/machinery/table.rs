@@ -28,14 +28,15 @@ pub enum IncludeObject {
 
 impl IncludeObject {
     /// Parses the query parameter; absent or empty means `Metadata`. Other values are 400
-    /// with kube's message.
+    /// with kube's message (`ValidateTableOptions`, reported by the Table conversion).
     pub fn parse(value: Option<&str>) -> ApiResult<IncludeObject> {
         match value.unwrap_or("") {
             "" | "Metadata" => Ok(IncludeObject::Metadata),
             "None" => Ok(IncludeObject::None),
             "Object" => Ok(IncludeObject::Object),
             other => Err(ApiError::bad_request(format!(
-                "unrecognized includeObject value: \"{other}\""
+                "Unable to convert to Table as requested: includeObject: Invalid value: {}: must be 'Metadata', 'Object', 'None', or empty",
+                crate::machinery::go_quote(other)
             ))),
         }
     }
@@ -309,7 +310,10 @@ mod tests {
         );
         let e = IncludeObject::parse(Some("all")).expect_err("bad");
         assert_eq!(e.code, 400);
-        assert_eq!(e.message, "unrecognized includeObject value: \"all\"");
+        assert_eq!(
+            e.message,
+            "Unable to convert to Table as requested: includeObject: Invalid value: \"all\": must be 'Metadata', 'Object', 'None', or empty"
+        );
     }
 
     #[test]

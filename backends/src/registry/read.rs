@@ -148,15 +148,14 @@ fn read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
     }
 }
 
-fn include_object(request: &ApiRequest) -> ApiResult<IncludeObject> {
-    match request.param("includeObject").unwrap_or("") {
-        "" | "Metadata" => Ok(IncludeObject::Metadata),
-        "None" => Ok(IncludeObject::None),
-        "Object" => Ok(IncludeObject::Object),
-        other => Err(ApiError::bad_request(format!(
-            "includeObject: unsupported value \"{other}\""
-        ))),
+/// `includeObject`, a Table option: read (and refused when bad, as kube's
+/// `ValidateTableOptions` refuses it) only when a Table is asked for; any other answer
+/// ignores it, as kube's does.
+fn include_object(request: &ApiRequest, output: &Negotiated) -> ApiResult<IncludeObject> {
+    if !output.as_table {
+        return Ok(IncludeObject::default());
     }
+    IncludeObject::parse(request.param("includeObject"))
 }
 
 /// The selectors of a list or watch.
@@ -280,7 +279,7 @@ impl Registry {
         } else {
             return Err(ApiError::method_not_supported(&def.group_resource(), "get"));
         };
-        encode::object_response(200, def, bytes, &output, include_object(request)?)
+        encode::object_response(200, def, bytes, &output, include_object(request, &output)?)
     }
 
     pub(super) async fn list(
@@ -388,7 +387,7 @@ impl Registry {
                 &revision.to_string(),
                 meta.continue_token.as_deref(),
                 meta.remaining,
-                include_object(request)?,
+                include_object(request, &output)?,
             );
             return encode::json_value_response(200, &body, &output);
         }
@@ -441,7 +440,7 @@ impl Registry {
                 }
             }
         }
-        let include = include_object(request)?;
+        let include = include_object(request, &output)?;
         let bookmarks = request.flag("allowWatchBookmarks");
         let (at, send_initial) = watch_options(request)?;
         let timeout = watch_timeout(request, self.options.min_watch_timeout)?;

@@ -1702,3 +1702,37 @@ async fn patches_and_updates_may_not_rename_or_move_an_object() {
     );
     assert_eq!(current["metadata"]["namespace"], "default");
 }
+
+#[tokio::test]
+async fn include_object_is_a_table_option_only() {
+    let f = fixture().await;
+    let (code, _) = call(&f, "POST", CMS, Some(cm("t", json!({})))).await;
+    assert_eq!(code, 201);
+    // Not a Table: kube ignores the parameter, whatever its value.
+    for path in [
+        format!("{CMS}/t?includeObject=Bogus"),
+        format!("{CMS}?includeObject=Bogus"),
+    ] {
+        let (code, body) = call(&f, "GET", &path, None).await;
+        assert_eq!(code, 200, "{path}: {body}");
+    }
+    // A Table: refused with the Table conversion's words.
+    let mut req = request(
+        "GET",
+        &format!("{CMS}/t?includeObject=Bogus"),
+        None,
+        "application/json",
+    );
+    req.accept = Some("application/json;as=Table;v=v1;g=meta.k8s.io".into());
+    match f.registry.handle(req).await {
+        ApiResponse::Body(b) => {
+            assert_eq!(b.status, 400);
+            let status: Value = serde_json::from_slice(&b.bytes()).unwrap();
+            assert_eq!(
+                status["message"],
+                "Unable to convert to Table as requested: includeObject: Invalid value: \"Bogus\": must be 'Metadata', 'Object', 'None', or empty"
+            );
+        }
+        ApiResponse::Watch(_) => panic!("unexpected watch"),
+    }
+}
