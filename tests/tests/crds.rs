@@ -603,3 +603,41 @@ fn a_terminating_crds_objects_stay_served_so_their_finalizers_can_be_removed() {
     });
     assert!(gone, "the CRD stayed after its last instance went");
 }
+
+#[test]
+fn a_tightened_schema_does_not_hold_objects_with_old_values() {
+    let gate = Kubegate::start();
+    established(&gate);
+    gate.ok_stdin(&["apply", "--validate=false", "-f", "-"], MY_CRONTAB);
+    // The schema is tightened under an existing object: its image is now too long.
+    gate.ok(&[
+        "patch",
+        "crd",
+        "crontabs.stable.example.com",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/image/maxLength","value":3}]"#,
+    ]);
+    // Once the new schema is served, a new too-long value is refused with its message...
+    let refused = eventually(Duration::from_secs(10), || {
+        let out = gate.kubectl(&[
+            "patch",
+            "crontab",
+            "my",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"image":"still-too-long"}}"#,
+        ]);
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("spec.image: Too long")
+    });
+    assert!(refused, "the tightened schema never applied");
+    // ... while an update that leaves the old too-long image alone is accepted (validation
+    // ratcheting, as kube's CRDValidationRatcheting), so the object can still be labelled or
+    // have its finalizers removed.
+    gate.ok(&["label", "crontab", "my", "tier=gold", "--overwrite"]);
+    assert_eq!(
+        gate.ok(&["get", "crontab", "my", "-o", "jsonpath={.spec.image}"]),
+        "my-awesome-cron-image"
+    );
+}
