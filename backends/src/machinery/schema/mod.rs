@@ -168,20 +168,20 @@ pub(crate) fn invalid_raw(field: &str, rendered: &str, detail: &str) -> StatusCa
 
 /// `field.TooLong(path, "", max)`.
 pub(crate) fn too_long(field: &str, max: i64) -> StatusCause {
-    let unit = if max == 1 { "byte" } else { "bytes" };
+    // kube 1.33's words: plural whatever the number (1.34 says "1 byte").
     StatusCause {
         reason: "FieldValueTooLong".into(),
-        message: format!("Too long: may not be more than {max} {unit}"),
+        message: format!("Too long: may not be more than {max} bytes"),
         field: field.into(),
     }
 }
 
 /// `field.TooMany(path, actual, max)`.
 pub(crate) fn too_many(field: &str, actual: i64, max: i64) -> StatusCause {
-    let unit = if max == 1 { "item" } else { "items" };
+    // kube 1.33's words: plural whatever the number (1.34 says "1 item").
     StatusCause {
         reason: "FieldValueTooMany".into(),
-        message: format!("Too many: {actual}: must have at most {max} {unit}"),
+        message: format!("Too many: {actual}: must have at most {max} items"),
         field: field.into(),
     }
 }

@@ -168,7 +168,7 @@ fn schema_validate_reports_like_kube_openapi() {
             "<nil>: Invalid value: \"\": Checked value must be of type integer with format int32 in spec.ports[0].port",
         ]),
         (json!({"cronSpec": "* * * * *", "labels": {"a": "x", "b": "yy"}}), vec![
-            "spec.labels: Too many: 2: must have at most 1 item",
+            "spec.labels: Too many: 2: must have at most 1 items",
             "spec.labels.a: Invalid value: \"x\": spec.labels.a in body should be at least 2 chars long",
         ]),
         (json!({"cronSpec": "* * * * *", "free": {"known": {"a": 1}}}), vec![
@@ -196,7 +196,7 @@ fn schema_validate_reports_like_kube_openapi() {
         got,
         [
             "<nil>: Invalid value: \"\": \"a\" must validate at least one schema (anyOf)",
-            "a: Too long: may not be more than 1 byte",
+            "a: Too long: may not be more than 1 bytes",
             "<nil>: Invalid value: \"\": \"b\" must not validate the schema (not)",
             "c: Invalid value: \"\": c.bad in body is a forbidden property",
         ]
