@@ -15,6 +15,7 @@ pub mod authz;
 pub mod flowcontrol;
 pub mod https;
 pub mod impersonation;
+pub mod quote;
 pub mod request_info;
 pub mod user;
 

@@ -13,6 +13,9 @@ pub mod selectors;
 pub mod table;
 pub mod validation;
 
+/// Go's `%q` for a string, shared with the policy crate's messages.
+pub(crate) use kubegate_policy::quote::go_quote;
+
 /// A field of an object's `metadata`. (`Value::pointer` allocates two strings per path
 /// segment, and this is read on every write's path.)
 pub(crate) fn meta_field<'a>(
@@ -36,34 +39,22 @@ pub(crate) fn json_kind(value: &serde_json::Value) -> &'static str {
     }
 }
 
-/// Go's `%q` for a string (`strconv.Quote`): printable characters kept, others escaped.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
+/// A copy of `value` whose objects have their keys sorted (serde_json keeps insertion
+/// order), as Go's `json.Marshal` writes a map.
+pub(crate) fn sorted_keys(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            serde_json::Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted_keys(&map[k])))
+                    .collect(),
+            )
         }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(sorted_keys).collect())
+        }
+        other => other.clone(),
     }
-    out.push('"');
-    out
 }

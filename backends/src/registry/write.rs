@@ -297,7 +297,7 @@ fn invalid_patch(
         PatchType::StrategicMerge => serde_json::from_slice::<Value>(patch_bytes)
             .map(|patch| go_print(&patch))
             .unwrap_or_default(),
-        _ => sorted_json(patched),
+        _ => serde_json::to_string(&crate::machinery::sorted_keys(patched)).unwrap_or_default(),
     };
     ApiError::invalid(
         "",
@@ -312,26 +312,6 @@ fn invalid_patch(
             field: "patch".into(),
         }],
     )
-}
-
-/// JSON with every object's keys sorted, as Go's `json.Marshal` writes a map.
-fn sorted_json(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&map[k])))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    serde_json::to_string(&sorted(value)).unwrap_or_default()
 }
 
 /// A decoded JSON value as Go's `%+v` prints it (maps with sorted keys, slices in brackets,
@@ -868,7 +848,7 @@ impl Registry {
                     ..WriteMode::client(request)?
                 },
                 |current| {
-                    let patched = match patch_type {
+                    let mut patched = match patch_type {
                         PatchType::Json => patch::json_patch(current, &patch_bytes)?,
                         PatchType::Merge => patch::merge_patch(current, &patch_bytes)?,
                         PatchType::StrategicMerge => {
@@ -881,16 +861,19 @@ impl Registry {
                     // The patched object is decoded into the kind's Go type as kube's patcher
                     // does: a field of the wrong type, or one the kind does not have (under
                     // Strict), fails the patch with a 422 on `patch`.
-                    let refused =
-                        |error: &str| invalid_patch(patch_type, &patch_bytes, &patched, error);
-                    let mut decoded = patched.clone();
-                    super::go_types::decode(&def.definition, &mut decoded)
-                        .map_err(|error| refused(&error))?;
+                    // (A refused decode leaves the object as it was; pruning does not, so the
+                    // object a strict error names is kept, under Strict only.)
+                    super::go_types::decode(&def.definition, &mut patched).map_err(|error| {
+                        invalid_patch(patch_type, &patch_bytes, &patched, &error)
+                    })?;
+                    let unpruned = (mode == FieldValidation::Strict).then(|| patched.clone());
                     let found = self
-                        .unknown_fields(def, &mut decoded, mode)
-                        .map_err(|error| refused(&error))?;
+                        .unknown_fields(def, &mut patched, mode)
+                        .map_err(|error| {
+                            let named = unpruned.as_ref().unwrap_or(&patched);
+                            invalid_patch(patch_type, &patch_bytes, named, &error)
+                        })?;
                     *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
-                    let mut patched = decoded;
                     // A patch may not move the object: its namespace and name stay the
                     // request's (kube's patcher checks both after patching).
                     check_namespace(&mut patched, def, &info.namespace)?;

@@ -540,29 +540,12 @@ fn keep_last_applied_in_step(live: &Value, config: &Value, merged: &mut Value) {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
     // Go encodes maps with sorted keys.
-    let encoded = format!("{}\n", sorted_keys(&applied));
+    let encoded = format!("{}\n", crate::machinery::sorted_keys(&applied));
     if let Some(annotations) = merged
         .pointer_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         annotations.insert(LAST_APPLIED_ANNOTATION.into(), Value::String(encoded));
-    }
-}
-
-/// A copy of `value` whose objects have their keys sorted (serde_json keeps insertion order).
-fn sorted_keys(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted_keys(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
-        other => other.clone(),
     }
 }
 

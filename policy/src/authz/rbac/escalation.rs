@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::index::{aggregate, RbacIndex};
 use super::policy_comparator::covers;
-use super::quote::{go_quote, go_quote_list};
 use super::types::{compact_string, PolicyRule};
+use crate::quote::{go_quote, go_quote_list};
 use crate::user::UserInfo;
 
 /// kube's `ConfirmNoEscalation`: `Ok` if the rules `user` holds in `namespace` cover

@@ -12,8 +12,8 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::quote::{go_quote, push_go_quoted};
 use super::types::{not_found, null_as_default, PolicyRule, RbacKind, RoleRef, Subject};
+use crate::quote::{go_quote, push_go_quoted};
 use crate::user::UserInfo;
 
 /// The user-name prefix of ServiceAccount identities (`system:serviceaccount:<ns>:<name>`).

@@ -16,7 +16,6 @@
 //! - [`escalation`]: may a user grant these rules ([`confirm_no_escalation`]).
 
 mod decision_cache;
-mod quote;
 
 pub mod authorizer;
 pub mod escalation;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::quote::{go_quote, go_quote_list};
+use crate::quote::{go_quote, go_quote_list};
 
 /// The four RBAC object kinds the index holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

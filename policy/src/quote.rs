@@ -1,18 +1,19 @@
-//! Go's `%q` (`strconv.Quote`) for the names and rules RBAC puts in its messages, so that
-//! reasons and errors read byte for byte as kube-apiserver's.
+//! Go's `%q` (`strconv.Quote`) for the names, rules and values kube puts in its messages
+//! (RBAC reasons, field errors, selector and patch errors), so that they read byte for byte
+//! as kube-apiserver's.
 
 use std::fmt::Write;
 
 /// Go's `strconv.Quote(s)`: double quotes around `s`, with `"` and `\` escaped and anything
 /// Go's `unicode.IsPrint` rejects written as an escape.
-pub(crate) fn go_quote(s: &str) -> String {
+pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     push_go_quoted(&mut out, s);
     out
 }
 
 /// Go's `%q` of a `[]string`: `["a" "b"]`.
-pub(crate) fn go_quote_list(values: &[String]) -> String {
+pub fn go_quote_list(values: &[String]) -> String {
     let mut out = String::with_capacity(values.iter().map(|v| v.len() + 3).sum::<usize>() + 2);
     out.push('[');
     for (i, value) in values.iter().enumerate() {
@@ -26,7 +27,7 @@ pub(crate) fn go_quote_list(values: &[String]) -> String {
 }
 
 /// Appends `strconv.Quote(s)` to `out`.
-pub(crate) fn push_go_quoted(out: &mut String, s: &str) {
+pub fn push_go_quoted(out: &mut String, s: &str) {
     out.push('"');
     // The common case (printable ASCII, nothing to escape) is one copy.
     if s.bytes()
