@@ -61,7 +61,8 @@ pub fn is_condition_true(crd: &Value, type_: &str) -> bool {
 
 /// kube's `SetCRDCondition`: adds the condition, or updates status, reason and message of the
 /// existing one, moving `lastTransitionTime` to `now` only when the status changes (or was
-/// unset). Returns whether anything changed.
+/// unset). Returns whether anything changed. The namespace controller's conditions follow the
+/// same rule (`updateConditions`), so it uses this too.
 pub fn set_condition(crd: &mut Value, condition: &Condition, now: &str) -> bool {
     let Some(status) = status_map(crd) else {
         return false;

@@ -1,13 +1,16 @@
 //! Namespace lifecycle: the default namespaces created at start, and the namespace
-//! controller's work for a namespace being deleted (delete everything in it, then remove the
-//! `kubernetes` finalizer so the namespace itself goes), as kube-controller-manager's
-//! namespace controller does.
+//! controller's work for a namespace being deleted (delete everything in it, report what
+//! remains in the namespace's deletion conditions, then remove the `kubernetes` finalizer so
+//! the namespace itself goes), as kube-controller-manager's namespace controller does.
+
+use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::meta::meta_field;
+use super::meta::{meta_field, now_rfc3339};
 use super::write::{DeleteOptions, WriteMode};
 use super::Registry;
+use crate::core::crd_status::{set_condition, Condition};
 use crate::resource::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 
@@ -113,30 +116,25 @@ impl Registry {
         if meta_field(&namespace, "deletionTimestamp").is_none() {
             return Ok(FinalizeOutcome::NotTerminating);
         }
-        let mut remaining = 0;
+        let mut content = ContentTotals::default();
         let mut seen_prefixes = std::collections::HashSet::new();
         for def in self.resources().iter() {
             if !def.namespaced || !seen_prefixes.insert(def.storage_prefix.clone()) {
                 continue;
             }
-            let (items, _) = self
-                .cacher
-                .list(&def.collection_prefix(name), None, None)
-                .map_err(super::store_error)?;
-            for item in items {
-                let object: Value =
-                    serde_json::from_slice(&item.bytes).map_err(ApiError::internal)?;
-                let object_name = super::object_name(&object).to_string();
-                match self
-                    .delete_object(def, name, &object_name, &DeleteOptions::default())
-                    .await
-                {
-                    Ok((_, _, true)) => {}
-                    Ok((_, _, false)) => remaining += 1,
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
+            // kube goes on with the other resources when one fails, and reports the failures.
+            if let Err(e) = self.delete_namespace_content(def, name, &mut content).await {
+                content.failures.push(e.message);
             }
+        }
+        let remaining: usize = content.remaining.values().sum();
+        self.record_deletion_conditions(&ns_def, name, &content)
+            .await?;
+        if !content.failures.is_empty() {
+            return Err(ApiError::internal(format!(
+                "deleting the content of namespace {name}: {}",
+                content.failures.join(", ")
+            )));
         }
         if remaining > 0 {
             return Ok(FinalizeOutcome::ContentRemaining(remaining));
@@ -170,6 +168,190 @@ impl Registry {
             Err(e) => Err(e),
             // Other finalizers (metadata.finalizers or spec.finalizers of other owners) hold it.
             Ok(_) => Ok(FinalizeOutcome::ContentRemaining(0)),
+        }
+    }
+}
+
+/// What one pass over a terminating namespace's content left: kube's
+/// `allGVRDeletionMetadata` and its delete errors.
+#[derive(Debug, Default)]
+struct ContentTotals {
+    /// `<resource>.<group>` → objects still there (waiting on their finalizers).
+    remaining: BTreeMap<String, usize>,
+    /// finalizer → remaining objects that carry it.
+    finalizers: BTreeMap<String, usize>,
+    /// Why some resource's content could not be deleted.
+    failures: Vec<String>,
+}
+
+/// The conditions kube's namespace controller keeps on a terminating namespace, in its order,
+/// with the reason and message each has when nothing is wrong (`status_condition_utils.go`).
+const DELETION_CONDITIONS: [(&str, &str, &str); 5] = [
+    (
+        "NamespaceDeletionDiscoveryFailure",
+        "ResourcesDiscovered",
+        "All resources successfully discovered",
+    ),
+    (
+        "NamespaceDeletionGroupVersionParsingFailure",
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed",
+    ),
+    (
+        "NamespaceDeletionContentFailure",
+        "ContentDeleted",
+        "All content successfully deleted, may be waiting on finalization",
+    ),
+    (
+        "NamespaceContentRemaining",
+        "ContentRemoved",
+        "All content successfully removed",
+    ),
+    (
+        "NamespaceFinalizersRemaining",
+        "ContentRemoved",
+        "All content successfully removed",
+    ),
+];
+
+impl ContentTotals {
+    /// The five deletion conditions this pass calls for, as kube's `namespaceConditionUpdater`
+    /// words them.
+    fn conditions(&self) -> Vec<Condition> {
+        DELETION_CONDITIONS
+            .iter()
+            .map(|&(type_, ok_reason, ok_message)| {
+                let problem = match type_ {
+                    "NamespaceDeletionContentFailure" if !self.failures.is_empty() => {
+                        let mut failures = self.failures.clone();
+                        failures.sort();
+                        Some((
+                            "ContentDeletionFailed",
+                            format!(
+                                "Failed to delete all resource types, {} remaining: {}",
+                                failures.len(),
+                                failures.join(", ")
+                            ),
+                        ))
+                    }
+                    "NamespaceContentRemaining" if !self.remaining.is_empty() => Some((
+                        "SomeResourcesRemain",
+                        format!(
+                            "Some resources are remaining: {}",
+                            joined(&self.remaining, "has", "resource instances")
+                        ),
+                    )),
+                    "NamespaceFinalizersRemaining" if !self.finalizers.is_empty() => Some((
+                        "SomeFinalizersRemain",
+                        format!(
+                            "Some content in the namespace has finalizers remaining: {}",
+                            joined(&self.finalizers, "in", "resource instances")
+                        ),
+                    )),
+                    _ => None,
+                };
+                match problem {
+                    Some((reason, message)) => Condition::new(type_, "True", reason, &message),
+                    None => Condition::new(type_, "False", ok_reason, ok_message),
+                }
+            })
+            .collect()
+    }
+}
+
+/// `"<key> <verb> <n> <noun>"` for every count, sorted as kube sorts the rendered strings.
+fn joined(counts: &BTreeMap<String, usize>, verb: &str, noun: &str) -> String {
+    let mut parts: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(key, n)| format!("{key} {verb} {n} {noun}"))
+        .collect();
+    parts.sort();
+    parts.join(", ")
+}
+
+impl Registry {
+    /// Deletes every object of `def` in `namespace`, counting those that stay (and their
+    /// finalizers) in `content`.
+    async fn delete_namespace_content(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        content: &mut ContentTotals,
+    ) -> ApiResult<()> {
+        let (items, _) = self
+            .cacher
+            .list(&def.collection_prefix(namespace), None, None)
+            .map_err(super::store_error)?;
+        for item in items {
+            let object: Value = serde_json::from_slice(&item.bytes).map_err(ApiError::internal)?;
+            let object_name = super::object_name(&object).to_string();
+            match self
+                .delete_object(def, namespace, &object_name, &DeleteOptions::default())
+                .await
+            {
+                Ok((_, _, true)) => {}
+                Ok((_, left, false)) => {
+                    *content
+                        .remaining
+                        .entry(format!("{}.{}", def.plural, def.group))
+                        .or_default() += 1;
+                    let finalizers = left
+                        .pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str);
+                    for finalizer in finalizers {
+                        *content.finalizers.entry(finalizer.to_string()).or_default() += 1;
+                    }
+                }
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the namespace's deletion conditions when this pass changes them (kube updates
+    /// the status only then).
+    async fn record_deletion_conditions(
+        &self,
+        ns_def: &ResourceDef,
+        name: &str,
+        content: &ContentTotals,
+    ) -> ApiResult<()> {
+        let conditions = content.conditions();
+        let now = now_rfc3339();
+        let changed = |namespace: &Value| {
+            let mut next = namespace.clone();
+            let mut changed = false;
+            for condition in &conditions {
+                changed |= set_condition(&mut next, condition, &now);
+            }
+            changed.then_some(next)
+        };
+        let Some(cached) = self.cacher.get(&ns_def.key("", name)) else {
+            return Ok(());
+        };
+        let current: Value = super::client_value(ns_def, &cached.bytes)?;
+        if changed(&current).is_none() {
+            return Ok(());
+        }
+        let written = self
+            .update_object(
+                ns_def,
+                "",
+                name,
+                "status",
+                WriteMode::default(),
+                |current| Ok(changed(current).unwrap_or_else(|| current.clone())),
+            )
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

@@ -689,6 +689,129 @@ async fn namespace_lifecycle() {
 }
 
 #[tokio::test]
+async fn a_terminating_namespace_reports_what_holds_it_in_its_conditions() {
+    let f = fixture().await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "held"}});
+    call(&f, "POST", "/api/v1/namespaces", Some(ns)).await;
+    for name in ["a", "b"] {
+        let held = cm(name, json!({}));
+        let mut held = held;
+        held["metadata"]["finalizers"] = json!(["example.com/hold", "example.com/audit"]);
+        let (code, s) = call(&f, "POST", "/api/v1/namespaces/held/configmaps", Some(held)).await;
+        assert_eq!(code, 201, "{s}");
+    }
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/held/configmaps",
+        Some(cm("free", json!({}))),
+    )
+    .await;
+    call(&f, "DELETE", "/api/v1/namespaces/held", None).await;
+
+    let outcome = f.registry.finalize_namespace("held").await.unwrap();
+    assert_eq!(
+        outcome,
+        super::namespaces::FinalizeOutcome::ContentRemaining(2)
+    );
+    let (_, ns) = call(&f, "GET", "/api/v1/namespaces/held", None).await;
+    let conditions = |ns: &Value| -> Vec<(String, String, String, String)> {
+        ns["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                assert!(!text("lastTransitionTime").is_empty(), "{c}");
+                (
+                    text("type"),
+                    text("status"),
+                    text("reason"),
+                    text("message"),
+                )
+            })
+            .collect()
+    };
+    let row = |t: &str, s: &str, r: &str, m: &str| (t.into(), s.into(), r.into(), m.into());
+    let ok_rows = [
+        row(
+            "NamespaceDeletionDiscoveryFailure",
+            "False",
+            "ResourcesDiscovered",
+            "All resources successfully discovered",
+        ),
+        row(
+            "NamespaceDeletionGroupVersionParsingFailure",
+            "False",
+            "ParsedGroupVersions",
+            "All legacy kube types successfully parsed",
+        ),
+        row(
+            "NamespaceDeletionContentFailure",
+            "False",
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization",
+        ),
+    ];
+    let mut expected = ok_rows.to_vec();
+    expected.push(row(
+        "NamespaceContentRemaining",
+        "True",
+        "SomeResourcesRemain",
+        "Some resources are remaining: configmaps. has 2 resource instances",
+    ));
+    expected.push(row(
+        "NamespaceFinalizersRemaining",
+        "True",
+        "SomeFinalizersRemain",
+        "Some content in the namespace has finalizers remaining: example.com/audit in 2 resource instances, example.com/hold in 2 resource instances",
+    ));
+    assert_eq!(conditions(&ns), expected);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let version = ns["metadata"]["resourceVersion"].clone();
+
+    // A pass that finds the same leaves the namespace as it is.
+    f.registry.finalize_namespace("held").await.unwrap();
+    let (_, again) = call(&f, "GET", "/api/v1/namespaces/held", None).await;
+    assert_eq!(again["metadata"]["resourceVersion"], version);
+
+    // Once one object is let go, the counts follow; once both are, the namespace goes.
+    let unhold = json!({"metadata": {"finalizers": null}});
+    let (code, s) = call_typed(
+        &f,
+        "PATCH",
+        "/api/v1/namespaces/held/configmaps/a",
+        Some(unhold.clone()),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200, "{s}");
+    let outcome = f.registry.finalize_namespace("held").await.unwrap();
+    assert_eq!(
+        outcome,
+        super::namespaces::FinalizeOutcome::ContentRemaining(1)
+    );
+    let (_, ns) = call(&f, "GET", "/api/v1/namespaces/held", None).await;
+    let messages: Vec<String> = conditions(&ns).into_iter().map(|c| c.3).collect();
+    assert!(
+        messages.contains(
+            &"Some resources are remaining: configmaps. has 1 resource instances".to_string()
+        ),
+        "{messages:?}"
+    );
+    call_typed(
+        &f,
+        "PATCH",
+        "/api/v1/namespaces/held/configmaps/b",
+        Some(unhold),
+        "application/merge-patch+json",
+    )
+    .await;
+    let outcome = f.registry.finalize_namespace("held").await.unwrap();
+    assert_eq!(outcome, super::namespaces::FinalizeOutcome::Gone);
+}
+
+#[tokio::test]
 async fn events_are_one_resource_in_two_versions() {
     let f = fixture().await;
     let (code, created) = call(&f, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", Some(json!({
