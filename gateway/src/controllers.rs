@@ -1,6 +1,6 @@
 //! Background controllers that run beside the request path: the namespace controller, which
-//! empties a terminating namespace and then lets it go (kube-controller-manager's namespace
-//! controller, in-process), [`event_ttl`], which expires Events on the embedded store, and
+//! empties a terminating namespace (its objects here and in APIService backends) and then
+//! lets it go (kube-controller-manager's namespace controller, in-process), [`event_ttl`], which expires Events on the embedded store, and
 //! [`upkeep`], which keeps the start-up configuration kubegate writes in place.
 
 pub mod event_ttl;
@@ -12,12 +12,16 @@ use std::time::Duration;
 use kubegate_backends::registry::namespaces::FinalizeOutcome;
 use kubegate_backends::registry::Registry;
 
+use crate::aggregator::Aggregator;
+
 /// How often terminating namespaces are re-examined when nothing wakes the controller.
 const RESYNC: Duration = Duration::from_secs(2);
 
-/// Runs the namespace controller until `stop` resolves.
+/// Runs the namespace controller until `stop` resolves. With `aggregator`, a namespace's
+/// objects in APIService backends are deleted too, and the namespace waits for them.
 pub async fn namespace_controller(
     registry: Arc<Registry>,
+    aggregator: Option<Arc<Aggregator>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let prefix = registry
@@ -26,7 +30,13 @@ pub async fn namespace_controller(
         .unwrap_or_default();
     loop {
         for name in registry.terminating_namespaces() {
-            match registry.finalize_namespace(&name).await {
+            let elsewhere = match &aggregator {
+                Some(aggregator) => {
+                    crate::aggregator::namespaces::delete_remote_content(aggregator, &name).await
+                }
+                None => Default::default(),
+            };
+            match registry.finalize_namespace(&name, elsewhere).await {
                 Ok(FinalizeOutcome::Gone) => tracing::info!(namespace = %name, "namespace deleted"),
                 Ok(FinalizeOutcome::ContentRemaining(n)) => {
                     tracing::debug!(namespace = %name, remaining = n, "namespace content still finalizing")

@@ -460,6 +460,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     background.spawn(crate::controllers::namespace_controller(
         registry.clone(),
+        Some(aggregator.clone()),
         stop_rx.clone(),
     ));
     // On etcd, Events expire through leases (above); the embedded store needs the controller.

@@ -486,6 +486,73 @@ fn a_dead_backend_is_unavailable_and_stale_without_slowing_the_rest() {
     );
 }
 
+/// The namespace's deletion condition of `type_`, as (status, message).
+fn namespace_condition(gate: &Kubegate, namespace: &str, type_: &str) -> Option<(String, String)> {
+    let out = gate.kubectl(&["get", "namespace", namespace, "-o", "json"]);
+    let ns: Value = serde_json::from_slice(&out.stdout).ok()?;
+    let condition = ns["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?
+        .clone();
+    Some((
+        condition["status"].as_str()?.to_string(),
+        condition["message"].as_str()?.to_string(),
+    ))
+}
+
+#[test]
+fn deleting_a_namespace_deletes_its_objects_in_the_backend_once_it_can_be_reached() {
+    let (gate, mut wardle) = start();
+    register(&gate, &wardle);
+    gate.ok(&["create", "namespace", "pets"]);
+    let in_pets = flunder("rex").replace("\"default\"", "\"pets\"");
+    gate.ok_stdin(&["create", "-f", "-"], &in_pets);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("kept"));
+
+    // With the backend down, what the namespace holds there is unknown: the namespace waits,
+    // and says why, as kube's namespace controller does.
+    wardle.stop();
+    let down = eventually(Duration::from_secs(15), || available(&gate) == "False");
+    assert!(down, "APIService stayed available with its backend down");
+    gate.ok(&["delete", "namespace", "pets", "--wait=false"]);
+    let expected = "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: wardle.example.com/v1alpha1: stale GroupVersion discovery: wardle.example.com/v1alpha1";
+    let reported = eventually(Duration::from_secs(15), || {
+        namespace_condition(&gate, "pets", "NamespaceDeletionDiscoveryFailure")
+            == Some(("True".into(), expected.into()))
+    });
+    assert!(
+        reported,
+        "{:?}",
+        namespace_condition(&gate, "pets", "NamespaceDeletionDiscoveryFailure")
+    );
+    let phase = gate.ok(&["get", "namespace", "pets", "-o", "jsonpath={.status.phase}"]);
+    assert_eq!(phase.trim(), "Terminating");
+
+    // Back: the namespace's flunders are deleted through the backend, as the namespace
+    // controller, and the namespace goes; other namespaces' flunders stay.
+    wardle.restart();
+    let gone = eventually(Duration::from_secs(30), || {
+        let out = gate.kubectl(&["get", "namespace", "pets"]);
+        String::from_utf8_lossy(&out.stderr).contains("NotFound")
+    });
+    assert!(gone, "the namespace stayed after its backend returned");
+    let deleted = last_request(&wardle, "DELETE", "/namespaces/pets/flunders");
+    assert_eq!(
+        deleted["user"], "system:serviceaccount:kube-system:namespace-controller",
+        "{deleted}"
+    );
+    assert_eq!(deleted["cn"], "front-proxy-client", "{deleted}");
+    let left = gate.json(&["get", "flunders", "-A", "-o", "json"]);
+    let names: Vec<&str> = left["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["kept"], "{left}");
+}
+
 #[test]
 fn missing_service_and_endpoints_are_reported() {
     let (gate, wardle) = start();

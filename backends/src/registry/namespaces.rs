@@ -102,9 +102,15 @@ impl Registry {
     }
 
     /// One pass of the namespace controller over `name`: deletes the namespace's content
-    /// (each resource stored once, whatever versions serve it) and, when nothing remains,
-    /// removes the `kubernetes` finalizer so the namespace is deleted.
-    pub async fn finalize_namespace(&self, name: &str) -> ApiResult<FinalizeOutcome> {
+    /// (each resource stored once, whatever versions serve it), records what remains (with
+    /// `elsewhere`, what the caller found in content served by others) in the namespace's
+    /// deletion conditions and, when nothing remains anywhere, removes the `kubernetes`
+    /// finalizer so the namespace is deleted.
+    pub async fn finalize_namespace(
+        &self,
+        name: &str,
+        elsewhere: ContentTotals,
+    ) -> ApiResult<FinalizeOutcome> {
         let Some(ns_def) = self.find("", "namespaces") else {
             return Ok(FinalizeOutcome::Gone);
         };
@@ -116,7 +122,7 @@ impl Registry {
         if meta_field(&namespace, "deletionTimestamp").is_none() {
             return Ok(FinalizeOutcome::NotTerminating);
         }
-        let mut content = ContentTotals::default();
+        let mut content = elsewhere;
         let mut seen_prefixes = std::collections::HashSet::new();
         for def in self.resources().iter() {
             if !def.namespaced || !seen_prefixes.insert(def.storage_prefix.clone()) {
@@ -130,10 +136,16 @@ impl Registry {
         let remaining: usize = content.remaining.values().sum();
         self.record_deletion_conditions(&ns_def, name, &content)
             .await?;
-        if !content.failures.is_empty() {
+        if !content.failures.is_empty() || !content.discovery_failures.is_empty() {
+            let why: Vec<String> = content
+                .discovery_failures
+                .iter()
+                .map(|(gv, why)| format!("{gv}: {why}"))
+                .chain(content.failures.iter().cloned())
+                .collect();
             return Err(ApiError::internal(format!(
                 "deleting the content of namespace {name}: {}",
-                content.failures.join(", ")
+                why.join(", ")
             )));
         }
         if remaining > 0 {
@@ -173,15 +185,39 @@ impl Registry {
 }
 
 /// What one pass over a terminating namespace's content left: kube's
-/// `allGVRDeletionMetadata` and its delete errors.
-#[derive(Debug, Default)]
-struct ContentTotals {
+/// `allGVRDeletionMetadata`, its delete errors and its discovery errors. The registry counts
+/// its own resources; content served elsewhere (APIService backends) is counted by the
+/// caller and handed in.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ContentTotals {
     /// `<resource>.<group>` → objects still there (waiting on their finalizers).
-    remaining: BTreeMap<String, usize>,
+    pub remaining: BTreeMap<String, usize>,
     /// finalizer → remaining objects that carry it.
-    finalizers: BTreeMap<String, usize>,
+    pub finalizers: BTreeMap<String, usize>,
     /// Why some resource's content could not be deleted.
-    failures: Vec<String>,
+    pub failures: Vec<String>,
+    /// `<group>/<version>` → why its resources could not be discovered: its content is
+    /// unknown, so the namespace is not let go (kube's `ErrGroupDiscoveryFailed`).
+    pub discovery_failures: BTreeMap<String, String>,
+}
+
+impl ContentTotals {
+    /// Counts one object that is still there after its deletion was asked for.
+    pub fn count_remaining(&mut self, resource: &str, group: &str, object: &Value) {
+        *self
+            .remaining
+            .entry(format!("{resource}.{group}"))
+            .or_default() += 1;
+        let finalizers = object
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str);
+        for finalizer in finalizers {
+            *self.finalizers.entry(finalizer.to_string()).or_default() += 1;
+        }
+    }
 }
 
 /// The conditions kube's namespace controller keeps on a terminating namespace, in its order,
@@ -222,6 +258,22 @@ impl ContentTotals {
             .iter()
             .map(|&(type_, ok_reason, ok_message)| {
                 let problem = match type_ {
+                    "NamespaceDeletionDiscoveryFailure" if !self.discovery_failures.is_empty() => {
+                        // client-go's `ErrGroupDiscoveryFailed`, as the controller words it.
+                        let groups: Vec<String> = self
+                            .discovery_failures
+                            .iter()
+                            .map(|(gv, why)| format!("{gv}: {why}"))
+                            .collect();
+                        Some((
+                            "DiscoveryFailed",
+                            format!(
+                                "Discovery failed for some groups, {} failing: unable to retrieve the complete list of server APIs: {}",
+                                groups.len(),
+                                groups.join(", ")
+                            ),
+                        ))
+                    }
                     "NamespaceDeletionContentFailure" if !self.failures.is_empty() => {
                         let mut failures = self.failures.clone();
                         failures.sort();
@@ -291,21 +343,7 @@ impl Registry {
                 .await
             {
                 Ok((_, _, true)) => {}
-                Ok((_, left, false)) => {
-                    *content
-                        .remaining
-                        .entry(format!("{}.{}", def.plural, def.group))
-                        .or_default() += 1;
-                    let finalizers = left
-                        .pointer("/metadata/finalizers")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str);
-                    for finalizer in finalizers {
-                        *content.finalizers.entry(finalizer.to_string()).or_default() += 1;
-                    }
-                }
+                Ok((_, left, false)) => content.count_remaining(&def.plural, &def.group, &left),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }

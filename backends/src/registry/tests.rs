@@ -677,7 +677,11 @@ async fn namespace_lifecycle() {
     )
     .await;
     assert_eq!(code, 403, "{s}");
-    let outcome = f.registry.finalize_namespace("gone").await.unwrap();
+    let outcome = f
+        .registry
+        .finalize_namespace("gone", Default::default())
+        .await
+        .unwrap();
     assert_eq!(outcome, super::namespaces::FinalizeOutcome::Gone);
     let (code, _) = call(&f, "GET", "/api/v1/namespaces/gone", None).await;
     assert_eq!(code, 404);
@@ -709,7 +713,11 @@ async fn a_terminating_namespace_reports_what_holds_it_in_its_conditions() {
     .await;
     call(&f, "DELETE", "/api/v1/namespaces/held", None).await;
 
-    let outcome = f.registry.finalize_namespace("held").await.unwrap();
+    let outcome = f
+        .registry
+        .finalize_namespace("held", Default::default())
+        .await
+        .unwrap();
     assert_eq!(
         outcome,
         super::namespaces::FinalizeOutcome::ContentRemaining(2)
@@ -771,7 +779,10 @@ async fn a_terminating_namespace_reports_what_holds_it_in_its_conditions() {
     let version = ns["metadata"]["resourceVersion"].clone();
 
     // A pass that finds the same leaves the namespace as it is.
-    f.registry.finalize_namespace("held").await.unwrap();
+    f.registry
+        .finalize_namespace("held", Default::default())
+        .await
+        .unwrap();
     let (_, again) = call(&f, "GET", "/api/v1/namespaces/held", None).await;
     assert_eq!(again["metadata"]["resourceVersion"], version);
 
@@ -786,7 +797,11 @@ async fn a_terminating_namespace_reports_what_holds_it_in_its_conditions() {
     )
     .await;
     assert_eq!(code, 200, "{s}");
-    let outcome = f.registry.finalize_namespace("held").await.unwrap();
+    let outcome = f
+        .registry
+        .finalize_namespace("held", Default::default())
+        .await
+        .unwrap();
     assert_eq!(
         outcome,
         super::namespaces::FinalizeOutcome::ContentRemaining(1)
@@ -807,7 +822,11 @@ async fn a_terminating_namespace_reports_what_holds_it_in_its_conditions() {
         "application/merge-patch+json",
     )
     .await;
-    let outcome = f.registry.finalize_namespace("held").await.unwrap();
+    let outcome = f
+        .registry
+        .finalize_namespace("held", Default::default())
+        .await
+        .unwrap();
     assert_eq!(outcome, super::namespaces::FinalizeOutcome::Gone);
 }
 

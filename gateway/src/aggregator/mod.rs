@@ -4,13 +4,15 @@
 //! or endpoint changes, registers the local APIServices and publishes the
 //! `extension-apiserver-authentication` ConfigMap; [`availability`] probes remote backends and
 //! writes their `Available` condition; [`proxy`] sends requests on with the caller's identity;
-//! [`delegate`] registers the group-versions of the cluster kubegate fronts.
+//! [`delegate`] registers the group-versions of the cluster kubegate fronts; [`namespaces`]
+//! deletes a terminating namespace's objects in remote group-versions.
 
 pub mod apiservice;
 pub mod availability;
 pub mod controller;
 pub mod delegate;
 pub mod docs;
+pub mod namespaces;
 pub mod proxy;
 pub mod resolve;
 pub mod table;
