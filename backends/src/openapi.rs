@@ -90,6 +90,14 @@ const PATCH_TYPES: &[&str] = &[
     "application/strategic-merge-patch+json",
     "application/apply-patch+yaml",
 ];
+/// The patch types of a custom resource's PATCH routes: apiextensions-apiserver's OpenAPI
+/// builder lists no strategic merge patch (its handler refuses one), which is what makes
+/// kubectl's client-side apply and diff fall back to a merge patch.
+const PATCH_TYPES_WITHOUT_STRATEGIC: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
 
 /// The documents requests are answered from. The v3 documents are stored bytes; the Swagger
 /// document (hundreds of kilobytes per custom resource, twice: JSON and protobuf) is assembled
@@ -1128,6 +1136,8 @@ struct RouteBuilder<'a> {
     tag: String,
     /// `CoreV1`, `CoordinationV1`.
     op_gv: String,
+    /// Whether the resource being built takes strategic merge patches.
+    strategic_merge: bool,
 }
 
 impl RouteBuilder<'_> {
@@ -1160,8 +1170,10 @@ impl RouteBuilder<'_> {
             gvk: Some(gvk.clone()),
             params,
             body,
-            consumes: if method == "patch" {
+            consumes: if method == "patch" && self.strategic_merge {
                 PATCH_TYPES
+            } else if method == "patch" {
+                PATCH_TYPES_WITHOUT_STRATEGIC
             } else {
                 CONSUMES_ANY
             },
@@ -1171,6 +1183,7 @@ impl RouteBuilder<'_> {
     }
 
     fn resource(&mut self, r: &ResourceDef) {
+        self.strategic_merge = r.strategy.supports_strategic_merge_patch();
         let kind = r.kind.as_str();
         let def = r.definition.clone();
         let list_def = list_definition(r);
@@ -1522,6 +1535,7 @@ fn group_version_paths(
         prefix,
         tag,
         op_gv,
+        strategic_merge: true,
     };
     for r in resources {
         builder.resource(r);
@@ -4046,6 +4060,49 @@ mod tests {
         };
         assert_eq!(color(&before), "a");
         assert_eq!(color(&rebuilt), "b");
+    }
+
+    /// kube's CRD OpenAPI builder offers no strategic merge patch on custom resources (kubectl's
+    /// client-side apply reads this and sends a merge patch); built-in kinds keep it.
+    #[test]
+    fn custom_resource_patches_offer_no_strategic_merge() {
+        let mut resources = served_resources();
+        resources.extend(crd(1, "a"));
+        let api = OpenApi::build(&resources);
+        let doc = v3(&api, "apis/g1.example.com/v1");
+        let patches: Vec<&Value> = doc["paths"]
+            .as_object()
+            .expect("paths")
+            .values()
+            .filter_map(|p| p.get("patch"))
+            .collect();
+        assert!(!patches.is_empty());
+        for patch in patches {
+            let content = patch["requestBody"]["content"]
+                .as_object()
+                .expect("content");
+            let types: Vec<&str> = content.keys().map(String::as_str).collect();
+            assert_eq!(
+                types,
+                [
+                    "application/apply-patch+yaml",
+                    "application/json-patch+json",
+                    "application/merge-patch+json"
+                ],
+                "{patch}"
+            );
+        }
+        let v2: Value = serde_json::from_slice(api.v2().0).expect("v2 document");
+        let path = "/apis/g1.example.com/v1/namespaces/{namespace}/things/{name}";
+        assert_eq!(
+            v2["paths"][path]["patch"]["consumes"],
+            json!(PATCH_TYPES_WITHOUT_STRATEGIC)
+        );
+        let core = v3(&api, "api/v1");
+        let configmap = &core["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+        assert!(configmap["requestBody"]["content"]
+            .get("application/strategic-merge-patch+json")
+            .is_some());
     }
 
     /// kube names the meta types with the built-in scheme: no custom resource group-version is

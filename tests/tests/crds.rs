@@ -641,3 +641,45 @@ fn a_tightened_schema_does_not_hold_objects_with_old_values() {
         "my-awesome-cron-image"
     );
 }
+
+/// kubectl's client-side apply and diff of a custom resource: kubectl reads the OpenAPI
+/// document, finds no strategic merge patch on the resource's PATCH, and sends a merge patch,
+/// as against kube.
+#[test]
+fn client_side_apply_and_diff_work_on_custom_resources() {
+    let gate = Kubegate::start();
+    established(&gate);
+    let crontab = |image: &str| {
+        format!(
+            "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: applied\nspec:\n  cronSpec: \"* * * * */5\"\n  image: {image}\n"
+        )
+    };
+    let created = gate.ok_stdin(&["apply", "-f", "-"], &crontab("one"));
+    assert!(created.contains("cron"), "{created}");
+    let changed = crontab("two");
+    let diff = gate.kubectl_stdin(&["diff", "-f", "-"], Some(&changed));
+    let shown = String::from_utf8_lossy(&diff.stdout);
+    assert_eq!(
+        diff.status.code(),
+        Some(1),
+        "kubectl diff: {}\n{shown}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(
+        shown.contains("-  image: one") && shown.contains("+  image: two"),
+        "{shown}"
+    );
+    let applied = gate.ok_stdin(&["apply", "-f", "-"], &changed);
+    assert!(applied.contains("configured"), "{applied}");
+    let object = gate.json(&["get", "crontab", "applied", "-o", "json"]);
+    assert_eq!(object["spec"]["image"], "two", "{object}");
+    let again = gate.ok_stdin(&["apply", "-f", "-"], &changed);
+    assert!(again.contains("unchanged"), "{again}");
+    let same = gate.kubectl_stdin(&["diff", "-f", "-"], Some(&changed));
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+}
