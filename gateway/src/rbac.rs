@@ -502,7 +502,13 @@ impl WriteAdmission for RoleEscalationCheck {
     /// URL's name), then the `create` it amounts to must be authorized.
     async fn admit_create_on_update(&self, user: &UserInfo, object: &Value) -> ApiResult<()> {
         self.judge(user, object, None, name_of(object)).await?;
-        authorize_create_on_update(self.authorizer.as_ref(), user, self.resource, object).await
+        authorize_create_on_update(
+            self.authorizer.as_ref(),
+            user,
+            (GROUP, "v1", self.resource),
+            object,
+        )
+        .await
     }
 }
 
@@ -575,7 +581,13 @@ impl WriteAdmission for BindingEscalationCheck {
     /// be authorized.
     async fn admit_create_on_update(&self, user: &UserInfo, object: &Value) -> ApiResult<()> {
         self.judge(user, object, None).await?;
-        authorize_create_on_update(self.authorizer.as_ref(), user, self.resource, object).await
+        authorize_create_on_update(
+            self.authorizer.as_ref(),
+            user,
+            (GROUP, "v1", self.resource),
+            object,
+        )
+        .await
     }
 }
 
@@ -636,15 +648,15 @@ impl BindingEscalationCheck {
 async fn authorize_create_on_update(
     authorizer: &dyn Authorizer,
     user: &UserInfo,
-    resource: &str,
+    (group, version, resource): (&str, &str, &str),
     object: &Value,
 ) -> ApiResult<()> {
     let name = name_of(object);
     let request = RequestInfo {
         is_resource_request: true,
         verb: "create".to_string(),
-        api_group: GROUP.to_string(),
-        api_version: "v1".to_string(),
+        api_group: group.to_string(),
+        api_version: version.to_string(),
         namespace: namespace_of(object).to_string(),
         resource: resource.to_string(),
         name: name.to_string(),
@@ -659,18 +671,57 @@ async fn authorize_create_on_update(
     match decision {
         Decision::Allow(_) => Ok(()),
         Decision::Deny(reason) | Decision::NoOpinion(reason) => {
-            let gr = GroupResource::new(GROUP.to_string(), resource.to_string());
+            let gr = GroupResource::new(group.to_string(), resource.to_string());
             Err(ApiError::forbidden_resource(&gr, name, &reason))
         }
     }
 }
 
-/// Attaches the escalation checks to the RBAC resources among `resources`.
+/// The write admission of a kind whose updates may create (kube's `AllowCreateOnUpdate`)
+/// and that has no other admission: an update that creates is authorized for `create` too,
+/// as kube's update handler authorizes it (`withAuthorization`).
+struct CreateOnUpdateCheck {
+    authorizer: Arc<dyn Authorizer>,
+    group: String,
+    version: String,
+    resource: String,
+}
+
+#[async_trait::async_trait]
+impl WriteAdmission for CreateOnUpdateCheck {
+    async fn admit(&self, _: &UserInfo, _: &Value, _: Option<&Value>) -> ApiResult<()> {
+        Ok(())
+    }
+
+    async fn admit_create_on_update(&self, user: &UserInfo, object: &Value) -> ApiResult<()> {
+        let resource = (
+            self.group.as_str(),
+            self.version.as_str(),
+            self.resource.as_str(),
+        );
+        authorize_create_on_update(self.authorizer.as_ref(), user, resource, object).await
+    }
+}
+
+/// Attaches the escalation checks to the RBAC resources among `resources`, and the create
+/// authorization to the other kinds whose updates may create.
 pub fn guard_writes(
     resources: &mut [ResourceDef],
     index: &Arc<RbacIndex>,
     authorizer: &Arc<dyn Authorizer>,
 ) {
+    for def in resources
+        .iter_mut()
+        .filter(|d| d.group != GROUP && d.admission.is_none())
+        .filter(|d| d.strategy.allow_create_on_update())
+    {
+        def.admission = Some(Arc::new(CreateOnUpdateCheck {
+            authorizer: authorizer.clone(),
+            group: def.group.clone(),
+            version: def.version.clone(),
+            resource: def.plural.clone(),
+        }));
+    }
     for def in resources.iter_mut().filter(|d| d.group == GROUP) {
         let admission: Arc<dyn WriteAdmission> = match def.plural.as_str() {
             "roles" => Arc::new(RoleEscalationCheck {

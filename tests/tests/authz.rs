@@ -596,3 +596,99 @@ fn bootstrap_policy_is_reconciled_and_user_edits_survive_restarts() {
         "{discovery}"
     );
 }
+
+/// A PUT of a missing Service, Endpoints, Event or Lease creates it (kube's
+/// `AllowCreateOnUpdate`), and only for a user who may `create` it as well as `update` it;
+/// a Lease update must name a resourceVersion.
+#[test]
+fn a_put_creates_kinds_that_allow_it_when_the_user_may_create() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "namespace", "team-p"]);
+    gate.ok(&[
+        "-n",
+        "team-p",
+        "create",
+        "role",
+        "updater",
+        "--verb=get,update",
+        "--resource=services,leases.coordination.k8s.io",
+    ]);
+    gate.ok(&[
+        "-n",
+        "team-p",
+        "create",
+        "rolebinding",
+        "updater",
+        "--role=updater",
+        "--user=upd",
+    ]);
+    let service = r#"{"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": "team-p"},
+        "spec": {"ports": [{"port": 80}]}}"#;
+    let refused = gate.kubectl_stdin(&["replace", "--as", "upd", "-f", "-"], Some(service));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    // kube's `withAuthorization` words it with the authorizer's reason, which RBAC leaves
+    // empty when no rule matches.
+    assert!(
+        stderr.contains(r#"error when replacing "STDIN": services "web" is forbidden: "#),
+        "{stderr}"
+    );
+    let (code, _) = gate.curl("GET", "/api/v1/namespaces/team-p/services/web", &[], None);
+    assert_eq!(code, 404, "a refused create-on-update stores nothing");
+    gate.ok(&[
+        "-n",
+        "team-p",
+        "create",
+        "role",
+        "creator",
+        "--verb=create",
+        "--resource=services,leases.coordination.k8s.io",
+    ]);
+    gate.ok(&[
+        "-n",
+        "team-p",
+        "create",
+        "rolebinding",
+        "creator",
+        "--role=creator",
+        "--user=upd",
+    ]);
+    let created = gate.ok_stdin(&["replace", "--as", "upd", "-f", "-"], service);
+    assert!(created.contains("service/web replaced"), "{created}");
+    let stored = gate.json(&["-n", "team-p", "get", "service", "web", "-o", "json"]);
+    assert!(
+        stored["spec"]["clusterIP"]
+            .as_str()
+            .is_some_and(|ip| !ip.is_empty()),
+        "a service created by PUT is allocated like any other: {stored}"
+    );
+
+    let lease = |rv: &str| {
+        format!(
+            r#"{{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {{"name": "lock", "namespace": "team-p"{rv}}},
+            "spec": {{"holderIdentity": "a"}}}}"#
+        )
+    };
+    let path = "/apis/coordination.k8s.io/v1/namespaces/team-p/leases/lock";
+    let (code, body) = gate.curl(
+        "PUT",
+        path,
+        &["Content-Type: application/json"],
+        Some(lease("").as_bytes()),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let (code, body) = gate.curl(
+        "PUT",
+        path,
+        &["Content-Type: application/json"],
+        Some(lease("").as_bytes()),
+    );
+    let status: Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        r#"leases.coordination.k8s.io "lock" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"#
+    );
+}

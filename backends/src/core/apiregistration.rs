@@ -101,6 +101,12 @@ pub fn def() -> ResourceDef {
 pub struct ApiServiceStrategy;
 
 impl Strategy for ApiServiceStrategy {
+    /// kube-aggregator's `apiServerStrategy.AllowUnconditionalUpdate`: an update must name the
+    /// resourceVersion it read.
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn name_rule(&self) -> NameRule {
         // kube's name function starts with the path-segment checks; the `<version>.<group>`
         // rule is checked with the spec in `validate`.

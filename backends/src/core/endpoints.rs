@@ -48,6 +48,11 @@ pub fn def() -> ResourceDef {
 pub struct EndpointsStrategy;
 
 impl Strategy for EndpointsStrategy {
+    /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     /// kube 1.33 deprecates core/v1 Endpoints for EndpointSlices (KEP-4974): every request to
     /// the resource carries the generated lifecycle warning.
     fn deprecation_warning(&self) -> Option<&str> {

@@ -322,6 +322,11 @@ fn fill_core_fields(object: &mut Value) {
 pub struct EventStrategy;
 
 impl Strategy for EventStrategy {
+    /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     /// core/v1 event names are only checked as path segments (kube runs no ObjectMeta
     /// validation of its own for legacy events).
     fn name_rule(&self) -> NameRule {

@@ -147,6 +147,11 @@ pub fn to_core(v1: &Value) -> Value {
 pub struct EventsV1Strategy;
 
 impl Strategy for EventsV1Strategy {
+    /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     // kube stores events.k8s.io/v1 events as core/v1 events (one resource, two versions).
     fn converts_storage(&self) -> bool {
         true

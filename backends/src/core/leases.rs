@@ -48,6 +48,17 @@ pub fn def() -> ResourceDef {
 pub struct LeaseStrategy;
 
 impl Strategy for LeaseStrategy {
+    /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
+    /// kube's `leaseStrategy.AllowUnconditionalUpdate`: a lease's update must name the
+    /// resourceVersion it read (leader election relies on it).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         // A non-pointer struct in Go: a lease always shows `spec`, even empty.
         child_object(object, "spec");

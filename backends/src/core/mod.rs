@@ -359,4 +359,47 @@ mod tests {
             assert!(!d.columns.is_empty(), "{} has no columns", d.plural);
         }
     }
+
+    /// kube's `AllowCreateOnUpdate` and `AllowUnconditionalUpdate` per built-in kind (their
+    /// registry strategies in kubernetes/pkg/registry).
+    #[test]
+    fn creates_on_update_and_unconditional_updates_as_kube() {
+        let mut creating: Vec<String> = Vec::new();
+        let mut conditional: Vec<String> = Vec::new();
+        for d in builtin_resources() {
+            let name = format!("{}.{}", d.plural, d.group);
+            if d.strategy.allow_create_on_update() {
+                creating.push(name.clone());
+            }
+            if !d.strategy.allow_unconditional_update() {
+                conditional.push(name);
+            }
+        }
+        creating.sort();
+        creating.dedup();
+        conditional.sort();
+        conditional.dedup();
+        assert_eq!(
+            creating,
+            [
+                "clusterrolebindings.rbac.authorization.k8s.io",
+                "clusterroles.rbac.authorization.k8s.io",
+                "endpoints.",
+                "events.",
+                "events.events.k8s.io",
+                "leases.coordination.k8s.io",
+                "rolebindings.rbac.authorization.k8s.io",
+                "roles.rbac.authorization.k8s.io",
+                "services.",
+            ]
+        );
+        assert_eq!(
+            conditional,
+            [
+                "apiservices.apiregistration.k8s.io",
+                "customresourcedefinitions.apiextensions.k8s.io",
+                "leases.coordination.k8s.io"
+            ]
+        );
+    }
 }

@@ -79,6 +79,11 @@ fn columns() -> Vec<TableColumn> {
 pub struct ServiceStrategy;
 
 impl Strategy for ServiceStrategy {
+    /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         if let Some(map) = object.as_object_mut() {
             // A non-pointer struct in Go: a new service always shows `loadBalancer: {}`.

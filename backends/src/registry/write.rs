@@ -366,6 +366,22 @@ impl NamespaceState {
     }
 }
 
+/// kube's store refusing an update without `metadata.resourceVersion` for a kind that does not
+/// allow unconditional updates: the resource (not the kind) qualifies the error, and the
+/// missing version is Go's uint64 zero as `%#v` prints it.
+fn resource_version_required(def: &ResourceDef, name: &str) -> ApiError {
+    ApiError::invalid(
+        &def.group,
+        &def.plural,
+        name,
+        vec![StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: "Invalid value: 0x0: must be specified for an update".into(),
+            field: "metadata.resourceVersion".into(),
+        }],
+    )
+}
+
 fn invalid(def: &ResourceDef, object: &Value, causes: Vec<StatusCause>) -> ApiError {
     ApiError::invalid(&def.group, &def.kind, object_name(object), causes)
 }
@@ -733,22 +749,6 @@ impl Registry {
         check_type(&mut body, def, &expected_kind)?;
         check_namespace(&mut body, def, &info.namespace)?;
         check_name(&body, &info.name)?;
-        if meta_str(&body, "resourceVersion").unwrap_or("").is_empty()
-            && !def.strategy.allow_unconditional_update()
-        {
-            // kube's store: the resource (not the kind) qualifies the error, and the missing
-            // version is Go's uint64 zero as `%#v` prints it.
-            return Err(ApiError::invalid(
-                &def.group,
-                &def.plural,
-                &info.name,
-                vec![StatusCause {
-                    reason: "FieldValueInvalid".into(),
-                    message: "Invalid value: 0x0: must be specified for an update".into(),
-                    field: "metadata.resourceVersion".into(),
-                }],
-            ));
-        }
         let warnings = self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
         let subresource = info.subresource.clone();
         let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
@@ -757,11 +757,17 @@ impl Registry {
             ..WriteMode::client(request)?
         };
         let create_on_update = subresource.is_empty() && def.strategy.allow_create_on_update();
+        let unconditional = meta_str(&body, "resourceVersion").unwrap_or("").is_empty();
         // With create on update, a missing object is created and one created meanwhile is
         // updated, as kube's guaranteed update retries against what it finds.
         for _ in 0..MAX_CONFLICT_RETRIES {
             let updated = self
                 .update_object(def, &info.namespace, &info.name, &subresource, mode, |_| {
+                    // Only an update of a stored object must name its version: a PUT that
+                    // creates names none (kube's store checks once it found the object).
+                    if unconditional && !def.strategy.allow_unconditional_update() {
+                        return Err(resource_version_required(def, &info.name));
+                    }
                     Ok(body.clone())
                 })
                 .await;
