@@ -182,6 +182,16 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether unknown field selectors are refused by kube's default converter
+    /// (`DefaultMetaV1FieldSelectorConversion`: `metadata.name` and `metadata.namespace` on
+    /// every kind, cluster-scoped ones included, and `"x" is not a known field selector`), as
+    /// for every kind that registers no converter of its own. Kinds with their own field
+    /// selectors (`ResourceDef::field_selectors`) always have their own converter; custom
+    /// resources have apiextensions' (`field label not supported: x`).
+    fn default_field_labels(&self) -> bool {
+        true
+    }
+
     /// Whether `label` is one of the resource's own selectable fields (a custom resource's
     /// `selectableFields`), beyond the fixed extractors of `ResourceDef::field_selectors`.
     fn selectable_field(&self, _label: &str) -> bool {

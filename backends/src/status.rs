@@ -59,6 +59,9 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub details: Option<StatusDetails>,
+    /// `Status.metadata.continue`: the token kube hands back with the 410 for a list's expired
+    /// continue token, to go on reading at the latest revision.
+    pub continue_token: Option<Box<str>>,
 }
 
 /// Result type of backend operations.
@@ -80,6 +83,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            continue_token: None,
         }
     }
 
@@ -90,6 +94,7 @@ impl ApiError {
             reason: "NotFound",
             message: format!("{gr} \"{name}\" not found"),
             details: details(gr, name),
+            continue_token: None,
         }
     }
 
@@ -100,6 +105,7 @@ impl ApiError {
             reason: "NotFound",
             message: "the server could not find the requested resource".into(),
             details: Some(StatusDetails::default()),
+            continue_token: None,
         }
     }
 
@@ -110,6 +116,7 @@ impl ApiError {
             reason: "AlreadyExists",
             message: format!("{gr} \"{name}\" already exists"),
             details: details(gr, name),
+            continue_token: None,
         }
     }
 
@@ -120,6 +127,7 @@ impl ApiError {
             reason: "Conflict",
             message: format!("Operation cannot be fulfilled on {gr} \"{name}\": {why}"),
             details: details(gr, name),
+            continue_token: None,
         }
     }
 
@@ -165,6 +173,7 @@ impl ApiError {
                 causes,
                 ..Default::default()
             }),
+            continue_token: None,
         }
     }
 
@@ -188,6 +197,7 @@ impl ApiError {
             reason: "Forbidden",
             message,
             details: details(gr, name),
+            continue_token: None,
         }
     }
 
@@ -202,6 +212,7 @@ impl ApiError {
             reason: "MethodNotAllowed",
             message: format!("{action} is not supported on resources of kind \"{gr}\""),
             details: details(gr, ""),
+            continue_token: None,
         }
     }
 
@@ -254,6 +265,7 @@ impl ApiError {
                 retry_after_seconds: Some(retry_after),
                 ..Default::default()
             }),
+            continue_token: None,
         }
     }
 
@@ -267,7 +279,10 @@ impl ApiError {
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": match &self.continue_token {
+                Some(token) => json!({"continue": token}),
+                None => json!({}),
+            },
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

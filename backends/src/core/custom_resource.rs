@@ -629,6 +629,12 @@ impl Strategy for CustomResourceStrategy {
         true
     }
 
+    /// apiextensions' converter: `metadata.namespace` only on namespaced resources, and
+    /// `field label not supported: x`.
+    fn default_field_labels(&self) -> bool {
+        false
+    }
+
     fn supports_strategic_merge_patch(&self) -> bool {
         false
     }

@@ -100,6 +100,7 @@ fn rejected() -> ApiError {
         reason: "Invalid",
         message: "the server rejected our request due to an error in our request".into(),
         details: Some(StatusDetails::default()),
+        continue_token: None,
     }
 }
 

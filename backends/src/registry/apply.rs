@@ -223,6 +223,7 @@ impl Tracker {
                             causes,
                             ..Default::default()
                         }),
+                        continue_token: None,
                     }
                 }
                 ApplyError::BadRequest(m) => ApiError::bad_request(m),

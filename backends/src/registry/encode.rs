@@ -163,15 +163,20 @@ pub(crate) fn list_body(def: &ResourceDef, items: &[Bytes], meta: &ListMeta) -> 
 }
 
 /// What a `continue` token encodes: the revision the first page was read at and the last key
-/// returned (relative to the collection prefix), like kube's `continueToken`.
+/// returned (relative to the collection prefix), like kube's `continueToken`. A revision of
+/// -1 ([`LATEST`]) continues at the latest revision: kube hands such a token back with the
+/// 410 for an expired one.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ContinueToken {
     pub v: String,
-    pub rv: u64,
+    pub rv: i64,
     pub start: String,
 }
 
-pub(crate) fn encode_continue(rv: u64, start: &str) -> String {
+/// The revision of a continue token that reads on at the latest revision.
+pub(crate) const LATEST: i64 = -1;
+
+pub(crate) fn encode_continue(rv: i64, start: &str) -> String {
     let token = ContinueToken {
         v: "meta.k8s.io/v1".into(),
         rv,
@@ -220,6 +225,8 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
         let t = encode_continue(42, "team-a/app");
+        let latest = decode_continue(&encode_continue(LATEST, "team-a/app")).unwrap();
+        assert_eq!(latest.rv, LATEST);
         let d = decode_continue(&t).unwrap();
         assert_eq!(d.rv, 42);
         assert_eq!(d.start, "team-a/app");

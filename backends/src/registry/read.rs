@@ -12,6 +12,7 @@ use super::encode::{self, ListMeta};
 use super::meta::meta_field;
 use super::{store_error, Registry};
 use crate::api::{ApiRequest, ApiResponse, WatchStream};
+use crate::machinery::go_quote;
 use crate::machinery::negotiation::{negotiate_output, MediaType, Negotiated};
 use crate::machinery::protobuf;
 use crate::machinery::selectors::{FieldSelector, LabelSelector};
@@ -102,6 +103,20 @@ fn validate_list_options(request: &ApiRequest) -> ApiResult<()> {
     }
 }
 
+/// How a GET reads: kube's `GetOptions` has only `resourceVersion` (`resourceVersionMatch`
+/// is a list option a GET ignores): none is the latest state, `0` whatever the cache holds,
+/// and any other at least that revision, served from the latest.
+fn get_read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
+    match request.param("resourceVersion").unwrap_or("") {
+        "" => Ok(ReadAt::Consistent),
+        "0" => Ok(ReadAt::Any),
+        rv => rv
+            .parse()
+            .map(ReadAt::NotOlderThan)
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}"))),
+    }
+}
+
 fn read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
     let rv = request.param("resourceVersion").unwrap_or("");
     let matching = request.param("resourceVersionMatch").unwrap_or("");
@@ -170,8 +185,19 @@ impl Filter {
             .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
         let fields = FieldSelector::parse(request.param("fieldSelector").unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        let default_converter =
+            def.field_selectors.is_empty() && def.strategy.default_field_labels();
         for requirement in fields.requirements() {
             let field = requirement.field.as_str();
+            if default_converter {
+                if field != "metadata.name" && field != "metadata.namespace" {
+                    return Err(ApiError::bad_request(format!(
+                        "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+                        go_quote(field)
+                    )));
+                }
+                continue;
+            }
             let known = field == "metadata.name"
                 || (field == "metadata.namespace" && def.namespaced)
                 || def.field_extractor(field).is_some()
@@ -258,22 +284,14 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true)?;
-        let at = read_at(request)?;
+        let at = get_read_at(request)?;
         self.prepare_read(at).await?;
         let info = &request.info;
         let key = def.key(&info.namespace, &info.name);
-        let cached = match at {
-            ReadAt::Exact(rev) => {
-                let (items, _) = self
-                    .cacher
-                    .list_at(&key, None, Some(rev))
-                    .await
-                    .map_err(store_error)?;
-                items.into_iter().find(|o| o.key == key)
-            }
-            _ => self.cacher.get(&key),
-        }
-        .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
+        let cached = self
+            .cacher
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
         let bytes = if info.subresource.is_empty() || info.subresource == "status" {
             super::served_bytes(def, &cached)?
         } else {
@@ -299,21 +317,26 @@ impl Registry {
                 .max(0) as usize,
         };
         let prefix = def.collection_prefix(&request.info.namespace);
+        let mut continued = None;
         let (at, start_after) = match request.param("continue").filter(|c| !c.is_empty()) {
             Some(token) => {
+                // kube's store takes `resourceVersion=0` along with a continue token.
                 if request
                     .param("resourceVersion")
-                    .is_some_and(|rv| !rv.is_empty())
+                    .is_some_and(|rv| !rv.is_empty() && rv != "0")
                 {
                     return Err(ApiError::bad_request(
                         "specifying resource version is not allowed when using continue",
                     ));
                 }
                 let token = encode::decode_continue(token)?;
-                (
-                    ReadAt::Exact(token.rv),
-                    Some(format!("{prefix}{}", token.start)),
-                )
+                continued = Some(token.start.clone());
+                let at = match Revision::try_from(token.rv) {
+                    Ok(rev) => ReadAt::Exact(rev),
+                    // A token kube handed back with a 410: read on at the latest revision.
+                    Err(_) => ReadAt::Consistent,
+                };
+                (at, Some(format!("{prefix}{}", token.start)))
             }
             // kube's legacy rule: a limited list at a resourceVersion with no match given is
             // read at exactly that revision.
@@ -340,8 +363,14 @@ impl Registry {
             .list_at(&prefix, start_after.as_deref(), at_revision)
             .await
             .map_err(|e| match e {
-                crate::storage::StoreError::Compacted { .. } if start_after.is_some() => {
-                    ApiError::resource_expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+                crate::storage::StoreError::Compacted { .. } if continued.is_some() => {
+                    // kube's `handleCompactedErrorForPaging`: the 410 carries a token that
+                    // goes on from the same key at the latest revision.
+                    let mut expired = ApiError::resource_expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.");
+                    let start = continued.as_deref().unwrap_or_default();
+                    expired.continue_token =
+                        Some(encode::encode_continue(encode::LATEST, start).into());
+                    expired
                 }
                 other => store_error(other),
             })?;
@@ -357,7 +386,10 @@ impl Registry {
             if limit > 0 && selected.len() == limit {
                 let last = selected.last().map(|o| o.key.clone()).unwrap_or_default();
                 let start = last.strip_prefix(prefix.as_str()).unwrap_or(&last);
-                continue_token = Some(encode::encode_continue(revision, start));
+                continue_token = Some(encode::encode_continue(
+                    i64::try_from(revision).unwrap_or(i64::MAX),
+                    start,
+                ));
                 if filter.is_empty() {
                     remaining = Some((items.len() - index) as i64);
                 }
@@ -458,31 +490,33 @@ impl Registry {
             output: output.clone(),
             include,
         };
+        // kube answers 200 and sends one ERROR event with the Status when a watch cannot start:
+        // 410 for a revision the cache no longer reaches back to, and, for the watch-list
+        // protocol only, 504 (ResourceVersionTooLarge) when the cache does not reach the asked
+        // revision within a few seconds.
+        let refused = |error: ApiError| {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            let _ = tx.try_send(encoder.error(&error));
+            Ok(ApiResponse::Watch(WatchStream {
+                content_type: encoder.content_type(),
+                headers: Vec::new(),
+                frames: rx,
+            }))
+        };
         let (snapshot, from, mut watcher) = if initial {
-            self.prepare_read(at).await?;
+            match self.prepare_read(at).await {
+                Ok(()) => {}
+                Err(error) if send_initial == Some(true) => return refused(error),
+                Err(error) => return Err(error),
+            }
             self.cacher.list_and_watch(&prefix)
         } else {
             let from = match at {
                 ReadAt::NotOlderThan(r) | ReadAt::Exact(r) => r,
                 _ => self.cacher.revision(),
             };
-            // kube answers 200 and sends one ERROR event with the Status: 410 for a revision
-            // the cache no longer reaches back to, 504 (ResourceVersionTooLarge) for one it
-            // has not reached within a few seconds.
-            let refused = |error: ApiError| {
-                let (tx, rx) = tokio::sync::mpsc::channel(1);
-                let _ = tx.try_send(encoder.error(&error));
-                Ok(ApiResponse::Watch(WatchStream {
-                    content_type: encoder.content_type(),
-                    headers: Vec::new(),
-                    frames: rx,
-                }))
-            };
-            if from > self.cacher.revision() {
-                if let Err(error) = self.prepare_read(ReadAt::NotOlderThan(from)).await {
-                    return refused(error);
-                }
-            }
+            // A revision the cache has not reached yet is no error: kube registers the watch,
+            // which delivers the events after it whenever they come.
             match self.cacher.watch(&prefix, from) {
                 Ok(w) => (Vec::new(), from, w),
                 Err(crate::storage::StoreError::Compacted { requested, oldest }) => {
@@ -523,7 +557,11 @@ impl Registry {
                     _ = tokio::time::sleep_until(deadline) => return,
                     _ = tx.closed() => return,
                     _ = ticker.tick(), if bookmarks => {
-                        let frame = encoder.bookmark(watcher.bookmark_revision(), false);
+                        // A watch from a revision the cache has not reached yet gets no
+                        // bookmark from before it (kube's watcher drops older events).
+                        let revision = watcher.bookmark_revision();
+                        if revision < from { continue; }
+                        let frame = encoder.bookmark(revision, false);
                         if tx.send(frame).await.is_err() { return; }
                     }
                     event = watcher.next() => {
@@ -728,7 +766,10 @@ impl FrameEncoder {
     fn bookmark(&self, revision: Revision, initial_events_end: bool) -> Bytes {
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if initial_events_end {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            metadata["annotations"] = json!({
+                "k8s.io/initial-events-end": "true",
+                "kubernetes.io/initial-events-list-blueprint": self.list_blueprint(),
+            });
         }
         let object = if self.output.as_table {
             json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": null, "rows": null})
@@ -736,6 +777,31 @@ impl FrameEncoder {
             json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": metadata})
         };
         self.value_frame("BOOKMARK", &object)
+    }
+}
+
+impl FrameEncoder {
+    /// kube's watch-list blueprint: an empty list of the resource's version, encoded as the
+    /// watch is (JSON as Go's encoder writes it, or protobuf) and then in base64. client-go's
+    /// watch-list client builds its list result from it.
+    fn list_blueprint(&self) -> String {
+        use base64::Engine;
+        let (api_version, kind) = if self.output.as_partial_metadata {
+            ("meta.k8s.io/v1".to_string(), "PartialObjectMetadataList")
+        } else {
+            (self.def.api_version(), self.def.list_kind.as_str())
+        };
+        let list = json!({"kind": kind, "apiVersion": api_version, "metadata": {}, "items": null});
+        let encoded = match self.output.media {
+            MediaType::Protobuf => protobuf::encode(&list).ok(),
+            _ => None,
+        };
+        let encoded = encoded.unwrap_or_else(|| {
+            let mut json = list.to_string().into_bytes();
+            json.push(b'\n');
+            json
+        });
+        base64::engine::general_purpose::STANDARD.encode(encoded)
     }
 }
 

@@ -311,13 +311,22 @@ async fn selectors_filter_lists() {
     )
     .await;
     assert_eq!(code, 400);
-    assert!(
-        s["message"]
-            .as_str()
-            .unwrap()
-            .contains("field label not supported: spec.nope"),
+    // ConfigMaps have no field converter of their own: kube's default one answers.
+    assert_eq!(
+        s["message"],
+        r#""spec.nope" is not a known field selector: only "metadata.name", "metadata.namespace""#,
         "{s}"
     );
+    // It takes `metadata.namespace` on cluster-scoped kinds too (their namespace is empty).
+    let (code, roles) = call(
+        &f,
+        "GET",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=metadata.namespace%3Dx",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{roles}");
+    assert!(roles["items"].as_array().unwrap().is_empty());
     let (code, _) = call(&f, "GET", &format!("{CMS}?labelSelector=a%3D%3D%3Db"), None).await;
     assert_eq!(code, 400);
     // Secrets support the `type` field selector.
@@ -919,10 +928,12 @@ async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
 }
 
 #[tokio::test]
-async fn a_watch_from_a_revision_not_reached_ends_with_kubes_too_large_error() {
+async fn a_watch_from_a_revision_not_reached_waits_for_the_events_after_it() {
     let f = fixture().await;
     let (_, created) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
-    let ahead = rv(&created) + 1_000;
+    // kube registers such a watch (only the watch-list protocol waits for the cache): the
+    // events after the asked revision come as they happen, those up to it never.
+    let ahead = rv(&created) + 1;
     let response = f
         .registry
         .handle(request(
@@ -932,7 +943,37 @@ async fn a_watch_from_a_revision_not_reached_ends_with_kubes_too_large_error() {
             "application/json",
         ))
         .await;
-    // kube waits a few seconds for the cache, then sends one ERROR event and ends.
+    let mut w = match response {
+        ApiResponse::Watch(w) => w,
+        ApiResponse::Body(b) => panic!("expected a watch, got {}", b.status),
+    };
+    let (_, at_ahead) = call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
+    assert_eq!(rv(&at_ahead), ahead);
+    call(&f, "POST", CMS, Some(cm("c", json!({})))).await;
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), w.frames.recv())
+        .await
+        .expect("an event")
+        .expect("a frame");
+    let event: Value = serde_json::from_slice(&frame).unwrap();
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["metadata"]["name"], "c", "{event}");
+}
+
+#[tokio::test]
+async fn a_watch_list_from_a_revision_not_reached_ends_with_kubes_too_large_error() {
+    let f = fixture().await;
+    let (_, created) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let ahead = rv(&created) + 1_000;
+    let response = f
+        .registry
+        .handle(request(
+            "GET",
+            &format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={ahead}"),
+            None,
+            "application/json",
+        ))
+        .await;
+    // kube waits a few seconds for the cache, then answers 200 with one ERROR event.
     let mut w = match response {
         ApiResponse::Watch(w) => w,
         ApiResponse::Body(b) => panic!("expected a watch, got {}", b.status),
@@ -950,6 +991,104 @@ async fn a_watch_from_a_revision_not_reached_ends_with_kubes_too_large_error() {
         "{event}"
     );
     assert!(w.frames.recv().await.is_none(), "the watch did not end");
+}
+
+#[tokio::test]
+async fn get_reads_only_the_resource_version_and_continue_takes_zero() {
+    let f = fixture().await;
+    let (_, first) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let patch = json!({"data": {"k": "new"}});
+    let (code, _) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/a"),
+        Some(patch),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200);
+    // kube's GetOptions has no resourceVersionMatch: it is ignored, and any resourceVersion
+    // reads the latest state.
+    for q in [
+        "?resourceVersionMatch=Exact".to_string(),
+        "?resourceVersion=0&resourceVersionMatch=Exact".to_string(),
+        format!("?resourceVersion={}&resourceVersionMatch=Exact", rv(&first)),
+    ] {
+        let (code, got) = call(&f, "GET", &format!("{CMS}/a{q}"), None).await;
+        assert_eq!(code, 200, "{q}: {got}");
+        assert_eq!(got["data"]["k"], "new", "{q}");
+    }
+    call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
+    let (_, page) = call(&f, "GET", &format!("{CMS}?limit=1"), None).await;
+    let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+    let (code, rest) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?limit=1&continue={token}&resourceVersion=0"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(names(&rest), ["b"]);
+    let (code, refused) = call(
+        &f,
+        "GET",
+        &format!("{CMS}?limit=1&continue={token}&resourceVersion=1"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "specifying resource version is not allowed when using continue"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_continue_token_comes_back_with_one_that_reads_on_at_the_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        EmbeddedStore::open(&dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
+    // A short history, so that a few writes expire the first page's revision.
+    let cacher = Cacher::start(store, 5).await.unwrap();
+    let registry = Registry::new(
+        crate::core::builtin_resources(),
+        cacher,
+        RegistryOptions::default(),
+    );
+    registry.ensure_default_namespaces().await.unwrap();
+    let f = Fixture {
+        registry,
+        _dir: dir,
+    };
+    for name in ["a", "b", "c"] {
+        call(&f, "POST", CMS, Some(cm(name, json!({})))).await;
+    }
+    let (_, page) = call(&f, "GET", &format!("{CMS}?limit=1"), None).await;
+    assert_eq!(names(&page), ["a"]);
+    let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+    for i in 0..10 {
+        call(
+            &f,
+            "POST",
+            "/api/v1/namespaces/kube-system/configmaps",
+            Some(cm(&format!("x{i}"), json!({}))),
+        )
+        .await;
+    }
+    let (code, expired) = call(&f, "GET", &format!("{CMS}?limit=1&continue={token}"), None).await;
+    assert_eq!(code, 410, "{expired}");
+    assert_eq!(expired["reason"], "Expired");
+    assert!(expired["message"]
+        .as_str()
+        .unwrap()
+        .contains("use the continue token in this response"));
+    let next = expired["metadata"]["continue"]
+        .as_str()
+        .expect("a token to go on with");
+    let (code, rest) = call(&f, "GET", &format!("{CMS}?limit=5&continue={next}"), None).await;
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(names(&rest), ["b", "c"]);
 }
 
 #[tokio::test]
@@ -1077,6 +1216,20 @@ async fn named_watches_and_watch_options_follow_kube() {
     assert_eq!(
         evs[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
+    );
+    // client-go's watch-list client builds its list from the blueprint: an empty list of the
+    // version, encoded as the watch is.
+    use base64::Engine;
+    let blueprint = evs[2]["object"]["metadata"]["annotations"]
+        ["kubernetes.io/initial-events-list-blueprint"]
+        .as_str()
+        .expect("the list blueprint");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(blueprint)
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(decoded).unwrap(),
+        "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{},\"items\":null}\n"
     );
 }
 
