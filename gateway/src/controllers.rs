@@ -1,6 +1,8 @@
 //! Background controllers that run beside the request path: the namespace controller, which
 //! empties a terminating namespace (its objects here and in APIService backends) and then
-//! lets it go (kube-controller-manager's namespace controller, in-process), [`event_ttl`], which expires Events on the embedded store, and
+//! lets it go (kube-controller-manager's namespace controller, in-process), the garbage
+//! collector (kube-controller-manager's, for owner references and the `Orphan`/`Foreground`
+//! deletion policies; see `registry::gc`), [`event_ttl`], which expires Events on the embedded store, and
 //! [`upkeep`], which keeps the start-up configuration kubegate writes in place.
 
 pub mod event_ttl;
@@ -9,6 +11,7 @@ pub mod upkeep;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubegate_backends::registry::gc::Graph;
 use kubegate_backends::registry::namespaces::FinalizeOutcome;
 use kubegate_backends::registry::Registry;
 
@@ -61,5 +64,37 @@ pub async fn namespace_controller(
             _ = tokio::time::sleep(RESYNC) => {}
             _ = stop.changed() => return,
         }
+    }
+}
+
+/// Runs the garbage collector until `stop` resolves: the owner graph is loaded from the watch
+/// cache and follows it from the same revision; a watch that ends (fell behind) starts over.
+pub async fn garbage_collector(
+    registry: Arc<Registry>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let (objects, _, mut watcher) = registry.cacher().list_and_watch("/");
+        let mut graph = Graph::load(&objects);
+        drop(objects);
+        registry.collect_garbage(&mut graph).await;
+        loop {
+            tokio::select! {
+                event = watcher.next() => match event {
+                    Some(Ok(event)) => {
+                        graph.apply(&event);
+                        if graph.has_work() {
+                            registry.collect_garbage(&mut graph).await;
+                        }
+                    }
+                    _ => break,
+                },
+                _ = stop.changed() => return,
+            }
+        }
+        if *stop.borrow() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -463,6 +463,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
         Some(aggregator.clone()),
         stop_rx.clone(),
     ));
+    background.spawn(crate::controllers::garbage_collector(
+        registry.clone(),
+        stop_rx.clone(),
+    ));
     // On etcd, Events expire through leases (above); the embedded store needs the controller.
     if config.storage.etcd.is_none() {
         background.spawn(crate::controllers::event_ttl::run(

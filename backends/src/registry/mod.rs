@@ -9,6 +9,7 @@
 mod apply;
 pub(crate) mod encode;
 mod fields;
+pub mod gc;
 mod go_types;
 mod internal;
 mod meta;

@@ -1179,8 +1179,16 @@ impl Registry {
             }
             super::namespaces::check_namespace_delete(def, &current)?;
             let mut marked = current.clone();
+            if let Some(next) = options.garbage_collection_finalizers(&finalizers(&current)) {
+                let meta = metadata_mut(&mut marked);
+                if next.is_empty() {
+                    meta.remove("finalizers");
+                } else {
+                    meta.insert("finalizers".into(), json!(next));
+                }
+            }
             let must_wait =
-                def.strategy.begin_delete(&mut marked) || !finalizers(&current).is_empty();
+                def.strategy.begin_delete(&mut marked) || !finalizers(&marked).is_empty();
             if must_wait {
                 if meta_field(&current, "deletionTimestamp").is_some() && marked == current {
                     // Already being deleted: nothing more to do.
@@ -1309,6 +1317,53 @@ pub(crate) struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
     pub orphan_dependents: Option<bool>,
+    /// `propagationPolicy`: `Orphan`, `Background` or `Foreground` (validated).
+    pub propagation: Option<String>,
+}
+
+/// The finalizer through which the garbage collector orphans an object's dependents.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+/// The finalizer that holds an object until the garbage collector deleted its dependents.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+impl DeleteOptions {
+    /// kube's `deletionFinalizersForGarbageCollection` (every kind here deletes dependents by
+    /// default): the finalizers an object being deleted gets for its dependents, or `None`
+    /// when they stay as they are. An explicit policy wins; without one, a finalizer the
+    /// object already has does.
+    fn garbage_collection_finalizers(&self, finalizers: &[String]) -> Option<Vec<String>> {
+        let explicit = match (self.orphan_dependents, self.propagation.as_deref()) {
+            (Some(orphan), _) => Some((orphan, false)),
+            (None, Some("Orphan")) => Some((true, false)),
+            (None, Some("Foreground")) => Some((false, true)),
+            (None, Some(_)) => Some((false, false)),
+            (None, None) => None,
+        };
+        let (orphan, foreground) = explicit.unwrap_or_else(|| {
+            match finalizers
+                .iter()
+                .find(|f| *f == ORPHAN_FINALIZER || *f == FOREGROUND_FINALIZER)
+            {
+                Some(f) if f == ORPHAN_FINALIZER => (true, false),
+                Some(_) => (false, true),
+                None => (false, false),
+            }
+        });
+        let mut next: Vec<String> = finalizers
+            .iter()
+            .filter(|f| *f != ORPHAN_FINALIZER && *f != FOREGROUND_FINALIZER)
+            .cloned()
+            .collect();
+        if orphan {
+            next.push(ORPHAN_FINALIZER.to_string());
+        }
+        if foreground {
+            next.push(FOREGROUND_FINALIZER.to_string());
+        }
+        let old: std::collections::BTreeSet<&String> = finalizers.iter().collect();
+        let new: std::collections::BTreeSet<&String> = next.iter().collect();
+        (old != new).then_some(next)
+    }
 }
 
 impl DeleteOptions {
@@ -1337,11 +1392,9 @@ impl DeleteOptions {
                     ))
                 })?),
             };
-            check_propagation(
-                request,
-                request.param("propagationPolicy"),
-                options.orphan_dependents,
-            )?;
+            let propagation = request.param("propagationPolicy");
+            check_propagation(request, propagation, options.orphan_dependents)?;
+            options.propagation = propagation.map(str::to_string);
             return Ok(options);
         }
         let body = decode_request_body(request)?;
@@ -1367,11 +1420,9 @@ impl DeleteOptions {
                 .map(str::to_string);
         }
         options.orphan_dependents = body.get("orphanDependents").and_then(Value::as_bool);
-        check_propagation(
-            request,
-            body.get("propagationPolicy").and_then(Value::as_str),
-            options.orphan_dependents,
-        )?;
+        let propagation = body.get("propagationPolicy").and_then(Value::as_str);
+        check_propagation(request, propagation, options.orphan_dependents)?;
+        options.propagation = propagation.map(str::to_string);
         Ok(options)
     }
 }
@@ -1696,5 +1747,67 @@ mod tests {
             "{status}"
         );
         assert_eq!(call(&f, "GET", &format!("{ROLES}/r"), None).await.0, 404);
+    }
+}
+
+#[cfg(test)]
+mod garbage_collection_finalizer_tests {
+    use super::{DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
+
+    fn options(orphan: Option<bool>, policy: Option<&str>) -> DeleteOptions {
+        DeleteOptions {
+            orphan_dependents: orphan,
+            propagation: policy.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn strings(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// kube's `deletionFinalizersForGarbageCollection`, case by case.
+    #[test]
+    fn the_deletion_policy_decides_the_garbage_collection_finalizers() {
+        let mine = strings(&["example.com/x"]);
+        let with = |f: &str| strings(&["example.com/x", f]);
+        // No policy and no finalizer: background, nothing to add.
+        assert_eq!(
+            options(None, None).garbage_collection_finalizers(&mine),
+            None
+        );
+        assert_eq!(
+            options(None, Some("Foreground")).garbage_collection_finalizers(&mine),
+            Some(with(FOREGROUND_FINALIZER))
+        );
+        assert_eq!(
+            options(None, Some("Orphan")).garbage_collection_finalizers(&mine),
+            Some(with(ORPHAN_FINALIZER))
+        );
+        assert_eq!(
+            options(Some(true), None).garbage_collection_finalizers(&mine),
+            Some(with(ORPHAN_FINALIZER))
+        );
+        // Background takes both away; an explicit policy replaces the other finalizer.
+        assert_eq!(
+            options(None, Some("Background"))
+                .garbage_collection_finalizers(&with(ORPHAN_FINALIZER)),
+            Some(mine.clone())
+        );
+        assert_eq!(
+            options(None, Some("Orphan"))
+                .garbage_collection_finalizers(&with(FOREGROUND_FINALIZER)),
+            Some(with(ORPHAN_FINALIZER))
+        );
+        // Without a policy, a finalizer the object has stays.
+        assert_eq!(
+            options(None, None).garbage_collection_finalizers(&with(ORPHAN_FINALIZER)),
+            None
+        );
+        assert_eq!(
+            options(None, Some("Foreground"))
+                .garbage_collection_finalizers(&with(FOREGROUND_FINALIZER)),
+            None
+        );
     }
 }
