@@ -58,7 +58,7 @@ pub struct ApiError {
     /// kube's `StatusReason`: `NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, ...
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<StatusDetails>,
+    pub details: Option<Box<StatusDetails>>,
     /// `Status.metadata.continue`: the token kube hands back with the 410 for a list's expired
     /// continue token, to go on reading at the latest revision.
     pub continue_token: Option<Box<str>>,
@@ -67,13 +67,13 @@ pub struct ApiError {
 /// Result type of backend operations.
 pub type ApiResult<T> = Result<T, ApiError>;
 
-fn details(gr: &GroupResource, name: &str) -> Option<StatusDetails> {
-    Some(StatusDetails {
+fn details(gr: &GroupResource, name: &str) -> Option<Box<StatusDetails>> {
+    Some(Box::new(StatusDetails {
         name: name.to_string(),
         group: gr.group.clone(),
         kind: gr.resource.clone(),
         ..Default::default()
-    })
+    }))
 }
 
 impl ApiError {
@@ -104,7 +104,7 @@ impl ApiError {
             code: 404,
             reason: "NotFound",
             message: "the server could not find the requested resource".into(),
-            details: Some(StatusDetails::default()),
+            details: Some(Box::default()),
             continue_token: None,
         }
     }
@@ -166,13 +166,13 @@ impl ApiError {
             code: 422,
             reason: "Invalid",
             message: format!("{qualified} \"{name}\" is invalid: {joined}"),
-            details: Some(StatusDetails {
+            details: Some(Box::new(StatusDetails {
                 name: name.to_string(),
                 group: group.to_string(),
                 kind: kind.to_string(),
                 causes,
                 ..Default::default()
-            }),
+            })),
             continue_token: None,
         }
     }
@@ -261,10 +261,10 @@ impl ApiError {
             code: 429,
             reason: "TooManyRequests",
             message: message.into(),
-            details: Some(StatusDetails {
+            details: Some(Box::new(StatusDetails {
                 retry_after_seconds: Some(retry_after),
                 ..Default::default()
-            }),
+            })),
             continue_token: None,
         }
     }

@@ -13,7 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::json_kind;
-use crate::status::{field_invalid, ApiError, ApiResult, StatusDetails};
+use crate::status::{field_invalid, ApiError, ApiResult};
 
 /// kube-apiserver refuses JSON patches with more operations than this (`maxJSONPatchOperations`).
 const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
@@ -99,7 +99,7 @@ fn rejected() -> ApiError {
         code: 422,
         reason: "Invalid",
         message: "the server rejected our request due to an error in our request".into(),
-        details: Some(StatusDetails::default()),
+        details: Some(Box::default()),
         continue_token: None,
     }
 }

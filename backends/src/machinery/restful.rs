@@ -7,7 +7,7 @@
 //! documents are served by plain handlers in kube and are not checked here.
 
 use crate::resource::ResourceDef;
-use crate::status::{ApiError, ApiResult, StatusDetails};
+use crate::status::{ApiError, ApiResult};
 use kubegate_policy::RequestInfo;
 
 /// What kube's resource and discovery routes produce (`MediaTypesForSerializer`, CBOR off).
@@ -296,7 +296,7 @@ fn media_types(value: &str) -> impl Iterator<Item = &str> {
 
 /// kube's `NewGenericServerResponse` always sets (empty) details.
 fn with_empty_details(mut error: ApiError) -> ApiError {
-    error.details = Some(StatusDetails::default());
+    error.details = Some(Box::default());
     error
 }
 
@@ -346,7 +346,7 @@ mod tests {
             error.message,
             format!("406: Not Acceptable\n\nAvailable representations: {OBJECTS_LIST}")
         );
-        assert_eq!(error.details, Some(StatusDetails::default()));
+        assert_eq!(error.details, Some(Box::default()));
         // A collection's GET also lists and watches.
         let error = answer(&def, "GET", COLLECTION, None, Some("text/html"), 0).expect_err("406");
         assert_eq!(
@@ -410,7 +410,7 @@ mod tests {
                 ),
                 "{method} {path}"
             );
-            assert_eq!(error.details, Some(StatusDetails::default()));
+            assert_eq!(error.details, Some(Box::default()));
         }
         for (method, path) in [
             ("GET", COLLECTION),

@@ -219,10 +219,10 @@ impl Tracker {
                         code: 409,
                         reason: "Conflict",
                         message: conflicts.message(),
-                        details: Some(StatusDetails {
+                        details: Some(Box::new(StatusDetails {
                             causes,
                             ..Default::default()
-                        }),
+                        })),
                         continue_token: None,
                     }
                 }

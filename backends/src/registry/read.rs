@@ -31,7 +31,7 @@ fn too_large_resource_version(requested: Revision, current: Revision) -> ApiErro
     let mut error = ApiError::timeout(format!(
         "Too large resource version: {requested}, current: {current}"
     ));
-    error.details = Some(crate::status::StatusDetails {
+    error.details = Some(Box::new(crate::status::StatusDetails {
         causes: vec![crate::status::StatusCause {
             reason: "ResourceVersionTooLarge".into(),
             message: "Too large resource version".into(),
@@ -39,7 +39,7 @@ fn too_large_resource_version(requested: Revision, current: Revision) -> ApiErro
         }],
         retry_after_seconds: Some(1),
         ..Default::default()
-    });
+    }));
     error
 }
 
