@@ -2,10 +2,12 @@
 //! empties a terminating namespace (its objects here and in APIService backends) and then
 //! lets it go (kube-controller-manager's namespace controller, in-process), the garbage
 //! collector (kube-controller-manager's, for owner references and the `Orphan`/`Foreground`
-//! deletion policies; see `registry::gc`), [`event_ttl`], which expires Events on the embedded store, and
+//! deletion policies; see `registry::gc`), [`service_accounts`] (the `default`
+//! ServiceAccount, `kube-root-ca.crt` and legacy token Secrets), [`event_ttl`], which expires Events on the embedded store, and
 //! [`upkeep`], which keeps the start-up configuration kubegate writes in place.
 
 pub mod event_ttl;
+pub mod service_accounts;
 pub mod upkeep;
 
 use std::sync::Arc;

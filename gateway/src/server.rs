@@ -467,6 +467,19 @@ pub fn run(config: Config) -> Result<(), StartError> {
         registry.clone(),
         stop_rx.clone(),
     ));
+    match std::fs::read_to_string(&pki.ca_cert) {
+        Ok(root_ca) => {
+            let controllers = crate::controllers::service_accounts::ServiceAccountControllers {
+                registry: registry.clone(),
+                issuer: authentication.issuer.clone(),
+                root_ca,
+            };
+            background.spawn(controllers.run(stop_rx.clone()));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the cluster CA: the service account controllers do not run")
+        }
+    }
     // On etcd, Events expire through leases (above); the embedded store needs the controller.
     if config.storage.etcd.is_none() {
         background.spawn(crate::controllers::event_ttl::run(

@@ -692,3 +692,95 @@ fn a_put_creates_kinds_that_allow_it_when_the_user_may_create() {
         r#"leases.coordination.k8s.io "lock" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"#
     );
 }
+
+/// kube-controller-manager's ServiceAccount controllers, in-process: a new namespace gets the
+/// `default` ServiceAccount and `kube-root-ca.crt` (the CA kubectl trusts), and a
+/// `kubernetes.io/service-account-token` Secret is filled with a token that authenticates as
+/// its ServiceAccount, and is deleted with it.
+#[test]
+fn namespaces_get_their_default_account_root_ca_and_token_secrets() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "namespace", "team-s"]);
+    let ready = eventually(Duration::from_secs(10), || {
+        gate.kubectl(&["-n", "team-s", "get", "serviceaccount", "default"])
+            .status
+            .success()
+            && gate
+                .kubectl(&["-n", "team-s", "get", "configmap", "kube-root-ca.crt"])
+                .status
+                .success()
+    });
+    assert!(
+        ready,
+        "the default service account or kube-root-ca.crt did not come"
+    );
+    let root_ca = gate.json(&[
+        "-n",
+        "team-s",
+        "get",
+        "configmap",
+        "kube-root-ca.crt",
+        "-o",
+        "json",
+    ]);
+    let ca = std::fs::read_to_string(gate.data_dir.join("pki/ca.crt")).unwrap();
+    assert_eq!(root_ca["data"]["ca.crt"], ca.as_str());
+    // `kubectl create token default` works in a fresh namespace, as against kube.
+    let token = gate.ok(&["-n", "team-s", "create", "token", "default"]);
+    assert!(!token.trim().is_empty());
+
+    gate.ok(&["-n", "team-s", "create", "serviceaccount", "ci"]);
+    let secret = r#"{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "ci-token", "namespace": "team-s",
+                     "annotations": {"kubernetes.io/service-account.name": "ci"}}}"#;
+    gate.ok_stdin(&["create", "-f", "-"], secret);
+    let filled = eventually(Duration::from_secs(10), || {
+        let secret = gate.json(&["-n", "team-s", "get", "secret", "ci-token", "-o", "json"]);
+        secret["data"]["token"].is_string()
+    });
+    assert!(filled, "the token secret was not filled");
+    let secret = gate.json(&["-n", "team-s", "get", "secret", "ci-token", "-o", "json"]);
+    use base64::Engine;
+    let decode = |key: &str| {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(secret["data"][key].as_str().unwrap())
+            .unwrap();
+        String::from_utf8(raw).unwrap()
+    };
+    assert_eq!(decode("namespace"), "team-s");
+    assert_eq!(decode("ca.crt"), ca);
+    let account_uid = gate.ok(&[
+        "-n",
+        "team-s",
+        "get",
+        "sa",
+        "ci",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
+        account_uid.trim()
+    );
+    let (ok, out, err) = as_token(
+        &gate,
+        &decode("token"),
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "system:serviceaccount:team-s:ci");
+
+    gate.ok(&["-n", "team-s", "delete", "serviceaccount", "ci"]);
+    let deleted = eventually(Duration::from_secs(10), || {
+        !gate
+            .kubectl(&["-n", "team-s", "get", "secret", "ci-token"])
+            .status
+            .success()
+    });
+    assert!(deleted, "the token secret outlived its service account");
+}

@@ -10,6 +10,12 @@ use kubegate_tests::Kubegate;
 fn acknowledged_writes_survive_kill_9() {
     let mut gate = Kubegate::start();
     gate.ok(&["create", "ns", "durable"]);
+    let published = kubegate_tests::eventually(std::time::Duration::from_secs(10), || {
+        gate.kubectl(&["-n", "durable", "get", "configmap", "kube-root-ca.crt"])
+            .status
+            .success()
+    });
+    assert!(published, "kube-root-ca.crt was not published");
     for i in 0..20 {
         gate.ok(&[
             "-n",
@@ -35,7 +41,8 @@ fn acknowledged_writes_survive_kill_9() {
     let (code, body) = gate.curl("GET", "/api/v1/namespaces/durable/configmaps", &[], None);
     assert_eq!(code, 200);
     let before: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(before["items"].as_array().unwrap().len(), 19);
+    // The 19 left, and the namespace's `kube-root-ca.crt` (published as kube publishes it).
+    assert_eq!(before["items"].as_array().unwrap().len(), 20);
     let rv_before: u64 = before["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -54,7 +61,8 @@ fn acknowledged_writes_survive_kill_9() {
         .iter()
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names.len(), 19, "{names:?}");
+    assert_eq!(names.len(), 20, "{names:?}");
+    assert!(names.contains(&"kube-root-ca.crt"));
     assert!(!names.contains(&"cm4"));
     let cm3 = gate.json(&["-n", "durable", "get", "cm", "cm3", "-o", "json"]);
     assert_eq!(cm3["data"]["i"], "patched");

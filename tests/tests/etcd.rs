@@ -326,6 +326,12 @@ fn a_continue_token_is_served_by_a_replica_started_after_it_was_issued() {
     let url = etcd.url();
     let a = Kubegate::start_with(&["--etcd-servers", &url]);
     a.ok(&["create", "namespace", "paged"]);
+    let published = kubegate_tests::eventually(std::time::Duration::from_secs(10), || {
+        a.kubectl(&["-n", "paged", "get", "configmap", "kube-root-ca.crt"])
+            .status
+            .success()
+    });
+    assert!(published, "kube-root-ca.crt was not published");
     for i in 0..5 {
         a.ok(&["-n", "paged", "create", "configmap", &format!("cm{i}")]);
     }
@@ -369,5 +375,9 @@ fn a_continue_token_is_served_by_a_replica_started_after_it_was_issued() {
         seen.extend(names(&page));
         token = page["metadata"]["continue"].as_str().map(str::to_string);
     }
-    assert_eq!(seen, ["cm0", "cm1", "cm2", "cm3", "cm4"]);
+    // With the namespace's `kube-root-ca.crt`, published by the root CA publisher.
+    assert_eq!(
+        seen,
+        ["cm0", "cm1", "cm2", "cm3", "cm4", "kube-root-ca.crt"]
+    );
 }

@@ -23,6 +23,9 @@ pub mod manager {
     pub const APF_CONFIG_CONSUMER: &str = "api-priority-and-fairness-config-consumer-v1";
     /// kube-controller-manager's controller that fills in aggregated ClusterRoles' rules.
     pub const CLUSTER_ROLE_AGGREGATION: &str = "clusterrole-aggregation-controller";
+    /// kube-controller-manager's controllers (their client's User-Agent cut at the `/`): the
+    /// ServiceAccount, token and root-CA controllers.
+    pub const KUBE_CONTROLLER_MANAGER: &str = "kube-controller-manager";
     /// What kubegate does that kube has no component for (registering a delegate's groups).
     pub const KUBEGATE: &str = "kubegate";
 }
