@@ -213,6 +213,21 @@ fn intern_hints(
     leaked
 }
 
+impl ReloadingClientVerifier {
+    /// The current roots' verdict on a chain (what the handshake logs, and then leaves to
+    /// the authenticators).
+    fn check_chain(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.delegate()
+            .verifier
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+}
+
 impl ClientCertVerifier for ReloadingClientVerifier {
     fn offer_client_auth(&self) -> bool {
         true
@@ -231,15 +246,25 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         self.delegate().hints
     }
 
+    /// Like kube-apiserver's listener (`tls.RequestClientCert`), the handshake never refuses
+    /// a certificate: the x509 and front-proxy authenticators verify the chain for every
+    /// request's identity, so an expired one, or one from another CA, is their error (a 401
+    /// when nothing else authenticates the request, and a token sent along still can), not
+    /// a failed handshake a client cannot tell from a network error. The handshake still
+    /// proves the client holds the certificate's key (the signatures below).
     fn verify_client_cert(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.delegate()
-            .verifier
-            .verify_client_cert(end_entity, intermediates, now)
+        match self.check_chain(end_entity, intermediates, now) {
+            Ok(verified) => Ok(verified),
+            Err(e) => {
+                tracing::debug!(error = %e, "client certificate left to the authenticators");
+                Ok(ClientCertVerified::assertion())
+            }
+        }
     }
 
     fn verify_tls12_signature(
@@ -251,6 +276,7 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         self.delegate()
             .verifier
             .verify_tls12_signature(message, cert, dss)
+            .or_else(|e| signature_by_bare_key(message, cert, dss, false, e))
     }
 
     fn verify_tls13_signature(
@@ -262,10 +288,72 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         self.delegate()
             .verifier
             .verify_tls13_signature(message, cert, dss)
+            .or_else(|e| signature_by_bare_key(message, cert, dss, true, e))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.delegate().verifier.supported_verify_schemes()
+    }
+}
+
+/// A handshake signature checked with the certificate's bare public key, for a certificate
+/// webpki refuses to read (an X.509 v1 one, which Go, and so kube, accepts): the client still
+/// proves it holds the key, and the authenticators judge the certificate. Any other failure
+/// (`refused`) stands.
+fn signature_by_bare_key(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    tls13: bool,
+    refused: rustls::Error,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    // TLS 1.3 signs handshakes with these schemes only (RFC 8446 4.2.3).
+    let tls13_scheme = matches!(
+        dss.scheme,
+        SignatureScheme::ECDSA_NISTP256_SHA256
+            | SignatureScheme::ECDSA_NISTP384_SHA384
+            | SignatureScheme::ECDSA_NISTP521_SHA512
+            | SignatureScheme::RSA_PSS_SHA256
+            | SignatureScheme::RSA_PSS_SHA384
+            | SignatureScheme::RSA_PSS_SHA512
+            | SignatureScheme::ED25519
+            | SignatureScheme::ED448
+    );
+    if tls13 && !tls13_scheme {
+        return Err(refused);
+    }
+    let unreadable = matches!(
+        webpki::EndEntityCert::try_from(cert),
+        Err(webpki::Error::UnsupportedCertVersion)
+    );
+    if !unreadable {
+        return Err(refused);
+    }
+    let Ok((_, parsed)) = X509Certificate::from_der(cert.as_ref()) else {
+        return Err(refused);
+    };
+    let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(parsed.public_key().raw);
+    let Ok(key) = webpki::RawPublicKeyEntity::try_from(&spki) else {
+        return Err(refused);
+    };
+    let Some(provider) = rustls::crypto::CryptoProvider::get_default() else {
+        return Err(refused);
+    };
+    let candidates = provider
+        .signature_verification_algorithms
+        .mapping
+        .iter()
+        .find(|(scheme, _)| *scheme == dss.scheme)
+        .map(|(_, algorithms)| *algorithms)
+        .unwrap_or_default();
+    if candidates
+        .iter()
+        .any(|alg| key.verify_signature(*alg, message, dss.signature()).is_ok())
+    {
+        Ok(HandshakeSignatureValid::assertion())
+    } else {
+        Err(refused)
     }
 }
 
@@ -375,24 +463,26 @@ mod tests {
 
         for ca in [&client, &proxy] {
             assert!(verifier
-                .verify_client_cert(&leaf(ca, "someone"), &[], now())
+                .check_chain(&leaf(ca, "someone"), &[], now())
                 .is_ok());
         }
         let newcomer = leaf(&added, "newcomer");
-        assert!(verifier.verify_client_cert(&newcomer, &[], now()).is_err());
+        assert!(verifier.check_chain(&newcomer, &[], now()).is_err());
 
         // A CA added to the client bundle is accepted and hinted without a restart.
         replace(&client_path, &format!("{}{}", client.pem, added.pem));
         assert_eq!(verifier.root_hint_subjects().len(), 3);
-        assert!(verifier.verify_client_cert(&newcomer, &[], now()).is_ok());
+        assert!(verifier.check_chain(&newcomer, &[], now()).is_ok());
 
         // A bad file changes nothing; going back to the first roots reuses their hints.
         replace(&proxy_path, "garbage");
         assert_eq!(verifier.root_hint_subjects().len(), 3);
         replace(&client_path, &client.pem);
-        assert!(verifier.verify_client_cert(&newcomer, &[], now()).is_err());
+        assert!(verifier.check_chain(&newcomer, &[], now()).is_err());
         assert_eq!(verifier.root_hint_subjects().as_ptr(), first_hints);
         assert!(!verifier.supported_verify_schemes().is_empty());
+        // The handshake itself refuses none: the authenticators judge the chain.
+        assert!(verifier.verify_client_cert(&newcomer, &[], now()).is_ok());
     }
 
     #[test]

@@ -393,10 +393,170 @@ fn front_proxy_headers_only_from_the_front_proxy_and_bad_certificates_fail() {
         "/api/v1/namespaces",
         None,
     );
-    assert!(
-        code == 401 || code == 0,
-        "unknown CA must be refused (TLS or 401), got {code}"
+    // kube's handshake takes any certificate; the authenticator refuses it: a 401 Status.
+    assert_eq!(
+        code, 401,
+        "an unknown CA's certificate must not authenticate"
     );
+}
+
+/// As kube-apiserver, the handshake asks for a certificate but refuses none: the x509
+/// authenticator judges it. A version 1 certificate (what `openssl x509 -req` makes without
+/// extensions) from the client CA authenticates; an expired one gets a 401 (which makes
+/// client-go's credential plugins renew it), and a token sent along still authenticates.
+#[test]
+fn client_certificates_are_judged_by_the_authenticator_not_the_handshake() {
+    let gate = Kubegate::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = gate.data_dir.join("pki");
+    let (ca, ca_key) = (pki.join("ca.crt"), pki.join("ca.key"));
+    let (ca, ca_key) = (ca.to_str().unwrap(), ca_key.to_str().unwrap());
+    openssl(
+        dir.path(),
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "frank.key",
+            "-out",
+            "frank.csr",
+            "-subj",
+            "/O=g1/O=g2/CN=frank",
+        ],
+    );
+    for (name, days) in [("frank", "1"), ("stale", "0")] {
+        openssl(
+            dir.path(),
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "frank.csr",
+                "-CA",
+                ca,
+                "-CAkey",
+                ca_key,
+                "-CAcreateserial",
+                "-out",
+                &format!("{name}.crt"),
+                "-days",
+                days,
+            ],
+        );
+    }
+    let text = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(dir.path().join("frank.crt"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"),
+        "the test needs a version 1 certificate"
+    );
+    let key = dir.path().join("frank.key");
+    let (code, body) = curl_cert(
+        &gate,
+        &dir.path().join("frank.crt"),
+        &key,
+        &[],
+        "POST",
+        WHOAMI_PATH,
+        Some(WHOAMI_BODY),
+    );
+    assert_eq!(code, 201, "{body}");
+    let review: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(username(&review), "frank");
+    assert_eq!(groups(&review), vec!["g1", "g2", "system:authenticated"]);
+
+    // One that names the CA as its issuer but was signed by another key is nobody.
+    let subject = Command::new("openssl")
+        .args([
+            "x509", "-noout", "-subject", "-nameopt", "compat", "-in", ca,
+        ])
+        .output()
+        .unwrap();
+    let subject = String::from_utf8_lossy(&subject.stdout)
+        .trim()
+        .trim_start_matches("subject=")
+        .to_string();
+    openssl(
+        dir.path(),
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "impostor-ca.key",
+            "-out",
+            "impostor-ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            &subject,
+        ],
+    );
+    openssl(
+        dir.path(),
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "frank.csr",
+            "-CA",
+            "impostor-ca.crt",
+            "-CAkey",
+            "impostor-ca.key",
+            "-CAcreateserial",
+            "-out",
+            "forged.crt",
+            "-days",
+            "1",
+        ],
+    );
+    let (code, body) = curl_cert(
+        &gate,
+        &dir.path().join("forged.crt"),
+        &key,
+        &[],
+        "POST",
+        WHOAMI_PATH,
+        Some(WHOAMI_BODY),
+    );
+    assert_eq!(
+        code, 401,
+        "a forged version 1 certificate authenticated: {body}"
+    );
+
+    // Expired (its validity ended when it was made).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let stale = dir.path().join("stale.crt");
+    let (code, body) = curl_cert(&gate, &stale, &key, &[], "GET", "/api/v1/namespaces", None);
+    assert_eq!(code, 401, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["reason"], "Unauthorized", "{status}");
+    gate.ok(&["create", "serviceaccount", "ci"]);
+    let token = gate.ok(&["create", "token", "ci"]);
+    let bearer = format!("Authorization: Bearer {}", token.trim());
+    let (code, body) = curl_cert(
+        &gate,
+        &stale,
+        &key,
+        &[&bearer],
+        "POST",
+        WHOAMI_PATH,
+        Some(WHOAMI_BODY),
+    );
+    assert_eq!(code, 201, "{body}");
+    let review: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(username(&review), "system:serviceaccount:default:ci");
 }
 
 #[test]

@@ -202,9 +202,8 @@ impl CaBundle {
                 return Ok(());
             }
         }
-        let (not_before, not_after) =
-            verify_chain(&roots.anchors, chain, now, KeyUsage::client_auth())
-                .map_err(VerifyError::into_message)?;
+        let (not_before, not_after) = verify_chain(&roots, chain, now, KeyUsage::client_auth())
+            .map_err(VerifyError::into_message)?;
         let mut verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
         if verified.len() >= VERIFIED_LIMIT {
             verified.clear();
@@ -231,7 +230,7 @@ impl CaBundle {
         // The common case, asked for every ordinary client by the request-header
         // authenticator, is settled at once: webpki reports an unknown issuer only when the
         // leaf itself was acceptable and no certificate leads anywhere from it.
-        match verify_chain(&roots.anchors, chain, SystemTime::now(), AnyUsage) {
+        match verify_chain(&roots, chain, SystemTime::now(), AnyUsage) {
             Ok(_) => return true,
             Err(VerifyError::UnknownIssuer) => return false,
             Err(_) => {}
@@ -251,7 +250,7 @@ impl CaBundle {
         .filter_map(|secs| u64::try_from(secs).ok())
         .any(|secs| {
             let at = UNIX_EPOCH + Duration::from_secs(secs);
-            verify_chain(&roots.anchors, chain, at, AnyUsage).is_ok()
+            verify_chain(&roots, chain, at, AnyUsage).is_ok()
         })
     }
 
@@ -406,19 +405,31 @@ impl VerifyError {
 /// certificate on the verified path is valid. Trust anchors have no period: webpki does not
 /// check theirs and neither does Go.
 fn verify_chain(
-    anchors: &[TrustAnchor<'static>],
+    roots: &Roots,
     chain: &[Vec<u8>],
     now: SystemTime,
     usage: impl ExtendedKeyUsageValidator,
 ) -> Result<(i64, i64), VerifyError> {
+    let anchors = &roots.anchors;
     let Some((leaf_der, intermediates)) = chain.split_first() else {
         return Err(VerifyError::Other(
             "x509: no certificate presented".to_string(),
         ));
     };
     let leaf = CertificateDer::from(leaf_der.as_slice());
-    let leaf = EndEntityCert::try_from(&leaf)
-        .map_err(|e| VerifyError::Other(format!("x509: cannot parse certificate: {e:?}")))?;
+    let leaf = match EndEntityCert::try_from(&leaf) {
+        Ok(leaf) => leaf,
+        // webpki reads only v3 certificates; Go also takes a v1 leaf (what `openssl x509 -req`
+        // makes without extensions), which this checks by hand.
+        Err(webpki::Error::UnsupportedCertVersion) => {
+            return verify_v1_leaf(&roots.der, leaf_der, now)
+        }
+        Err(e) => {
+            return Err(VerifyError::Other(format!(
+                "x509: cannot parse certificate: {e:?}"
+            )))
+        }
+    };
     let intermediates: Vec<CertificateDer<'_>> = intermediates
         .iter()
         .map(|der| CertificateDer::from(der.as_slice()))
@@ -446,6 +457,63 @@ fn verify_chain(
         window = (window.0.max(not_before), window.1.min(not_after));
     }
     Ok(window)
+}
+
+/// Verifies a version 1 leaf certificate (no extensions, so no key usage to check: Go takes
+/// any usage then) issued directly by one of the roots: the issuer named is a root's subject,
+/// that root's key signed the leaf's to-be-signed bytes, and `now` is within the leaf's
+/// validity. Chains through intermediates are not followed for such leaves.
+fn verify_v1_leaf(
+    roots_der: &[Vec<u8>],
+    leaf_der: &[u8],
+    now: SystemTime,
+) -> Result<(i64, i64), VerifyError> {
+    let (_, leaf) = X509Certificate::from_der(leaf_der)
+        .map_err(|e| VerifyError::Other(format!("x509: cannot parse certificate: {e}")))?;
+    let secs = unix_seconds(now)
+        .ok_or_else(|| VerifyError::Other("x509: the clock is before 1970".to_string()))?;
+    let (not_before, not_after) = (
+        leaf.validity().not_before.timestamp(),
+        leaf.validity().not_after.timestamp(),
+    );
+    let at = |secs: i64| UnixTime::since_unix_epoch(Duration::from_secs(secs.max(0) as u64));
+    if secs > not_after {
+        return Err(VerifyError::Other(describe(&webpki::Error::CertExpired {
+            time: at(secs),
+            not_after: at(not_after),
+        })));
+    }
+    if secs < not_before {
+        return Err(VerifyError::Other(describe(
+            &webpki::Error::CertNotValidYet {
+                time: at(secs),
+                not_before: at(not_before),
+            },
+        )));
+    }
+    let tbs: &[u8] = leaf.tbs_certificate.as_ref();
+    let signature = leaf.signature_value.data.as_ref();
+    for root_der in roots_der {
+        let Ok((_, root)) = X509Certificate::from_der(root_der) else {
+            continue;
+        };
+        if root.subject().as_raw() != leaf.issuer().as_raw() {
+            continue;
+        }
+        let spki = rustls_pki_types::SubjectPublicKeyInfoDer::from(root.public_key().raw);
+        let Ok(key) = webpki::RawPublicKeyEntity::try_from(&spki) else {
+            continue;
+        };
+        // Any supported algorithm that the root's key verifies the signature with: the root
+        // signed exactly these bytes either way.
+        if SIGNATURE_ALGORITHMS
+            .iter()
+            .any(|alg| key.verify_signature(*alg, tbs, signature).is_ok())
+        {
+            return Ok((not_before, not_after));
+        }
+    }
+    Err(VerifyError::UnknownIssuer)
 }
 
 /// A certificate's validity period in Unix seconds; an unparsable one gets an empty period, so
