@@ -201,6 +201,43 @@ pub(crate) fn unchanged(new: &Value, old: &Value) -> bool {
     strip(new) == strip(old)
 }
 
+/// kube's `dedupOwnerReferences`: drops an owner reference equal in every field to one before
+/// it with the same uid (references that share a uid but differ stay), returning the warning
+/// kube's handlers send, if any. `after_patch` picks the wording kube uses once a patch is
+/// applied (its "after mutating admission" check; creates and updates are deduplicated first).
+pub(crate) fn dedup_owner_references(object: &mut Value, after_patch: bool) -> Option<String> {
+    let refs = object
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("ownerReferences"))
+        .and_then(Value::as_array_mut)?;
+    let mut kept: Vec<Value> = Vec::with_capacity(refs.len());
+    let mut duplicates: Vec<String> = Vec::new();
+    for reference in refs.drain(..) {
+        let uid = reference.get("uid").and_then(Value::as_str).unwrap_or("");
+        let seen = kept
+            .iter()
+            .any(|k| k.get("uid").and_then(Value::as_str).unwrap_or("") == uid);
+        if seen && kept.contains(&reference) {
+            duplicates.push(uid.to_string());
+        } else {
+            kept.push(reference);
+        }
+    }
+    *refs = kept;
+    if duplicates.is_empty() {
+        return None;
+    }
+    let after = if after_patch {
+        " after mutating admission happens"
+    } else {
+        ""
+    };
+    Some(format!(
+        ".metadata.ownerReferences contains duplicate entries{after}; API server dedups owner references in 1.20+, and may reject such requests as early as 1.24; please fix your requests; duplicate UID(s) observed: {}",
+        duplicates.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -22,6 +22,9 @@ use crate::status::{ApiError, ApiResult};
 use crate::storage::cacher::{CacheEventKind, CachedObject};
 use crate::storage::Revision;
 
+/// How long before a watch's deadline its last bookmark goes out (kube's cache watcher).
+const PRE_DEADLINE_BOOKMARK: Duration = Duration::from_secs(2);
+
 /// How long a read at a future resourceVersion waits for the cache (kube: 3 s).
 const FUTURE_REVISION_WAIT: Duration = Duration::from_secs(3);
 
@@ -552,9 +555,24 @@ impl Registry {
             }
             let mut ticker = tokio::time::interval(bookmark_interval);
             ticker.tick().await;
+            // kube's watcher also sends a bookmark 2 s before its deadline, so the client
+            // resumes from the freshest revision it can.
+            let mut last_bookmark = deadline.checked_sub(PRE_DEADLINE_BOOKMARK);
             loop {
+                let before_deadline = async {
+                    match last_bookmark {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => return,
+                    _ = before_deadline, if bookmarks => {
+                        last_bookmark = None;
+                        let revision = watcher.bookmark_revision();
+                        if revision < from { continue; }
+                        if tx.send(encoder.bookmark(revision, false)).await.is_err() { return; }
+                    }
                     _ = tx.closed() => return,
                     _ = ticker.tick(), if bookmarks => {
                         // A watch from a revision the cache has not reached yet gets no

@@ -839,6 +839,59 @@ async fn a_terminating_namespace_reports_what_holds_it_in_its_conditions() {
     assert_eq!(outcome, super::namespaces::FinalizeOutcome::Gone);
 }
 
+/// The warnings of a response, as sent.
+async fn warnings_of(f: &Fixture, req: ApiRequest) -> (u16, Vec<String>) {
+    match f.registry.handle(req).await {
+        ApiResponse::Body(b) => (
+            b.status,
+            b.headers
+                .iter()
+                .filter(|(n, _)| n == "Warning")
+                .map(|(_, v)| v.clone())
+                .collect(),
+        ),
+        ApiResponse::Watch(_) => panic!("unexpected watch"),
+    }
+}
+
+#[tokio::test]
+async fn duplicate_owner_references_are_dropped_with_kubes_warning() {
+    let f = fixture().await;
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1"});
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o2", "uid": "u1"});
+    let mut object = cm("dup", json!({}));
+    object["metadata"]["ownerReferences"] = json!([owner, owner, other]);
+    let (code, warnings) =
+        warnings_of(&f, request("POST", CMS, Some(object), "application/json")).await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        warnings,
+        ["299 - \".metadata.ownerReferences contains duplicate entries; API server dedups owner references in 1.20+, and may reject such requests as early as 1.24; please fix your requests; duplicate UID(s) observed: u1\""]
+    );
+    let (_, stored) = call(&f, "GET", &format!("{CMS}/dup"), None).await;
+    // An entry with the same uid but other fields stays.
+    assert_eq!(stored["metadata"]["ownerReferences"], json!([owner, other]));
+    // A patch that adds a duplicate gets the after-admission wording.
+    let patch = json!([{"op": "add", "path": "/metadata/ownerReferences/-", "value": owner}]);
+    let (code, warnings) = warnings_of(
+        &f,
+        request(
+            "PATCH",
+            &format!("{CMS}/dup"),
+            Some(patch),
+            "application/json-patch+json",
+        ),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(
+        warnings[0].contains("duplicate entries after mutating admission happens"),
+        "{warnings:?}"
+    );
+    let (_, stored) = call(&f, "GET", &format!("{CMS}/dup"), None).await;
+    assert_eq!(stored["metadata"]["ownerReferences"], json!([owner, other]));
+}
+
 #[tokio::test]
 async fn events_are_one_resource_in_two_versions() {
     let f = fixture().await;
@@ -991,6 +1044,43 @@ async fn a_watch_list_from_a_revision_not_reached_ends_with_kubes_too_large_erro
         "{event}"
     );
     assert!(w.frames.recv().await.is_none(), "the watch did not end");
+}
+
+#[tokio::test]
+async fn a_watch_sends_a_bookmark_just_before_its_deadline() {
+    let f = fixture().await;
+    let (_, created) = call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let response = f
+        .registry
+        .handle(request(
+            "GET",
+            &format!(
+                "{CMS}?watch=1&allowWatchBookmarks=true&timeoutSeconds=3&resourceVersion={}",
+                rv(&created)
+            ),
+            None,
+            "application/json",
+        ))
+        .await;
+    let mut w = match response {
+        ApiResponse::Watch(w) => w,
+        ApiResponse::Body(b) => panic!("expected a watch, got {}", b.status),
+    };
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), w.frames.recv())
+        .await
+        .expect("a frame before the deadline")
+        .expect("a frame");
+    let event: Value = serde_json::from_slice(&frame).unwrap();
+    assert_eq!(event["type"], "BOOKMARK", "{event}");
+    assert_eq!(
+        event["object"]["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    // The 30 s bookmark period cannot have come: this is the one 2 s before the deadline.
+    assert!(
+        w.frames.recv().await.is_none(),
+        "the watch ends at its deadline"
+    );
 }
 
 #[tokio::test]

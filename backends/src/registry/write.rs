@@ -524,7 +524,9 @@ impl Registry {
             ));
         }
         check_namespace(&mut object, def, &request.info.namespace)?;
-        let warnings = self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
+        let mut warnings =
+            self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
+        warnings.extend(super::meta::dedup_owner_references(&mut object, false));
         let tracker = Tracker::for_request(def, request, "CreateOptions")?;
         let mode = WriteMode {
             tracker: tracker.as_ref(),
@@ -749,7 +751,9 @@ impl Registry {
         check_type(&mut body, def, &expected_kind)?;
         check_namespace(&mut body, def, &info.namespace)?;
         check_name(&body, &info.name)?;
-        let warnings = self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
+        let mut warnings =
+            self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
+        warnings.extend(super::meta::dedup_owner_references(&mut body, false));
         let subresource = info.subresource.clone();
         let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
         let mode = WriteMode {
@@ -879,6 +883,8 @@ impl Registry {
                             let named = unpruned.as_ref().unwrap_or(&patched);
                             invalid_patch(patch_type, &patch_bytes, named, &error)
                         })?;
+                    let mut found = found;
+                    found.extend(super::meta::dedup_owner_references(&mut patched, true));
                     *warnings.lock().unwrap_or_else(|p| p.into_inner()) = found;
                     // A patch may not move the object: its namespace and name stay the
                     // request's (kube's patcher checks both after patching).
