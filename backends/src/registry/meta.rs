@@ -238,6 +238,27 @@ pub(crate) fn dedup_owner_references(object: &mut Value, after_patch: bool) -> O
     ))
 }
 
+/// ObjectMeta's maps and lists are `omitempty` in Go: an object kube decodes and encodes again
+/// loses an empty `labels`, `annotations`, `finalizers` or `ownerReferences` (what is left
+/// after removing the last label, say).
+pub(crate) fn drop_empty_meta_collections(object: &mut Value) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.retain(|key, value| {
+        let collection = matches!(
+            key.as_str(),
+            "labels" | "annotations" | "finalizers" | "ownerReferences"
+        );
+        let empty = match value {
+            Value::Object(map) => map.is_empty(),
+            Value::Array(list) => list.is_empty(),
+            _ => false,
+        };
+        !(collection && empty)
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -855,6 +855,59 @@ async fn warnings_of(f: &Fixture, req: ApiRequest) -> (u16, Vec<String>) {
 }
 
 #[tokio::test]
+async fn empty_metadata_maps_and_lists_are_dropped_as_go_omits_them() {
+    let f = fixture().await;
+    let mut object = cm("bare", json!({}));
+    object["metadata"]["annotations"] = json!({});
+    object["metadata"]["finalizers"] = json!([]);
+    let (code, created) = call(&f, "POST", CMS, Some(object)).await;
+    assert_eq!(code, 201, "{created}");
+    for key in ["labels", "annotations", "finalizers"] {
+        assert!(created["metadata"].get(key).is_none(), "{key}: {created}");
+    }
+    let (_, labelled) = call(&f, "POST", CMS, Some(cm("one", json!({"a": "1"})))).await;
+    assert_eq!(labelled["metadata"]["labels"], json!({"a": "1"}));
+    let unlabel = json!({"metadata": {"labels": {"a": null}}});
+    let (code, unlabelled) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/one"),
+        Some(unlabel),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(
+        unlabelled["metadata"].get("labels").is_none(),
+        "{unlabelled}"
+    );
+}
+
+#[tokio::test]
+async fn a_patched_uid_is_an_immutable_field_and_a_put_uid_a_precondition() {
+    let f = fixture().await;
+    call(&f, "POST", CMS, Some(cm("u", json!({})))).await;
+    let patch = json!({"metadata": {"uid": "abc"}});
+    let (code, s) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/u"),
+        Some(patch),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 422, "{s}");
+    assert_eq!(
+        s["message"],
+        r#"ConfigMap "u" is invalid: metadata.uid: Invalid value: "abc": field is immutable"#
+    );
+    let mut put = cm("u", json!({}));
+    put["metadata"]["uid"] = json!("abc");
+    let (code, s) = call(&f, "PUT", &format!("{CMS}/u"), Some(put)).await;
+    assert_eq!(code, 409, "{s}");
+}
+
+#[tokio::test]
 async fn duplicate_owner_references_are_dropped_with_kubes_warning() {
     let f = fixture().await;
     let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1"});

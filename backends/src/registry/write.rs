@@ -60,6 +60,10 @@ pub(crate) struct WriteMode<'a> {
     /// defaults and pruning are what is owned). `None` for kubegate's own writes and for
     /// applies, which record their fields while merging.
     pub tracker: Option<&'a Tracker>,
+    /// The new object is a patched one: a `metadata.uid` it changed is an invalid update
+    /// (422, field is immutable), where a PUT's is a precondition (409), as in kube, whose
+    /// patcher passes no preconditions.
+    pub patch: bool,
 }
 
 impl<'a> WriteMode<'a> {
@@ -70,6 +74,7 @@ impl<'a> WriteMode<'a> {
             requester: Some(&request.user),
             create_on_update: false,
             tracker: None,
+            patch: false,
         })
     }
 }
@@ -602,6 +607,7 @@ impl Registry {
             }
         }
         check_decoding(def, &mut object)?;
+        super::meta::drop_empty_meta_collections(&mut object);
         def.strategy.prepare_for_create(&mut object);
         if let Some(tracker) = mode.tracker {
             tracker.created(&mut object);
@@ -855,6 +861,7 @@ impl Registry {
                 &info.subresource.clone(),
                 WriteMode {
                     tracker: tracker.as_ref(),
+                    patch: true,
                     ..WriteMode::client(request)?
                 },
                 |current| {
@@ -940,6 +947,7 @@ impl Registry {
                 ));
             }
             check_decoding(def, &mut object)?;
+            super::meta::drop_empty_meta_collections(&mut object);
             if let Some(map) = object.as_object_mut() {
                 map.insert("apiVersion".into(), json!(def.api_version()));
                 map.insert("kind".into(), json!(def.kind));
@@ -961,9 +969,21 @@ impl Registry {
                     )],
                 ));
             }
-            // A uid in the body is a precondition, as kube's update handler makes it.
+            // A uid in the body is a precondition, as kube's update handler makes it; one a
+            // patch changed is an immutable field changed.
             if let Some(uid) = meta_str(&object, "uid").filter(|u| !u.is_empty()) {
                 let stored = meta_str(&current, "uid").unwrap_or("");
+                if uid != stored && mode.patch {
+                    return Err(invalid(
+                        def,
+                        &object,
+                        vec![status::field_invalid(
+                            "metadata.uid",
+                            uid,
+                            "field is immutable",
+                        )],
+                    ));
+                }
                 if uid != stored {
                     return Err(ApiError::conflict(
                         &gr,
