@@ -26,6 +26,7 @@ mod routes;
 mod server;
 mod tls;
 mod version;
+mod websocket;
 
 use clap::Parser;
 

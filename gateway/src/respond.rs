@@ -219,29 +219,49 @@ async fn write_watch(
     shutting_down: &AtomicBool,
     initialized: &mut (dyn FnMut() + Send),
 ) -> Result<()> {
-    let framing = (!session.is_http2()).then(|| {
-        (
-            http::header::TRANSFER_ENCODING,
-            HeaderValue::from_static("chunked"),
-        )
-    });
-    let header = base_header(
-        200,
-        &watch.content_type,
-        audit_id,
-        &watch.headers,
-        pf,
-        framing,
-    )?;
+    // A WebSocket watch (HTTP/1.1 only, as with kube): the same events, one message each.
+    let upgrade = if session.is_http2() {
+        None
+    } else {
+        crate::websocket::handshake(&session.req_header().headers)
+    };
+    let binary = watch.content_type.contains("protobuf");
+    let framed = |frame: bytes::Bytes| match &upgrade {
+        Some(_) => crate::websocket::message(&frame, binary),
+        None => frame,
+    };
+    let header = match &upgrade {
+        Some(handshake) => websocket_header(handshake)?,
+        None => {
+            let framing = (!session.is_http2()).then(|| {
+                (
+                    http::header::TRANSFER_ENCODING,
+                    HeaderValue::from_static("chunked"),
+                )
+            });
+            base_header(
+                200,
+                &watch.content_type,
+                audit_id,
+                &watch.headers,
+                pf,
+                framing,
+            )?
+        }
+    };
     session.write_response_header(Box::new(header)).await?;
+    let end = match &upgrade {
+        Some(_) => crate::websocket::close(),
+        None => bytes::Bytes::new(),
+    };
     // The initial events: whatever the producer has queued by now.
     loop {
         match watch.frames.try_recv() {
-            Ok(frame) => session.write_response_body(frame, false).await?,
+            Ok(frame) => session.write_response_body(framed(frame), false).await?,
             Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
             Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
                 initialized();
-                return session.write_response_body(bytes::Bytes::new(), true).await;
+                return session.write_response_body(end, true).await;
             }
         }
     }
@@ -255,11 +275,11 @@ async fn write_watch(
             },
             // A client that goes away ends the watch at once, so a quiet collection does not
             // keep its producer task and cache watcher alive until the watch times out.
-            _ = client_gone(session) => WatchStep::ClientGone,
+            _ = client_gone(session, upgrade.is_some()) => WatchStep::ClientGone,
             _ = poll.tick() => WatchStep::Tick,
         };
         match event {
-            WatchStep::Frame(frame) => session.write_response_body(frame, false).await?,
+            WatchStep::Frame(frame) => session.write_response_body(framed(frame), false).await?,
             WatchStep::End => break,
             WatchStep::ClientGone => return Ok(()),
             WatchStep::Tick => {
@@ -269,7 +289,31 @@ async fn write_watch(
             }
         }
     }
-    session.write_response_body(bytes::Bytes::new(), true).await
+    session.write_response_body(end, true).await
+}
+
+/// kube's `101 Switching Protocols` for a WebSocket watch: only the upgrade's own headers
+/// (x/net/websocket writes them on the hijacked connection).
+fn websocket_header(handshake: &crate::websocket::Handshake) -> Result<ResponseHeader> {
+    let mut parts = http::Response::new(()).into_parts().0;
+    parts.status = http::StatusCode::SWITCHING_PROTOCOLS;
+    let headers = &mut parts.headers;
+    headers.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("Upgrade"),
+    );
+    headers.insert(
+        http::header::SEC_WEBSOCKET_ACCEPT,
+        header_value(&handshake.accept)?,
+    );
+    if let Some(protocol) = &handshake.protocol {
+        headers.insert(
+            http::header::SEC_WEBSOCKET_PROTOCOL,
+            header_value(protocol)?,
+        );
+    }
+    Ok(ResponseHeader::from(parts))
 }
 
 /// What woke the watch loop.
@@ -281,7 +325,9 @@ enum WatchStep {
 }
 
 /// Resolves when the client closes the connection (HTTP/1.1) or resets the stream (HTTP/2).
-async fn client_gone(downstream: &mut ServerSession) {
+/// On an upgraded (WebSocket) connection what the client sends is read and ignored, as kube
+/// ignores it, until the connection closes.
+async fn client_gone(downstream: &mut ServerSession, upgraded: bool) {
     if downstream.is_http2() {
         match downstream.watch_h2_stream_close() {
             Some(idle) => {
@@ -289,6 +335,8 @@ async fn client_gone(downstream: &mut ServerSession) {
             }
             None => std::future::pending::<()>().await,
         }
+    } else if upgraded {
+        while let Ok(Some(_)) = downstream.read_body_or_idle(false).await {}
     } else {
         // The request body is finished; any read result now means the peer closed or broke
         // the connection.

@@ -232,3 +232,123 @@ fn watch_from_a_compacted_revision_gets_410_expired() {
     assert_eq!(evs[0]["object"]["code"], 410);
     assert_eq!(evs[0]["object"]["reason"], "Expired");
 }
+
+/// A WebSocket client as a browser is one: the token in the subprotocol, one event per
+/// message. Prints the status line, the headers, then `MSG <opcode> <type> <name>` per event
+/// and `CLOSE <payload hex>` at the end.
+const WEBSOCKET_CLIENT: &str = r#"
+import base64, json, os, socket, ssl, struct, sys
+host, port, path, token, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.check_hostname = False
+s = ctx.wrap_socket(socket.create_connection((host, port)), server_hostname=host)
+key = base64.b64encode(os.urandom(16)).decode()
+bearer = "base64url.bearer.authorization.k8s.io." + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+s.sendall((f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\nOrigin: https://{host}\r\n"
+           f"Sec-WebSocket-Protocol: {bearer}, base64.binary.k8s.io\r\n\r\n").encode())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(4096)
+head, rest = buf.split(b"\r\n\r\n", 1)
+for line in head.decode().splitlines():
+    print(line)
+print("KEY", key)
+sys.stdout.flush()
+def read(n):
+    global rest
+    while len(rest) < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise EOFError
+        rest += chunk
+    out, rest = rest[:n], rest[n:]
+    return out
+try:
+    while True:
+        b0, b1 = read(2)
+        length = b1 & 0x7f
+        if length == 126: length = struct.unpack(">H", read(2))[0]
+        elif length == 127: length = struct.unpack(">Q", read(8))[0]
+        payload = read(length)
+        if b0 & 0x0f == 8:
+            print("CLOSE", payload.hex())
+            break
+        event = json.loads(payload)
+        print("MSG", b0 & 0x0f, event["type"], event["object"]["metadata"].get("name"))
+        sys.stdout.flush()
+except EOFError:
+    print("EOF")
+"#;
+
+/// kube serves watches over WebSocket (browsers' dashboards watch this way): `101 Switching
+/// Protocols` with RFC 6455's accept key and the subprotocol other than the token one, then one
+/// text message per event, and a close frame when the watch ends.
+#[test]
+fn a_watch_over_websocket_gets_one_message_per_event() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "namespace", "ws"]);
+    gate.ok(&["create", "serviceaccount", "viewer"]);
+    gate.ok(&[
+        "create",
+        "clusterrolebinding",
+        "viewer",
+        "--clusterrole=view",
+        "--serviceaccount=default:viewer",
+    ]);
+    let token = gate.ok(&["create", "token", "viewer"]);
+    let port = gate.url().rsplit(':').next().unwrap().to_string();
+    let ca = gate.data_dir.join("pki/ca.crt");
+    let client = std::process::Command::new("python3")
+        .args(["-c", WEBSOCKET_CLIENT, "127.0.0.1", &port])
+        .arg("/api/v1/namespaces/ws/configmaps?watch=1&timeoutSeconds=3&labelSelector=app%3Dweb")
+        .arg(token.trim())
+        .arg(&ca)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    std::thread::sleep(Duration::from_millis(800));
+    gate.ok(&["-n", "ws", "create", "configmap", "one"]);
+    gate.ok(&["-n", "ws", "label", "configmap", "one", "app=web"]);
+    let out = client.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some("HTTP/1.1 101 Switching Protocols"),
+        "{text}"
+    );
+    let header = |name: &str| {
+        lines
+            .iter()
+            .find_map(|l| {
+                l.split_once(": ")
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            })
+            .map(|(_, v)| v.to_string())
+    };
+    assert_eq!(
+        header("sec-websocket-protocol").as_deref(),
+        Some("base64.binary.k8s.io")
+    );
+    // RFC 6455: base64(SHA-1(key + GUID)), checked with openssl.
+    let key = lines.iter().find_map(|l| l.strip_prefix("KEY ")).unwrap();
+    let digest = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf '%s' '{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11' | openssl dgst -sha1 -binary | base64"
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        header("sec-websocket-accept").as_deref(),
+        Some(String::from_utf8_lossy(&digest.stdout).trim())
+    );
+    let messages: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("MSG"))
+        .collect();
+    assert_eq!(messages, ["MSG 1 ADDED one"], "{text}");
+    assert_eq!(lines.last().copied(), Some("CLOSE 03e8"), "{text}");
+}
