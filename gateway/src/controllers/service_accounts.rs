@@ -34,6 +34,28 @@ const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
 const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
 const SA_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
 
+/// Which changes of a watched resource call for a pass.
+#[derive(Debug, Clone, Copy)]
+enum Relevance {
+    Any,
+    /// A Secret of the ServiceAccount token type.
+    TokenSecret,
+    /// The `kube-root-ca.crt` ConfigMap of some namespace.
+    RootCa,
+}
+
+impl Relevance {
+    fn matches(self, event: &kubegate_backends::storage::cacher::CacheEvent) -> bool {
+        match self {
+            Relevance::Any => true,
+            Relevance::TokenSecret => {
+                memchr::memmem::find(&event.object.bytes, TOKEN_SECRET_TYPE.as_bytes()).is_some()
+            }
+            Relevance::RootCa => event.object.key.ends_with(&format!("/{ROOT_CA_CONFIGMAP}")),
+        }
+    }
+}
+
 /// What the controllers need besides the registry.
 pub struct ServiceAccountControllers {
     pub registry: Arc<Registry>,
@@ -45,24 +67,47 @@ pub struct ServiceAccountControllers {
 impl ServiceAccountControllers {
     /// Runs until `stop` changes.
     pub async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let prefixes: Vec<String> = ["namespaces", "serviceaccounts", "secrets", "configmaps"]
-            .iter()
-            .filter_map(|plural| self.registry.find("", plural))
-            .map(|def| def.collection_prefix(""))
-            .collect();
+        let watched: Vec<(String, Relevance)> = [
+            ("namespaces", Relevance::Any),
+            ("serviceaccounts", Relevance::Any),
+            ("secrets", Relevance::TokenSecret),
+            ("configmaps", Relevance::RootCa),
+        ]
+        .into_iter()
+        .filter_map(|(plural, relevance)| {
+            let def = self.registry.find("", plural)?;
+            Some((def.collection_prefix(""), relevance))
+        })
+        .collect();
         loop {
             self.pass().await;
             let cacher = self.registry.cacher();
             let revision = cacher.revision();
-            let mut watchers: Vec<_> = prefixes
+            let mut watchers: Vec<_> = watched
                 .iter()
-                .filter_map(|prefix| cacher.watch(prefix, revision).ok())
+                .filter_map(|(prefix, relevance)| {
+                    Some((cacher.watch(prefix, revision).ok()?, *relevance))
+                })
                 .collect();
+            // Only a change the controllers act on wakes them: not every ConfigMap or Secret
+            // write (a create benchmark writes thousands a second).
             let changed = async {
                 if watchers.is_empty() {
                     return std::future::pending().await;
                 }
-                futures::future::select_all(watchers.iter_mut().map(|w| Box::pin(w.next()))).await;
+                loop {
+                    let next = futures::future::select_all(watchers.iter_mut().map(
+                        |(watcher, relevance)| {
+                            Box::pin(async move { (watcher.next().await, *relevance) })
+                        },
+                    ));
+                    match next.await.0 {
+                        (Some(Ok(event)), relevance) if relevance.matches(&event) => return,
+                        (Some(Ok(_)), _) => continue,
+                        // A watch that ended (fell behind): start over with a pass.
+                        _ => return,
+                    }
+                }
             };
             tokio::select! {
                 _ = changed => tokio::time::sleep(SETTLE).await,
@@ -114,7 +159,12 @@ impl ServiceAccountControllers {
 
     /// The serviceaccounts controller: `default` in every active namespace.
     async fn ensure_default_account(&self, accounts: &ResourceDef, namespace: &str) {
-        if self.cached(accounts, namespace, "default").is_some() {
+        if self
+            .registry
+            .cacher()
+            .get(&accounts.key(namespace, "default"))
+            .is_some()
+        {
             return;
         }
         let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
