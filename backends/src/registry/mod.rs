@@ -353,11 +353,12 @@ pub(crate) fn served_bytes(
 /// Maps a storage failure to its API status.
 pub(crate) fn store_error(error: StoreError) -> ApiError {
     match error {
-        StoreError::Compacted { requested, oldest } => ApiError::resource_expired(format!(
-            "The resourceVersion for the provided list is too old. (requested {requested}, oldest available {oldest})"
-        )),
+        // kube's words, as its cacher and etcd store give them.
+        StoreError::Compacted { .. } => {
+            ApiError::resource_expired("The resourceVersion for the provided list is too old.")
+        }
         StoreError::FutureRevision { requested, current } => ApiError::timeout(format!(
-            "Too large resource version: {requested}, current: {current}"
+            "Timeout: Too large resource version: {requested}, current: {current}"
         )),
         StoreError::Unavailable(message) => ApiError::service_unavailable(message),
         other => ApiError::internal(other),

@@ -31,8 +31,9 @@ const FUTURE_REVISION_WAIT: Duration = Duration::from_secs(3);
 /// kube's answer to a read at a resourceVersion the server has not reached: 504 with a
 /// `ResourceVersionTooLarge` cause and a retry hint.
 fn too_large_resource_version(requested: Revision, current: Revision) -> ApiError {
+    // `NewTimeoutError` puts `Timeout: ` before the message.
     let mut error = ApiError::timeout(format!(
-        "Too large resource version: {requested}, current: {current}"
+        "Timeout: Too large resource version: {requested}, current: {current}"
     ));
     error.details = Some(Box::new(crate::status::StatusDetails {
         causes: vec![crate::status::StatusCause {

@@ -884,6 +884,19 @@ async fn empty_metadata_maps_and_lists_are_dropped_as_go_omits_them() {
 }
 
 #[tokio::test]
+async fn a_create_naming_a_resource_version_is_kubes_internal_error() {
+    let f = fixture().await;
+    let mut object = cm("versioned", json!({}));
+    object["metadata"]["resourceVersion"] = json!("12");
+    let (code, s) = call(&f, "POST", CMS, Some(object)).await;
+    assert_eq!(code, 500, "{s}");
+    assert_eq!(
+        s["message"],
+        "Internal error occurred: resourceVersion should not be set on objects to be created"
+    );
+}
+
+#[tokio::test]
 async fn a_patched_uid_is_an_immutable_field_and_a_put_uid_a_precondition() {
     let f = fixture().await;
     call(&f, "POST", CMS, Some(cm("u", json!({})))).await;
@@ -1093,6 +1106,14 @@ async fn a_watch_list_from_a_revision_not_reached_ends_with_kubes_too_large_erro
     assert_eq!(event["object"]["code"], 504, "{event}");
     assert_eq!(event["object"]["reason"], "Timeout", "{event}");
     assert_eq!(
+        event["object"]["message"],
+        format!(
+            "Timeout: Too large resource version: {ahead}, current: {}",
+            rv(&created)
+        ),
+        "kube's NewTimeoutError puts `Timeout: ` first"
+    );
+    assert_eq!(
         event["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge",
         "{event}"
     );
@@ -1226,6 +1247,22 @@ async fn an_expired_continue_token_comes_back_with_one_that_reads_on_at_the_late
         .as_str()
         .unwrap()
         .contains("use the continue token in this response"));
+    // A list at a revision the history no longer holds: kube's words, nothing more.
+    let (code, old) = call(
+        &f,
+        "GET",
+        &format!(
+            "{CMS}?resourceVersion={}&resourceVersionMatch=Exact",
+            rv(&page)
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(code, 410, "{old}");
+    assert_eq!(
+        old["message"],
+        "The resourceVersion for the provided list is too old."
+    );
     let next = expired["metadata"]["continue"]
         .as_str()
         .expect("a token to go on with");

@@ -574,7 +574,8 @@ impl Registry {
     ) -> ApiResult<Written> {
         let dry_run = mode.dry_run;
         if meta_str(&object, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
-            return Err(ApiError::bad_request(
+            // kube's store returns a plain error here, which its handler answers as a 500.
+            return Err(ApiError::internal(
                 "resourceVersion should not be set on objects to be created",
             ));
         }
