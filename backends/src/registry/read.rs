@@ -185,10 +185,12 @@ struct Filter {
 
 impl Filter {
     fn from_request(request: &ApiRequest, def: &ResourceDef) -> ApiResult<Filter> {
+        // The parsers word their errors as kube's (`unable to parse requirement: ...` for a
+        // requirement, `invalid field selector: ...`), which kube answers as they are.
         let labels = LabelSelector::parse(request.param("labelSelector").unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+            .map_err(ApiError::bad_request)?;
         let fields = FieldSelector::parse(request.param("fieldSelector").unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+            .map_err(ApiError::bad_request)?;
         let default_converter =
             def.field_selectors.is_empty() && def.strategy.default_field_labels();
         for requirement in fields.requirements() {

@@ -329,6 +329,25 @@ async fn selectors_filter_lists() {
     assert!(roles["items"].as_array().unwrap().is_empty());
     let (code, _) = call(&f, "GET", &format!("{CMS}?labelSelector=a%3D%3D%3Db"), None).await;
     assert_eq!(code, 400);
+    // Selector errors are the parsers' own words, as kube answers them (no second prefix).
+    for (query, message) in [
+        (
+            "labelSelector=tier%3Dweb,",
+            "found '', expected: identifier after ','",
+        ),
+        (
+            "labelSelector=a%20in%20(x",
+            "unable to parse requirement: found '', expected: ',' or ')'",
+        ),
+        (
+            "fieldSelector=metadata.name%3D%5Cx",
+            "invalid field selector: invalid escape sequence: \\x",
+        ),
+    ] {
+        let (code, s) = call(&f, "GET", &format!("{CMS}?{query}"), None).await;
+        assert_eq!(code, 400, "{query}: {s}");
+        assert_eq!(s["message"], message, "{query}");
+    }
     // Secrets support the `type` field selector.
     call(&f, "POST", "/api/v1/namespaces/default/secrets", Some(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"}, "type": "kubernetes.io/basic-auth", "stringData": {"username": "u"}}))).await;
     call(
