@@ -495,6 +495,7 @@ impl Registry {
             def: def.clone(),
             output: output.clone(),
             include,
+            headers_sent: std::sync::atomic::AtomicBool::new(false),
         };
         // kube answers 200 and sends one ERROR event with the Status when a watch cannot start:
         // 410 for a revision the cache no longer reaches back to, and, for the watch-list
@@ -729,6 +730,9 @@ struct FrameEncoder {
     def: Arc<ResourceDef>,
     output: Negotiated,
     include: IncludeObject,
+    /// Whether a Table event has gone out: kube sends the column definitions with the first
+    /// one only (`NoHeaders` after it).
+    headers_sent: std::sync::atomic::AtomicBool,
 }
 
 impl FrameEncoder {
@@ -765,7 +769,13 @@ impl FrameEncoder {
             .unwrap_or("")
             .to_string();
         let row = encode::table_row(&self.def, object);
-        let table = table::table(&self.def.columns, vec![row], &rv, None, None, self.include);
+        let mut table = table::table(&self.def.columns, vec![row], &rv, None, None, self.include);
+        if self
+            .headers_sent
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            table["columnDefinitions"] = Value::Null;
+        }
         encode::watch_frame(kind, table.to_string().as_bytes())
     }
 

@@ -1026,6 +1026,30 @@ async fn events_are_one_resource_in_two_versions() {
 }
 
 #[tokio::test]
+async fn a_table_watch_sends_the_column_definitions_with_its_first_event_only() {
+    let f = fixture().await;
+    call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
+    let mut req = request("GET", &format!("{CMS}?watch=1"), None, "application/json");
+    req.accept = Some("application/json;as=Table;v=v1;g=meta.k8s.io".into());
+    let events = frames(f.registry.handle(req).await, 2).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    let definitions = |e: &Value| e["object"]["columnDefinitions"].clone();
+    assert!(
+        definitions(&events[0])
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{events:?}"
+    );
+    // kube's `NoHeaders` from the second event on: no definitions (Go's nil slice).
+    assert_eq!(definitions(&events[1]), Value::Null, "{events:?}");
+    assert_eq!(
+        events[1]["object"]["rows"].as_array().map(Vec::len),
+        Some(1)
+    );
+}
+
+#[tokio::test]
 async fn secrets_decode_base64_and_merge_string_data() {
     let f = fixture().await;
     let secrets = "/api/v1/namespaces/default/secrets";
