@@ -272,8 +272,12 @@ impl Gateway {
         {
             Ok(Some(impersonated)) => Arc::new(impersonated),
             Ok(None) => user,
-            Err(ImpersonationError::Forbidden(message)) => {
-                return ApiError::forbidden(message).into()
+            Err(ImpersonationError::Forbidden(denied)) => {
+                // kube's `NewForbidden`: the object the denial names is in the details.
+                let gr = kubegate_backends::GroupResource::new(denied.group, denied.resource);
+                let mut error = ApiError::forbidden_resource(&gr, &denied.name, "");
+                error.message = denied.message;
+                return error.into();
             }
             Err(ImpersonationError::Invalid(message)) => {
                 return ApiError::bad_request(message).into()
@@ -682,7 +686,10 @@ fn forbidden(info: &RequestInfo, message: &str) -> ApiResponse {
         };
         e
     } else {
-        ApiError::forbidden(format!("forbidden: {message}"))
+        // kube's `NewForbidden` with no resource: empty details, still there.
+        let mut e = ApiError::forbidden(format!("forbidden: {message}"));
+        e.details = Some(Box::default());
+        e
     };
     error.reason = "Forbidden";
     error.into()

@@ -66,11 +66,20 @@ pub enum ImpersonationError {
     /// fault better. Either way the request is not served.
     #[error("{0}")]
     Invalid(String),
-    /// The requester may not impersonate one of the requested attributes. The message is the
-    /// whole of kube's 403 `Forbidden` message, e.g. `users "bob" is forbidden: User "alice"
-    /// cannot impersonate resource "users" in API group "" at the cluster scope`.
-    #[error("{0}")]
-    Forbidden(String),
+    /// The requester may not impersonate one of the requested attributes.
+    #[error("{}", .0.message)]
+    Forbidden(Denied),
+}
+
+/// A denied impersonation: the whole of kube's 403 `Forbidden` message, e.g. `users "bob" is
+/// forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster
+/// scope`, and the object it names (the `Status` details: group, resource, name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    pub message: String,
+    pub group: String,
+    pub resource: String,
+    pub name: String,
 }
 
 /// One thing the headers ask to act as; kube models each as an `ObjectReference`.
@@ -199,10 +208,12 @@ pub async fn impersonate(
             let reason = match &decision {
                 Decision::Allow(r) | Decision::Deny(r) | Decision::NoOpinion(r) => r,
             };
-            return Err(ImpersonationError::Forbidden(forbidden(
-                &attributes,
-                reason,
-            )));
+            return Err(ImpersonationError::Forbidden(Denied {
+                message: forbidden(&attributes, reason),
+                group: attributes.request.api_group.clone(),
+                resource: attributes.request.resource.clone(),
+                name: attributes.request.name.clone(),
+            }));
         }
         match target {
             Target::ServiceAccount { namespace, name } => {
@@ -783,12 +794,11 @@ mod tests {
             let mut authz = authorizer();
             authz.deny_reason = case.reason;
             let got = impersonate(&headers(&case.headers), &user("bob"), &authz).await;
-            assert_eq!(
-                got,
-                Err(ImpersonationError::Forbidden(case.want.to_string())),
-                "{}",
-                case.name
-            );
+            let message = match got {
+                Err(ImpersonationError::Forbidden(denied)) => denied.message,
+                other => panic!("{}: {other:?}", case.name),
+            };
+            assert_eq!(message, case.want, "{}", case.name);
             assert_eq!(authz.seen().len(), case.checks, "{}", case.name);
         }
     }

@@ -727,3 +727,37 @@ fn same_connection_identities(
         "{protocol}: all requests on one connection: {text}"
     );
 }
+
+/// kube's 403 bodies name what they refuse in `details`: the user a request may not
+/// impersonate, and (empty) for a non-resource path.
+#[test]
+fn forbidden_impersonation_and_paths_carry_kubes_details() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "serviceaccount", "plain"]);
+    let token = gate.ok(&["create", "token", "plain"]);
+    let get = |path: &str, headers: &[&str]| -> Value {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--cacert"])
+            .arg(gate.data_dir.join("pki/ca.crt"))
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {}", token.trim()));
+        for header in headers {
+            cmd.arg("-H").arg(header);
+        }
+        let out = cmd.arg(format!("{}{path}", gate.url())).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let denied = get("/api/v1/namespaces", &["Impersonate-User: bob"]);
+    assert_eq!(denied["code"], 403, "{denied}");
+    assert_eq!(
+        denied["message"],
+        r#"users "bob" is forbidden: User "system:serviceaccount:default:plain" cannot impersonate resource "users" in API group "" at the cluster scope"#
+    );
+    assert_eq!(
+        denied["details"],
+        serde_json::json!({"name": "bob", "kind": "users"})
+    );
+    let path = get("/metrics", &[]);
+    assert_eq!(path["code"], 403, "{path}");
+    assert_eq!(path["details"], serde_json::json!({}), "{path}");
+}
