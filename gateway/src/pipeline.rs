@@ -243,8 +243,13 @@ impl Gateway {
                 tracing::info!(audit_id = %ctx.audit_id, %reason, "authentication failed");
                 return ApiError::unauthorized().into();
             }
+            // The public info paths are kubegate's exception to anonymous access being off by
+            // default; an AuthenticationConfiguration's `anonymous` block, when there is one,
+            // decides them too (KEP-4633: only its listed paths, or none when disabled).
             AuthnOutcome::NoCredential
-                if self.anonymous.allows(&info.path) || is_public_info_path(&info.path) =>
+                if self.anonymous.allows(&info.path)
+                    || (matches!(self.anonymous, crate::authn::Anonymous::Off)
+                        && is_public_info_path(&info.path)) =>
             {
                 UserInfo::shared_anonymous()
             }

@@ -761,3 +761,50 @@ fn forbidden_impersonation_and_paths_carry_kubes_details() {
     assert_eq!(path["code"], 403, "{path}");
     assert_eq!(path["details"], serde_json::json!({}), "{path}");
 }
+
+/// An AuthenticationConfiguration's `anonymous` block decides every unauthenticated request,
+/// the public health and version paths included (KEP-4633): only its listed paths are
+/// anonymous, and none when it is disabled.
+#[test]
+fn anonymous_conditions_decide_the_public_paths_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = |gate: &Kubegate, path: &str| -> u16 {
+        let out = Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .arg(gate.data_dir.join("pki/ca.crt"))
+            .arg(format!("{}{path}", gate.url()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let limited = dir.path().join("limited.yaml");
+    std::fs::write(
+        &limited,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\nanonymous:\n  enabled: true\n  conditions:\n  - path: /livez\n",
+    )
+    .unwrap();
+    let gate = Kubegate::start_with(&["--authentication-config", limited.to_str().unwrap()]);
+    assert_eq!(status(&gate, "/livez"), 200);
+    assert_eq!(status(&gate, "/healthz"), 401);
+    assert_eq!(status(&gate, "/version"), 401);
+    drop(gate);
+
+    let disabled = dir.path().join("disabled.yaml");
+    std::fs::write(
+        &disabled,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\nanonymous:\n  enabled: false\n",
+    )
+    .unwrap();
+    let gate = Kubegate::start_with(&["--authentication-config", disabled.to_str().unwrap()]);
+    assert_eq!(status(&gate, "/version"), 401);
+    assert_eq!(status(&gate, "/livez"), 401);
+    drop(gate);
+
+    // Without such a block, kubegate's default: anonymous off, the public paths open.
+    let gate = Kubegate::start();
+    assert_eq!(status(&gate, "/version"), 200);
+    assert_eq!(status(&gate, "/api"), 401);
+}
