@@ -418,34 +418,14 @@ impl Registry {
         uid: &str,
         owners: &BTreeSet<String>,
     ) -> ApiResult<()> {
-        self.update_object(def, namespace, name, "", WriteMode::default(), |current| {
-            let mut next = current.clone();
-            if meta_field(current, "uid").and_then(Value::as_str) != Some(uid) {
-                return Ok(next);
-            }
-            if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-                let kept: Vec<Value> = meta
-                    .get("ownerReferences")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|r| {
-                        !r.get("uid")
-                            .and_then(Value::as_str)
-                            .is_some_and(|u| owners.contains(u))
-                    })
-                    .cloned()
-                    .collect();
-                if kept.is_empty() {
-                    meta.remove("ownerReferences");
-                } else {
-                    meta.insert("ownerReferences".into(), json!(kept));
-                }
-            }
-            Ok(next)
-        })
-        .await
-        .map(|_| ())
+        let owned = |reference: &Value| {
+            reference
+                .get("uid")
+                .and_then(Value::as_str)
+                .is_some_and(|u| owners.contains(u))
+        };
+        self.remove_from_metadata(def, (namespace, name, uid), "ownerReferences", owned)
+            .await
     }
 
     /// Removes one finalizer from an object (the last one lets a deleting object go).
@@ -457,6 +437,20 @@ impl Registry {
         uid: &str,
         finalizer: &str,
     ) -> ApiResult<()> {
+        let named = |f: &Value| f.as_str() == Some(finalizer);
+        self.remove_from_metadata(def, (namespace, name, uid), "finalizers", named)
+            .await
+    }
+
+    /// Removes the entries `drop` picks from the metadata list `field` of the object
+    /// `(namespace, name)`, if it still has `uid` (the list goes when it ends up empty).
+    async fn remove_from_metadata(
+        &self,
+        def: &ResourceDef,
+        (namespace, name, uid): (&str, &str, &str),
+        field: &str,
+        drop: impl Fn(&Value) -> bool,
+    ) -> ApiResult<()> {
         self.update_object(def, namespace, name, "", WriteMode::default(), |current| {
             let mut next = current.clone();
             if meta_field(current, "uid").and_then(Value::as_str) != Some(uid) {
@@ -464,17 +458,17 @@ impl Registry {
             }
             if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
                 let kept: Vec<Value> = meta
-                    .get("finalizers")
+                    .get(field)
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .filter(|f| f.as_str() != Some(finalizer))
+                    .filter(|entry| !drop(entry))
                     .cloned()
                     .collect();
                 if kept.is_empty() {
-                    meta.remove("finalizers");
+                    meta.remove(field);
                 } else {
-                    meta.insert("finalizers".into(), json!(kept));
+                    meta.insert(field.into(), json!(kept));
                 }
             }
             Ok(next)

@@ -18,10 +18,15 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with_history(1000).await
+}
+
+/// A fixture whose watch cache keeps `history` events.
+async fn fixture_with_history(history: usize) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store =
         EmbeddedStore::open(&dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
-    let cacher = Cacher::start(store, 1000).await.unwrap();
+    let cacher = Cacher::start(store, history).await.unwrap();
     let registry = Registry::new(
         crate::core::builtin_resources(),
         cacher,
@@ -1253,21 +1258,8 @@ async fn get_reads_only_the_resource_version_and_continue_takes_zero() {
 
 #[tokio::test]
 async fn an_expired_continue_token_comes_back_with_one_that_reads_on_at_the_latest() {
-    let dir = tempfile::tempdir().unwrap();
-    let store =
-        EmbeddedStore::open(&dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
     // A short history, so that a few writes expire the first page's revision.
-    let cacher = Cacher::start(store, 5).await.unwrap();
-    let registry = Registry::new(
-        crate::core::builtin_resources(),
-        cacher,
-        RegistryOptions::default(),
-    );
-    registry.ensure_default_namespaces().await.unwrap();
-    let f = Fixture {
-        registry,
-        _dir: dir,
-    };
+    let f = fixture_with_history(5).await;
     for name in ["a", "b", "c"] {
         call(&f, "POST", CMS, Some(cm(name, json!({})))).await;
     }
