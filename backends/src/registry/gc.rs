@@ -273,21 +273,25 @@ impl Registry {
         }
     }
 
+    /// The cached object under `key`, with its resource, what the collector reads of it, and
+    /// its namespace and name; `None` once it is gone.
+    fn item(&self, key: &str) -> Option<(std::sync::Arc<ResourceDef>, GcMeta, String, String)> {
+        let cached = self.cacher.get(key)?;
+        let def = self.def_of_key(key)?;
+        let object: Value = serde_json::from_slice(&cached.bytes).unwrap_or_default();
+        let namespace = super::object_namespace(&object).to_string();
+        let name = super::object_name(&object).to_string();
+        Some((def, GcMeta::of(&cached.bytes), namespace, name))
+    }
+
     /// kube's `attemptToDeleteItem` for one dependent.
     async fn judge_dependent(&self, graph: &Graph, key: &str) -> ApiResult<()> {
-        let Some(cached) = self.cacher.get(key) else {
+        let Some((def, meta, namespace, name)) = self.item(key) else {
             return Ok(());
         };
-        let Some(def) = self.def_of_key(key) else {
-            return Ok(());
-        };
-        let object: Value = serde_json::from_slice(&cached.bytes).unwrap_or_default();
-        let meta = GcMeta::of(&cached.bytes);
         if meta.owner_references.is_empty() {
             return Ok(());
         }
-        let namespace = super::object_namespace(&object).to_string();
-        let name = super::object_name(&object).to_string();
         let states: Vec<(OwnerState, &OwnerRef)> = meta
             .owner_references
             .iter()
@@ -340,19 +344,12 @@ impl Registry {
 
     /// An owner being deleted with `orphan` or `foregroundDeletion`.
     async fn finish_owner(&self, graph: &mut Graph, key: &str) -> ApiResult<()> {
-        let Some(cached) = self.cacher.get(key) else {
+        let Some((def, meta, namespace, name)) = self.item(key) else {
             return Ok(());
         };
-        let Some(def) = self.def_of_key(key) else {
-            return Ok(());
-        };
-        let object: Value = serde_json::from_slice(&cached.bytes).unwrap_or_default();
-        let meta = GcMeta::of(&cached.bytes);
         if !meta.deleting() {
             return Ok(());
         }
-        let namespace = super::object_namespace(&object).to_string();
-        let name = super::object_name(&object).to_string();
         let dependents: Vec<String> = graph
             .dependents
             .get(&meta.uid)
@@ -363,19 +360,16 @@ impl Registry {
             // its finalizer.
             let owner: BTreeSet<String> = [meta.uid.clone()].into();
             for dependent in &dependents {
-                let Some(dependent_def) = self.def_of_key(dependent) else {
+                let Some((dependent_def, dependent_meta, dependent_ns, dependent_name)) =
+                    self.item(dependent)
+                else {
                     continue;
                 };
-                let Some(cached) = self.cacher.get(dependent) else {
-                    continue;
-                };
-                let value: Value = serde_json::from_slice(&cached.bytes).unwrap_or_default();
-                let dependent_uid = GcMeta::of(&cached.bytes).uid;
                 self.remove_owner_references(
                     &dependent_def,
-                    super::object_namespace(&value),
-                    super::object_name(&value),
-                    &dependent_uid,
+                    &dependent_ns,
+                    &dependent_name,
+                    &dependent_meta.uid,
                     &owner,
                 )
                 .await?;

@@ -1074,16 +1074,21 @@ async fn secrets_decode_base64_and_merge_string_data() {
     assert_eq!(ok["type"], "Opaque");
 }
 
-/// Reads watch frames until `count` arrive or a second passes.
-async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
-    let mut w = match response {
+/// The stream of a watch answer (a test failure for any other answer).
+fn watch_of(response: ApiResponse) -> crate::api::WatchStream {
+    match response {
         ApiResponse::Watch(w) => w,
         ApiResponse::Body(b) => panic!(
             "expected a watch, got {} {}",
             b.status,
             String::from_utf8_lossy(&b.bytes())
         ),
-    };
+    }
+}
+
+/// Reads watch frames until `count` arrive or a second passes.
+async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
+    let mut w = watch_of(response);
     let mut out = Vec::new();
     while out.len() < count {
         match tokio::time::timeout(std::time::Duration::from_secs(1), w.frames.recv()).await {
@@ -1110,10 +1115,7 @@ async fn a_watch_from_a_revision_not_reached_waits_for_the_events_after_it() {
             "application/json",
         ))
         .await;
-    let mut w = match response {
-        ApiResponse::Watch(w) => w,
-        ApiResponse::Body(b) => panic!("expected a watch, got {}", b.status),
-    };
+    let mut w = watch_of(response);
     let (_, at_ahead) = call(&f, "POST", CMS, Some(cm("b", json!({})))).await;
     assert_eq!(rv(&at_ahead), ahead);
     call(&f, "POST", CMS, Some(cm("c", json!({})))).await;
@@ -1141,10 +1143,7 @@ async fn a_watch_list_from_a_revision_not_reached_ends_with_kubes_too_large_erro
         ))
         .await;
     // kube waits a few seconds for the cache, then answers 200 with one ERROR event.
-    let mut w = match response {
-        ApiResponse::Watch(w) => w,
-        ApiResponse::Body(b) => panic!("expected a watch, got {}", b.status),
-    };
+    let mut w = watch_of(response);
     let frame = tokio::time::timeout(std::time::Duration::from_secs(10), w.frames.recv())
         .await
         .expect("an event within the wait")
@@ -1184,10 +1183,7 @@ async fn a_watch_sends_a_bookmark_just_before_its_deadline() {
             "application/json",
         ))
         .await;
-    let mut w = match response {
-        ApiResponse::Watch(w) => w,
-        ApiResponse::Body(b) => panic!("expected a watch, got {}", b.status),
-    };
+    let mut w = watch_of(response);
     let frame = tokio::time::timeout(std::time::Duration::from_secs(5), w.frames.recv())
         .await
         .expect("a frame before the deadline")
