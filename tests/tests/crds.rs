@@ -683,3 +683,27 @@ fn client_side_apply_and_diff_work_on_custom_resources() {
         String::from_utf8_lossy(&same.stdout)
     );
 }
+
+/// kube's storage decoder prunes a stored object with the schema of the version it was stored
+/// as: a field a looser served version let in is not read back through any version.
+#[test]
+fn stored_objects_are_pruned_with_their_storage_versions_schema_on_read() {
+    let gate = Kubegate::start();
+    established(&gate);
+    let loose = "apiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: loose\nspec:\n  cronSpec: \"* * * * *\"\n  extra: kept-by-v1beta1\n";
+    gate.ok_stdin(&["apply", "--validate=false", "-f", "-"], loose);
+    for version in ["v1", "v1beta1"] {
+        let object = gate.json(&[
+            "get",
+            &format!("crontabs.{version}.stable.example.com"),
+            "loose",
+            "-o",
+            "json",
+        ]);
+        assert_eq!(
+            object["spec"]["cronSpec"], "* * * * *",
+            "{version}: {object}"
+        );
+        assert!(object["spec"].get("extra").is_none(), "{version}: {object}");
+    }
+}

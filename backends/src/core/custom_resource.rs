@@ -8,6 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -74,6 +75,23 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // Every version's schema by `<group>/<version>`: a stored object is pruned with the
+    // schema of the version it was stored as, whichever version it is read through.
+    let schemas: Arc<HashMap<String, Arc<Schema>>> = Arc::new(
+        versions
+            .iter()
+            .filter_map(|v| {
+                let name = str_at(v, "/name");
+                let schema = v.pointer("/schema/openAPIV3Schema")?;
+                (!name.is_empty()).then(|| {
+                    (
+                        format!("{group}/{name}"),
+                        Arc::new(Schema::from_json(schema)),
+                    )
+                })
+            })
+            .collect(),
+    );
     let mut defs = Vec::new();
     for version in versions
         .iter()
@@ -160,7 +178,8 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
             selectable,
             deprecation,
             scale: scale_paths,
-            schema: schema_json.map(|s| Arc::new(Schema::from_json(s))),
+            schema: schemas.get(&format!("{group}/{name}")).cloned(),
+            stored_schemas: schemas.clone(),
             api_version: format!("{group}/{name}"),
             storage_api_version: format!("{group}/{storage}"),
             status_subresource: status,
@@ -497,6 +516,8 @@ pub struct CustomResourceStrategy {
     deprecation: Option<String>,
     scale: Option<ScalePaths>,
     schema: Option<Arc<Schema>>,
+    /// Every version's schema by `<group>/<version>`, for pruning stored objects.
+    stored_schemas: Arc<HashMap<String, Arc<Schema>>>,
     /// `<group>/<version>` this definition serves.
     api_version: String,
     /// `<group>/<storage version>`: what is stored.
@@ -590,6 +611,16 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn decode_stored(&self, mut object: Value) -> Value {
+        // kube's storage decoder prunes with the schema of the version the object was stored
+        // as (`unstructuredSchemaCoercer`): fields a schema change or a looser version let in
+        // are not served.
+        let stored_as = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if let Some(stored) = self.stored_schemas.get(stored_as) {
+            schema::prune(&mut object, Some(stored), true);
+        }
         if let Some(schema) = &self.schema {
             // kube's storage decoder coerces embedded resources, dropping what does not decode.
             schema::coerce_embedded(&mut object, schema);
