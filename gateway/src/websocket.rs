@@ -8,7 +8,9 @@
 use base64::Engine;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::HeaderMap;
-use kubegate_policy::authn::bearer::WEBSOCKET_BEARER_PROTOCOL_PREFIX;
+use kubegate_policy::authn::bearer::{
+    is_websocket_request, websocket_protocols, WEBSOCKET_BEARER_PROTOCOL_PREFIX,
+};
 
 /// RFC 6455's key suffix for `Sec-WebSocket-Accept`.
 const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -26,15 +28,6 @@ pub struct Handshake {
 /// The handshake for `headers`, when they ask for a WebSocket upgrade (version 13, with a
 /// key); `None` for any other request.
 pub fn handshake(headers: &HeaderMap) -> Option<Handshake> {
-    let upgrade = headers.get(http::header::UPGRADE)?.as_bytes().trim_ascii();
-    if !upgrade.eq_ignore_ascii_case(b"websocket") {
-        return None;
-    }
-    let connection_upgrade = headers
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-        .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"upgrade"));
     let version = headers
         .get(http::header::SEC_WEBSOCKET_VERSION)
         .map(|v| v.as_bytes().trim_ascii());
@@ -43,21 +36,16 @@ pub fn handshake(headers: &HeaderMap) -> Option<Handshake> {
         .to_str()
         .ok()?
         .trim();
-    if !connection_upgrade || version != Some(b"13") || key.is_empty() {
+    if !is_websocket_request(headers) || version != Some(b"13") || key.is_empty() {
         return None;
     }
     let digest = ring::digest::digest(
         &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
         format!("{key}{ACCEPT_GUID}").as_bytes(),
     );
-    let protocol = headers
-        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .find(|p| !p.is_empty() && !p.starts_with(WEBSOCKET_BEARER_PROTOCOL_PREFIX))
-        .map(str::to_string);
+    let protocol = websocket_protocols(headers)
+        .into_iter()
+        .find(|p| !p.is_empty() && !p.starts_with(WEBSOCKET_BEARER_PROTOCOL_PREFIX));
     Some(Handshake {
         accept: base64::engine::general_purpose::STANDARD.encode(digest.as_ref()),
         protocol,

@@ -329,14 +329,27 @@ pub fn with_probe_identity(
     request: reqwest::RequestBuilder,
     identity: &ProxyIdentity,
 ) -> reqwest::RequestBuilder {
+    with_identity_as(request, identity, AGGREGATOR_USER, &[AGGREGATOR_GROUP])
+}
+
+/// Adds kubegate's credential for the backend and, through front-proxy headers, `user` and
+/// `groups` as the caller (with impersonation forwarding, the credential's own user).
+pub fn with_identity_as(
+    request: reqwest::RequestBuilder,
+    identity: &ProxyIdentity,
+    user: &str,
+    groups: &[&str],
+) -> reqwest::RequestBuilder {
     let request = match &identity.bearer {
         Some(bearer) => request.header(http::header::AUTHORIZATION, bearer.clone()),
         None => request,
     };
     match identity.forwarding {
-        Forwarding::FrontProxy => request
-            .header("X-Remote-User", AGGREGATOR_USER)
-            .header("X-Remote-Group", AGGREGATOR_GROUP),
+        Forwarding::FrontProxy => groups
+            .iter()
+            .fold(request.header("X-Remote-User", user), |request, group| {
+                request.header("X-Remote-Group", *group)
+            }),
         Forwarding::Impersonate => request,
     }
 }

@@ -11,8 +11,7 @@ use kubegate_policy::https::error_chain;
 use serde_json::{json, Value};
 
 use super::apiservice::Target;
-use super::availability::{client_for, discovery_path, url_host};
-use super::proxy::Forwarding;
+use super::availability::{client_for, discovery_path, url_host, with_identity_as};
 use super::table::Backend;
 use super::Aggregator;
 
@@ -143,22 +142,14 @@ impl<'b> Client<'b> {
         body: Option<Value>,
     ) -> Result<Value, String> {
         let url = format!("{}{path}", self.base);
-        let identity = &self.backend.identity;
-        let mut request = self
-            .http
-            .request(method, &url)
-            .header(http::header::ACCEPT, "application/json");
-        if let Some(bearer) = &identity.bearer {
-            request = request.header(http::header::AUTHORIZATION, bearer.clone());
-        }
-        let (user, groups) = match identity.forwarding {
-            Forwarding::FrontProxy => ("X-Remote-User", "X-Remote-Group"),
-            Forwarding::Impersonate => ("Impersonate-User", "Impersonate-Group"),
-        };
-        request = request.header(user, NAMESPACE_CONTROLLER_USER);
-        for group in NAMESPACE_CONTROLLER_GROUPS {
-            request = request.header(groups, group);
-        }
+        let mut request = with_identity_as(
+            self.http
+                .request(method, &url)
+                .header(http::header::ACCEPT, "application/json"),
+            &self.backend.identity,
+            NAMESPACE_CONTROLLER_USER,
+            &NAMESPACE_CONTROLLER_GROUPS,
+        );
         if let Some(body) = body {
             request = request
                 .header(http::header::CONTENT_TYPE, "application/json")

@@ -116,7 +116,7 @@ fn authorization_bearer_rest(headers: &http::HeaderMap) -> Result<Option<&[u8]>,
 
 /// Whether the request asks for a websocket upgrade, as kube's `wsstream.IsWebSocketRequest`:
 /// `Upgrade: websocket` and an `upgrade` token in `Connection`.
-fn is_websocket_request(headers: &http::HeaderMap) -> bool {
+pub fn is_websocket_request(headers: &http::HeaderMap) -> bool {
     let upgrade = headers
         .get(http::header::UPGRADE)
         .map(|v| v.as_bytes().trim_ascii());
@@ -132,7 +132,7 @@ fn is_websocket_request(headers: &http::HeaderMap) -> bool {
 
 /// Every subprotocol offered, across all `Sec-WebSocket-Protocol` headers (RFC 6455 allows
 /// the header to repeat), each trimmed, in order; empty entries are kept as kube keeps them.
-fn websocket_protocols(headers: &http::HeaderMap) -> Vec<String> {
+pub fn websocket_protocols(headers: &http::HeaderMap) -> Vec<String> {
     headers
         .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
