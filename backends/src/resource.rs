@@ -130,9 +130,17 @@ pub trait Strategy: Send + Sync {
         object
     }
 
-    /// This resource's shape of a stored object.
-    fn decode_stored(&self, object: Value) -> Value {
-        object
+    /// This resource's shape of a stored object. Fails only for an object that needed the
+    /// CRD's conversion webhook ([`Strategy::webhook_conversion`]) and did not get it.
+    fn decode_stored(&self, object: Value) -> Result<Value, crate::status::ApiError> {
+        Ok(object)
+    }
+
+    /// The CRD conversion webhook objects stored in other versions are converted with before
+    /// [`Strategy::decode_stored`] (`registry::convert` calls it, asynchronously, and keeps
+    /// the results in the conversion cache the synchronous read paths serve from).
+    fn webhook_conversion(&self) -> Option<&crate::core::crd_conversion::WebhookConversion> {
+        None
     }
 
     /// When not 0, [`Strategy::decode_stored`]'s output may be cached with the stored object

@@ -287,6 +287,12 @@ impl ApiError {
             "message": self.message,
             "reason": self.reason,
         });
+        // kube's `StatusReasonUnknown` is empty, and `reason` is omitted when empty.
+        if self.reason.is_empty() {
+            if let Some(map) = status.as_object_mut() {
+                map.remove("reason");
+            }
+        }
         if let Some(d) = &self.details {
             let mut det = serde_json::Map::new();
             if !d.name.is_empty() {

@@ -16,11 +16,13 @@ use kubegate_backends::core::apiregistration::{
     DELEGATE_ANNOTATION,
 };
 use kubegate_backends::core::crd::CLEANUP_FINALIZER;
+use kubegate_backends::core::crd_conversion::ConversionTransports;
+use kubegate_backends::core::crd_status::storage_version;
 use kubegate_backends::core::crd_status::{
     ensure_stored_version, establish, is_condition_true, set_condition, sync_names,
     terminating_condition, Termination,
 };
-use kubegate_backends::core::custom_resource::{resource_defs, storage_defs};
+use kubegate_backends::core::custom_resource::{resource_defs_with, storage_defs_with};
 use kubegate_backends::registry::{manager, now_rfc3339, Registry};
 use kubegate_backends::storage::cacher::CacheWatcher;
 use kubegate_backends::ResourceDef;
@@ -36,10 +38,11 @@ const RESYNC: Duration = Duration::from_secs(10);
 /// Runs the controllers until `stop`.
 pub async fn run(
     registry: Arc<Registry>,
+    transports: Arc<dyn ConversionTransports>,
     mut served: String,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut watcher = sync(&registry, &mut served).await;
+    let mut watcher = sync(&registry, &*transports, &mut served).await;
     loop {
         tokio::select! {
             event = watcher.next() => {
@@ -51,13 +54,18 @@ pub async fn run(
             _ = tokio::time::sleep(RESYNC) => {}
             _ = stop.changed() => return,
         }
-        watcher = sync(&registry, &mut served).await;
+        watcher = sync(&registry, &*transports, &mut served).await;
     }
 }
 
 /// Syncs once: returns the watch that signals the next change. `served` is the fingerprint
-/// of what the registry serves, so it is only swapped when that changes.
-pub async fn sync(registry: &Registry, served: &mut String) -> CacheWatcher {
+/// of what the registry serves, so it is only swapped when that changes; `transports` reach
+/// the CRDs' conversion webhooks.
+pub async fn sync(
+    registry: &Registry,
+    transports: &dyn ConversionTransports,
+    served: &mut String,
+) -> CacheWatcher {
     let (items, _, watcher) = registry.cacher().list_and_watch(STORAGE_PREFIX);
     let crds: Vec<Value> = items
         .iter()
@@ -68,7 +76,7 @@ pub async fn sync(registry: &Registry, served: &mut String) -> CacheWatcher {
     };
     for crd in &crds {
         if crd.pointer("/metadata/deletionTimestamp").is_some() {
-            if let Err(e) = finalize(registry, &def, crd).await {
+            if let Err(e) = finalize(registry, transports, &def, crd).await {
                 tracing::warn!(crd = %name_of(crd), error = %e, "deleting a CustomResourceDefinition's instances");
             }
             continue;
@@ -91,7 +99,7 @@ pub async fn sync(registry: &Registry, served: &mut String) -> CacheWatcher {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut still_built = BTreeMap::new();
         for crd in &crds {
-            let versions = built_resource_defs(crd, &mut built, &mut still_built);
+            let versions = built_resource_defs(crd, transports, &mut built, &mut still_built);
             if versions
                 .iter()
                 .any(|d| builtin_prefixes.contains(&d.storage_prefix))
@@ -147,6 +155,7 @@ static BUILT: std::sync::Mutex<BTreeMap<String, (u64, Vec<ResourceDef>)>> =
 /// recorded in `still_built`.
 fn built_resource_defs(
     crd: &Value,
+    transports: &dyn ConversionTransports,
     built: &mut BTreeMap<String, (u64, Vec<ResourceDef>)>,
     still_built: &mut BTreeMap<String, (u64, Vec<ResourceDef>)>,
 ) -> Vec<ResourceDef> {
@@ -171,7 +180,7 @@ fn built_resource_defs(
     let inputs = hasher.finish();
     let defs = match built.remove(uid) {
         Some((hash, defs)) if hash == inputs && !uid.is_empty() => defs,
-        _ => resource_defs(crd),
+        _ => resource_defs_with(crd, Some(transports)),
     };
     still_built.insert(uid.to_string(), (inputs, defs.clone()));
     defs
@@ -222,7 +231,12 @@ async fn update_status(
 
 /// kube's CRD finalizer: deletes every instance, then removes the cleanup finalizer so the
 /// CRD itself goes.
-async fn finalize(registry: &Registry, def: &ResourceDef, crd: &Value) -> Result<(), String> {
+async fn finalize(
+    registry: &Registry,
+    transports: &dyn ConversionTransports,
+    def: &ResourceDef,
+    crd: &Value,
+) -> Result<(), String> {
     let has_finalizer = crd
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
@@ -247,8 +261,13 @@ async fn finalize(registry: &Registry, def: &ResourceDef, crd: &Value) -> Result
         }
     };
     set_terminating(Termination::InProgress, String::new()).await?;
-    // Every version reads the same storage; the first is enough to find and delete them all.
-    if let Some(instances) = storage_defs(crd).into_iter().next() {
+    // Every version reads the same storage; the storage version's reads the most objects
+    // without conversion.
+    let mut defs = storage_defs_with(crd, Some(transports));
+    let storage = storage_version(crd).unwrap_or_default();
+    let first = defs.iter().position(|d| d.version == storage).unwrap_or(0);
+    if first < defs.len() {
+        let instances = defs.swap_remove(first);
         let (items, _) = registry
             .list_internal(&instances)
             .await
@@ -416,7 +435,11 @@ mod tests {
     fn unchanged_crds_keep_their_definitions() {
         let build = |built: &mut BTreeMap<String, (u64, Vec<ResourceDef>)>, crd: &Value| {
             let mut next = BTreeMap::new();
-            let defs = built_resource_defs(crd, built, &mut next);
+            let transports = crate::conversion::WebhookTransports {
+                registry: std::sync::Weak::new(),
+                resolution: crate::aggregator::resolve::Resolution::Endpoints,
+            };
+            let defs = built_resource_defs(crd, &transports, built, &mut next);
             *built = next;
             defs
         };

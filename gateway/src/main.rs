@@ -12,6 +12,7 @@ mod certs;
 mod cli;
 mod compression;
 mod controllers;
+mod conversion;
 mod crds;
 mod flowcontrol;
 mod forward;

@@ -400,6 +400,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
         // Every bootstrap step is idempotent; replicas starting together on one etcd can
         // race on them (AlreadyExists, Conflict), and whoever loses just runs them again.
         let mut crds_served = String::new();
+        let conversion_webhooks: Arc<dyn kubegate_backends::core::crd_conversion::ConversionTransports> =
+            Arc::new(crate::conversion::WebhookTransports {
+                registry: Arc::downgrade(&registry),
+                resolution: aggregator.resolution,
+            });
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -418,7 +423,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
                     .await
                     .map_err(|e| StartError::Storage(format!("ClusterRole aggregation: {e}")))?;
                 // CRDs established before this start are served from the first request on.
-                        crate::crds::sync(&registry, &mut crds_served).await;
+                        crate::crds::sync(&registry, &*conversion_webhooks, &mut crds_served).await;
                 controller::register_local_apiservices(&registry, &disabled)
                     .await
                     .map_err(|e| StartError::Storage(format!("local APIServices: {e}")))?;
@@ -452,9 +457,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         }
         let table = controller::build_table(&registry, &aggregator).await;
         aggregator.table.store(Arc::new(table));
-        Ok::<_, StartError>((registry, crds_served))
+        Ok::<_, StartError>((registry, crds_served, conversion_webhooks))
     })?;
-    let (registry, crds_served) = registry;
+    let (registry, crds_served, conversion_webhooks) = registry;
     let rbac_watch = crate::rbac::load(&registry, &rbac_index);
     lookup.bind(registry.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -511,6 +516,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     ));
     background.spawn(crate::crds::run(
         registry.clone(),
+        conversion_webhooks,
         crds_served,
         stop_rx.clone(),
     ));

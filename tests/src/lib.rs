@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod conversion_webhook;
 pub mod crd_fixtures;
 pub mod etcd;
 pub mod fixtures;

@@ -1,8 +1,7 @@
 //! `apiextensions.k8s.io/v1` CustomResourceDefinitions as objects, with the real kubectl:
 //! kube's CronTab example is applied, stored with kube's v1 defaults and listed with kube's
 //! columns (NAME, CREATED AT); `kubectl explain` describes the type; invalid CRDs are refused
-//! with apiextensions-apiserver's messages (and kubegate's for conversion webhooks) and are
-//! not stored.
+//! with apiextensions-apiserver's messages and are not stored.
 //!
 //! Serving the custom resources a CRD defines is not part of this: no instance is created.
 
@@ -177,16 +176,16 @@ fn crds_are_stored_listed_and_validated_like_kube() {
         "{err}"
     );
 
-    // Conversion webhooks are not implemented: refused, and the message says so.
+    // A conversion webhook must be reached over https.
     let webhook = variant("webhook.example.com").replace(
         "  scope: Namespaced\n",
-        "  scope: Namespaced\n  conversion:\n    strategy: Webhook\n    webhook:\n      conversionReviewVersions: [\"v1\"]\n      clientConfig:\n        url: https://convert.example.com/convert\n",
+        "  scope: Namespaced\n  conversion:\n    strategy: Webhook\n    webhook:\n      conversionReviewVersions: [\"v1\"]\n      clientConfig:\n        url: http://convert.example.com/convert\n",
     );
     let err = apply_fails(&gate, &webhook);
     assert!(
         err.contains(
-            "spec.conversion.strategy: Unsupported value: \"Webhook\": supported values: \"None\""
-        ) && err.contains("conversion webhooks"),
+            "spec.conversion.webhookClientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]"
+        ),
         "{err}"
     );
 

@@ -8,10 +8,7 @@
 //! it to the top level, so errors in it are reported under `spec.validation`,
 //! `spec.subresources` or `spec.additionalPrinterColumns`; webhook settings are reported as
 //! `spec.conversion.webhookClientConfig` and `spec.conversion.conversionReviewVersions`.
-//! That is reproduced here.
-//!
-//! kubegate differs in one place: `spec.conversion.strategy: Webhook` is refused (conversion
-//! webhooks are not implemented yet). CEL rules are compiled (`machinery::schema::compile_errors`).
+//! That is reproduced here. CEL rules are compiled (`machinery::schema::compile_errors`).
 
 use serde_json::{json, Value};
 
@@ -106,6 +103,12 @@ struct Options {
     require_atomic_set_type: bool,
     require_map_list_keys_map_set_validation: bool,
     require_immutable_names: bool,
+    /// `conversionReviewVersions` must name one kube understands (unless the stored CRD's
+    /// did not).
+    require_recognized_conversion_review_version: bool,
+    /// A conversion webhook's `caBundle` is checked only once the CRD is Established and its
+    /// stored bundle was good.
+    allow_invalid_ca_bundle: bool,
 }
 
 impl Options {
@@ -118,6 +121,8 @@ impl Options {
             require_atomic_set_type: true,
             require_map_list_keys_map_set_validation: true,
             require_immutable_names: false,
+            require_recognized_conversion_review_version: true,
+            allow_invalid_ca_bundle: true,
         }
     }
 
@@ -150,6 +155,20 @@ impl Options {
                 !map_list_keys_map_set(s, "").is_empty()
             }),
             require_immutable_names: condition_true(old, "Established"),
+            require_recognized_conversion_review_version: {
+                let versions =
+                    strings_at(old.pointer("/spec/conversion/webhook/conversionReviewVersions"));
+                versions.is_empty()
+                    || versions
+                        .iter()
+                        .any(|v| ACCEPTED_REVIEW_VERSIONS.contains(&v.as_str()))
+            },
+            allow_invalid_ca_bundle: !condition_true(old, "Established")
+                || old
+                    .pointer("/spec/conversion/webhook/clientConfig/caBundle")
+                    .and_then(Value::as_str)
+                    .filter(|b| !b.is_empty())
+                    .is_some_and(|b| ca_bundle_error(b).is_some()),
         }
     }
 }
@@ -478,7 +497,7 @@ fn validate_spec(crd: &Value, opts: &Options) -> Causes {
             )),
         }
     }
-    errs.extend(validate_conversion(crd));
+    errs.extend(validate_conversion(crd, &opts));
     errs
 }
 
@@ -786,8 +805,11 @@ fn validate_selectable_fields(fields: &[Value], schema: &Schema, path: &str) -> 
     errs
 }
 
-/// kube's `validateCustomResourceConversion`, except that `Webhook` is refused.
-fn validate_conversion(crd: &Value) -> Causes {
+/// The `ConversionReview` versions kube sends (`apiextensions.k8s.io/v1` and `v1beta1`).
+pub(crate) const ACCEPTED_REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
+/// kube's `validateCustomResourceConversion`.
+fn validate_conversion(crd: &Value, opts: &Options) -> Causes {
     let mut errs = Vec::new();
     let Some(conversion) = crd.pointer("/spec/conversion").filter(|c| !c.is_null()) else {
         return errs;
@@ -800,36 +822,280 @@ fn validate_conversion(crd: &Value) -> Causes {
             "must be None if spec.preserveUnknownFields is true",
         ));
     }
+    let webhook = conversion.get("webhook").filter(|w| !w.is_null());
+    let client_config = webhook
+        .and_then(|w| w.get("clientConfig"))
+        .filter(|c| !c.is_null());
+    let review_versions = webhook.and_then(|w| w.get("conversionReviewVersions"));
     match strategy {
         "" => errs.push(field_required("spec.conversion.strategy", "")),
         "None" => {
-            let webhook = conversion.get("webhook").filter(|w| !w.is_null());
-            if webhook
-                .and_then(|w| w.get("clientConfig"))
-                .is_some_and(|c| !c.is_null())
-            {
+            if client_config.is_some() {
                 errs.push(field_forbidden(
                     "spec.conversion.webhookClientConfig",
                     "should not be set when strategy is not set to Webhook",
                 ));
             }
-            if !items(webhook.and_then(|w| w.get("conversionReviewVersions"))).is_empty() {
+            if !items(review_versions).is_empty() {
                 errs.push(field_forbidden(
                     "spec.conversion.conversionReviewVersions",
                     "should not be set when strategy is not set to Webhook",
                 ));
             }
         }
-        "Webhook" => errs.push(StatusCause {
-            reason: "FieldValueNotSupported".into(),
-            message: "Unsupported value: \"Webhook\": supported values: \"None\" (kubegate does not implement conversion webhooks yet)".into(),
-            field: "spec.conversion.strategy".into(),
-        }),
+        "Webhook" => {
+            match client_config {
+                None => errs.push(field_required(
+                    "spec.conversion.webhookClientConfig",
+                    "required when strategy is set to Webhook",
+                )),
+                Some(config) => errs.extend(validate_webhook_client_config(config, opts)),
+            }
+            errs.extend(validate_conversion_review_versions(
+                &strings_at(review_versions),
+                opts.require_recognized_conversion_review_version,
+            ));
+        }
         other => errs.push(field_not_supported(
             "spec.conversion.strategy",
             other,
             &["None", "Webhook"],
         )),
+    }
+    errs
+}
+
+/// kube's checks of a conversion webhook's `clientConfig` (`ValidateWebhookURL`,
+/// `ValidateWebhookService`, `ValidateCABundle`).
+fn validate_webhook_client_config(config: &Value, opts: &Options) -> Causes {
+    const PATH: &str = "spec.conversion.webhookClientConfig";
+    let url = config.get("url").and_then(Value::as_str);
+    let service = config.get("service").filter(|s| !s.is_null());
+    let mut errs = match (url, service) {
+        (Some(url), None) => validate_webhook_url(&format!("{PATH}.url"), url),
+        (None, Some(service)) => validate_webhook_service(&format!("{PATH}.service"), service),
+        _ => vec![field_required(
+            PATH,
+            "exactly one of url or service is required",
+        )],
+    };
+    if let Some(bundle) = config.get("caBundle").and_then(Value::as_str) {
+        if !bundle.is_empty() && !opts.allow_invalid_ca_bundle {
+            if let Some(why) = ca_bundle_error(bundle) {
+                errs.push(StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!("Invalid value: {}: {why}", go_bytes(bundle)),
+                    field: format!("{PATH}.caBundle"),
+                });
+            }
+        }
+    }
+    errs
+}
+
+/// Why a base64 `caBundle` would not load as client-go's roots, if it would not.
+fn ca_bundle_error(bundle: &str) -> Option<String> {
+    use base64::Engine;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(bundle)
+        .ok()?;
+    let text = String::from_utf8_lossy(&pem);
+    let has_certificate =
+        text.contains("-----BEGIN CERTIFICATE-----") && text.contains("-----END CERTIFICATE-----");
+    (!has_certificate)
+        .then(|| "unable to load root certificates: unable to parse bytes as PEM block".to_string())
+}
+
+/// A base64 `[]byte` field as Go's `%#v` prints the decoded bytes.
+fn go_bytes(bundle: &str) -> String {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(bundle)
+        .unwrap_or_default();
+    let hex: Vec<String> = bytes.iter().map(|b| format!("0x{b:x}")).collect();
+    format!("[]byte{{{}}}", hex.join(", "))
+}
+
+/// The parts of a URL Go's `url.Parse` gives kube's webhook URL check.
+struct UrlParts<'a> {
+    scheme: &'a str,
+    user: Option<&'a str>,
+    host: &'a str,
+    query: &'a str,
+    fragment: &'a str,
+}
+
+fn split_url(url: &str) -> UrlParts<'_> {
+    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    // A scheme is letters first, then letters, digits, `+`, `-` or `.`, before a `:`.
+    let (scheme, rest) = match rest.split_once(':') {
+        Some((scheme, after))
+            if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            (scheme, after)
+        }
+        _ => ("", rest),
+    };
+    let (user, host) = match rest.strip_prefix("//") {
+        Some(authority) => {
+            let authority = authority.split('/').next().unwrap_or("");
+            match authority.rsplit_once('@') {
+                Some((user, host)) => (Some(user), host),
+                None => (None, authority),
+            }
+        }
+        None => (None, ""),
+    };
+    UrlParts {
+        scheme,
+        user,
+        host,
+        query,
+        fragment,
+    }
+}
+
+/// kube's `ValidateWebhookURL` with https required.
+fn validate_webhook_url(path: &str, url: &str) -> Causes {
+    const FORM: &str = "; desired format: https://host[/path]";
+    let parts = split_url(url);
+    let mut errs = Vec::new();
+    if parts.scheme != "https" {
+        errs.push(field_invalid(
+            path,
+            parts.scheme,
+            &format!("'https' is the only allowed URL scheme{FORM}"),
+        ));
+    }
+    if parts.host.is_empty() {
+        errs.push(field_invalid(
+            path,
+            "",
+            &format!("host must be specified{FORM}"),
+        ));
+    }
+    if let Some(user) = parts.user {
+        errs.push(field_invalid(
+            path,
+            user,
+            "user information is not permitted in the URL",
+        ));
+    }
+    if !parts.fragment.is_empty() {
+        errs.push(field_invalid(
+            path,
+            parts.fragment,
+            "fragments are not permitted in the URL",
+        ));
+    }
+    if !parts.query.is_empty() {
+        errs.push(field_invalid(
+            path,
+            parts.query,
+            "query parameters are not permitted in the URL",
+        ));
+    }
+    errs
+}
+
+/// kube's `ValidateWebhookService` (the API defaults the port to 443).
+fn validate_webhook_service(path: &str, service: &Value) -> Causes {
+    let mut errs = Vec::new();
+    if str_at(service, "/name").is_empty() {
+        errs.push(field_required(
+            &format!("{path}.name"),
+            "service name is required",
+        ));
+    }
+    if str_at(service, "/namespace").is_empty() {
+        errs.push(field_required(
+            &format!("{path}.namespace"),
+            "service namespace is required",
+        ));
+    }
+    let port = service.get("port").and_then(Value::as_i64).unwrap_or(443);
+    if !(1..=65535).contains(&port) {
+        errs.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!(
+                "Invalid value: {port}: port is not valid: must be between 1 and 65535, inclusive"
+            ),
+            field: format!("{path}.port"),
+        });
+    }
+    let Some(url_path) = service.get("path").and_then(Value::as_str) else {
+        return errs;
+    };
+    let field = format!("{path}.path");
+    if url_path.is_empty() || url_path == "/" {
+        return errs;
+    }
+    if url_path == "//" {
+        errs.push(field_invalid(
+            &field,
+            url_path,
+            "segment[0] may not be empty",
+        ));
+        return errs;
+    }
+    if !url_path.starts_with('/') {
+        errs.push(field_invalid(&field, url_path, "must start with a '/'"));
+    }
+    let inner = url_path.get(1..).unwrap_or("");
+    let inner = inner.strip_suffix('/').unwrap_or(inner);
+    for (i, step) in inner.split('/').enumerate() {
+        if step.is_empty() {
+            errs.push(field_invalid(
+                &field,
+                url_path,
+                &format!("segment[{i}] may not be empty"),
+            ));
+            continue;
+        }
+        for failure in is_dns1123_subdomain(step) {
+            errs.push(field_invalid(
+                &field,
+                url_path,
+                &format!("segment[{i}]: {failure}"),
+            ));
+        }
+    }
+    errs
+}
+
+/// kube's `validateConversionReviewVersions`.
+fn validate_conversion_review_versions(versions: &[String], require_recognized: bool) -> Causes {
+    const PATH: &str = "spec.conversion.conversionReviewVersions";
+    if versions.is_empty() {
+        return vec![field_required(PATH, "")];
+    }
+    let mut errs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut accepted = false;
+    for (i, version) in versions.iter().enumerate() {
+        let field = format!("{PATH}[{i}]");
+        if !seen.insert(version.as_str()) {
+            errs.push(field_invalid(&field, version, "duplicate version"));
+            continue;
+        }
+        for failure in is_dns1035_label(version) {
+            errs.push(field_invalid(&field, version, &failure));
+        }
+        accepted |= ACCEPTED_REVIEW_VERSIONS.contains(&version.as_str());
+    }
+    if require_recognized && !accepted {
+        errs.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!(
+                "Invalid value: {}: must include at least one of v1, v1beta1",
+                go_strings(versions)
+            ),
+            field: PATH.into(),
+        });
     }
     errs
 }
@@ -1622,9 +1888,49 @@ mod tests {
             ]),
             ("webhook conversion", |c| {
                 c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
-                    "clientConfig": {"url": "https://x"}, "conversionReviewVersions": ["v1"]}});
+                    "clientConfig": {"url": "https://x/convert"}, "conversionReviewVersions": ["v1"]}});
+            }, vec![]),
+            ("webhook conversion to a service", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"service": {"namespace": "ns", "name": "hook", "path": "/convert/"}},
+                    "conversionReviewVersions": ["v2", "v1beta1"]}});
+            }, vec![]),
+            ("webhook URL", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"url": "http://me:pw@x/c?a=1#top"},
+                    "conversionReviewVersions": ["v2", "v2", "V3"]}});
             }, vec![
-                "spec.conversion.strategy: Unsupported value: \"Webhook\": supported values: \"None\" (kubegate does not implement conversion webhooks yet)",
+                "spec.conversion.webhookClientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+                "spec.conversion.webhookClientConfig.url: Invalid value: \"me:pw\": user information is not permitted in the URL",
+                "spec.conversion.webhookClientConfig.url: Invalid value: \"top\": fragments are not permitted in the URL",
+                "spec.conversion.webhookClientConfig.url: Invalid value: \"a=1\": query parameters are not permitted in the URL",
+                "spec.conversion.conversionReviewVersions[1]: Invalid value: \"v2\": duplicate version",
+                "spec.conversion.conversionReviewVersions[2]: Invalid value: \"V3\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.conversion.conversionReviewVersions: Invalid value: []string{\"v2\", \"v2\", \"V3\"}: must include at least one of v1, v1beta1",
+            ]),
+            ("webhook service", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"service": {"port": 0, "path": "a//b"}}}});
+            }, vec![
+                "spec.conversion.webhookClientConfig.service.name: Required value: service name is required",
+                "spec.conversion.webhookClientConfig.service.namespace: Required value: service namespace is required",
+                "spec.conversion.webhookClientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
+                "spec.conversion.webhookClientConfig.service.path: Invalid value: \"a//b\": must start with a '/'",
+                "spec.conversion.webhookClientConfig.service.path: Invalid value: \"a//b\": segment[0] may not be empty",
+                "spec.conversion.webhookClientConfig.service.path: Invalid value: \"a//b\": segment[1] may not be empty",
+                "spec.conversion.conversionReviewVersions: Required value",
+            ]),
+            ("webhook without a client", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"url": "https://x", "service": {"namespace": "a", "name": "b"}},
+                    "conversionReviewVersions": ["v1"]}});
+            }, vec![
+                "spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required",
+            ]),
+            ("webhook without a clientConfig", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"]}});
+            }, vec![
+                "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook",
             ]),
             ("webhook settings without webhook", |c| {
                 c["spec"]["conversion"] = json!({"strategy": "None", "webhook": {
@@ -1720,6 +2026,40 @@ mod tests {
         assert_eq!(
             rendered(&validate_crd_update(&updated, &legacy)),
             Vec::<String>::new()
+        );
+    }
+
+    /// kube checks a webhook's `caBundle` only once the CRD is Established with a good one,
+    /// and keeps accepting an unrecognized `conversionReviewVersions` the stored CRD had.
+    #[test]
+    fn webhook_settings_are_relaxed_on_update_as_kube_relaxes_them() {
+        use base64::Engine;
+        let encode = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        let good = encode("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+        let with_webhook = |bundle: &str, versions: Value| {
+            let mut crd = crontab();
+            crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+                "clientConfig": {"url": "https://hook/convert", "caBundle": bundle},
+                "conversionReviewVersions": versions}});
+            crd
+        };
+        // On create the bundle is not checked.
+        assert!(validate_crd(&with_webhook("YWJj", json!(["v1"]))).is_empty());
+        let mut established = with_webhook(&good, json!(["v1"]));
+        established["status"]["conditions"] = json!([{"type": "Established", "status": "True"}]);
+        assert_eq!(
+            rendered(&validate_crd_update(&with_webhook("YWJj", json!(["v1"])), &established)),
+            ["spec.conversion.webhookClientConfig.caBundle: Invalid value: []byte{0x61, 0x62, 0x63}: unable to load root certificates: unable to parse bytes as PEM block"]
+        );
+        // Not established yet: any bundle.
+        let pending = with_webhook(&good, json!(["v1"]));
+        assert!(validate_crd_update(&with_webhook("YWJj", json!(["v1"])), &pending).is_empty());
+        // A stored CRD without a recognized review version may keep one.
+        let legacy = with_webhook(&good, json!(["v9"]));
+        assert!(validate_crd_update(&with_webhook(&good, json!(["v8"])), &legacy).is_empty());
+        assert_eq!(
+            rendered(&validate_crd(&with_webhook(&good, json!(["v8"])))),
+            ["spec.conversion.conversionReviewVersions: Invalid value: []string{\"v8\"}: must include at least one of v1, v1beta1"]
         );
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::crd_conversion::{ConversionTransports, ConversionWebhook, WebhookConversion};
 use super::crd_status::{is_condition_true, storage_version};
 use super::str_at;
 use crate::machinery::schema::{self, Schema};
@@ -33,15 +34,32 @@ struct PrinterColumn {
 /// deleted its objects are still served, as kube serves them (only creates are refused), so
 /// that their own finalizers can be removed and the deletion can finish.
 pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
+    resource_defs_with(crd, None)
+}
+
+/// [`resource_defs`], converting with the CRD's webhook through `transports`.
+pub fn resource_defs_with(
+    crd: &Value,
+    transports: Option<&dyn ConversionTransports>,
+) -> Vec<ResourceDef> {
     if !is_condition_true(crd, "Established") {
         return Vec::new();
     }
-    storage_defs(crd)
+    storage_defs_with(crd, transports)
 }
 
 /// The resources `crd` defines, whatever its state: what its instances are read and deleted
 /// through (the finalizer uses these once the CRD is no longer served).
 pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
+    storage_defs_with(crd, None)
+}
+
+/// [`storage_defs`], converting with the CRD's webhook through `transports` (without them, a
+/// webhook CRD's objects stored in another version cannot be read).
+pub fn storage_defs_with(
+    crd: &Value,
+    transports: Option<&dyn ConversionTransports>,
+) -> Vec<ResourceDef> {
     let group = str_at(crd, "/spec/group");
     let names = crd.pointer("/status/acceptedNames").unwrap_or(&Value::Null);
     let plural = str_at(names, "/plural");
@@ -92,6 +110,7 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
             })
             .collect(),
     );
+    let webhook = ConversionWebhook::from_crd(crd, kind, transports);
     let mut defs = Vec::new();
     for version in versions
         .iter()
@@ -184,6 +203,12 @@ pub fn storage_defs(crd: &Value) -> Vec<ResourceDef> {
             storage_api_version: format!("{group}/{storage}"),
             status_subresource: status,
             cells,
+            webhook: webhook.as_ref().map(|webhook| WebhookConversion {
+                webhook: webhook.clone(),
+                served: format!("{group}/{name}"),
+                storage: format!("{group}/{storage}"),
+                schemas: schemas.clone(),
+            }),
             conversion_id: NEXT_CONVERSION_ID.fetch_add(1, Ordering::Relaxed),
         };
         defs.push(ResourceDef {
@@ -524,6 +549,8 @@ pub struct CustomResourceStrategy {
     storage_api_version: String,
     status_subresource: bool,
     cells: Vec<PrinterColumn>,
+    /// The CRD's conversion webhook, for a CRD with `conversion.strategy: Webhook`.
+    webhook: Option<WebhookConversion>,
     /// Unique to this strategy (see [`Strategy::conversion_id`]): a CRD change builds new
     /// strategies, so objects read through them are converted again (defaults added by the
     /// change apply on read) and never served from what an older schema made of them.
@@ -610,7 +637,7 @@ impl Strategy for CustomResourceStrategy {
         self.conversion_id
     }
 
-    fn decode_stored(&self, mut object: Value) -> Value {
+    fn decode_stored(&self, mut object: Value) -> Result<Value, ApiError> {
         // kube's storage decoder prunes with the schema of the version the object was stored
         // as (`unstructuredSchemaCoercer`): fields a schema change or a looser version let in
         // are not served.
@@ -618,6 +645,20 @@ impl Strategy for CustomResourceStrategy {
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or("");
+        if let Some(conversion) = &self.webhook {
+            if stored_as != self.api_version {
+                // `registry::convert` converts such objects first; reaching here means a read
+                // path skipped it, and relabelling the object would serve it unconverted.
+                return Err(ApiError::new(
+                    500,
+                    "",
+                    format!(
+                        "conversion webhook for {stored_as}, Kind={} failed: the object was not converted",
+                        conversion.webhook.kind()
+                    ),
+                ));
+            }
+        }
         if let Some(stored) = self.stored_schemas.get(stored_as) {
             schema::prune(&mut object, Some(stored), true);
         }
@@ -629,7 +670,11 @@ impl Strategy for CustomResourceStrategy {
         if let Some(map) = object.as_object_mut() {
             map.insert("apiVersion".into(), json!(self.api_version));
         }
-        object
+        Ok(object)
+    }
+
+    fn webhook_conversion(&self) -> Option<&WebhookConversion> {
+        self.webhook.as_ref()
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
@@ -919,7 +964,7 @@ mod tests {
             strategy.prepare_for_create(&mut object);
             assert!(strategy.validate(&object).is_empty());
             let stored = serde_json::to_vec(&strategy.encode_for_storage(object.clone()));
-            let served = strategy.decode_stored(object);
+            let served = strategy.decode_stored(object).unwrap_or_default();
             assert!(stored.is_ok() && served.is_object());
         }
     }
@@ -993,7 +1038,7 @@ mod tests {
             json!({"apiVersion": "stable.example.com/v1beta1", "kind": "CronTab"}),
         );
         assert_eq!(stored["apiVersion"], "stable.example.com/v1");
-        let read = beta.strategy.decode_stored(object.clone());
+        let read = beta.strategy.decode_stored(object.clone()).unwrap();
         assert_eq!(read["apiVersion"], "stable.example.com/v1beta1");
 
         // The status subresource carries only status; the main resource keeps the old one.

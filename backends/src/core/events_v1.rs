@@ -161,8 +161,8 @@ impl Strategy for EventsV1Strategy {
         to_core(&object)
     }
 
-    fn decode_stored(&self, object: Value) -> Value {
-        from_core(&object)
+    fn decode_stored(&self, object: Value) -> Result<Value, crate::status::ApiError> {
+        Ok(from_core(&object))
     }
 
     fn prepare_for_create(&self, object: &mut Value) {

@@ -18,6 +18,7 @@ pub mod b64;
 pub(crate) mod causes;
 pub mod configmaps;
 pub mod crd;
+pub mod crd_conversion;
 pub mod crd_status;
 mod crd_validation;
 pub mod custom_resource;

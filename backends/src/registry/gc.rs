@@ -226,20 +226,28 @@ impl Registry {
     }
 
     /// The resource a storage key belongs to (one that stores as it serves, when several
-    /// share the key space).
+    /// share the key space; for a custom resource whose CRD converts with a webhook, the
+    /// storage version, which reads its objects without calling the webhook).
     fn def_of_key(&self, key: &str) -> Option<std::sync::Arc<ResourceDef>> {
         let resources = self.resources();
-        let mut matching = resources.iter().filter(|d| {
-            key.strip_prefix(d.storage_prefix.as_str())
-                .is_some_and(|rest| rest.starts_with('/'))
-        });
-        let first = matching.next()?.clone();
-        Some(
-            std::iter::once(first.clone())
-                .chain(matching.cloned())
-                .find(|d| !d.strategy.converts_storage())
-                .unwrap_or(first),
-        )
+        let matching: Vec<&std::sync::Arc<ResourceDef>> = resources
+            .iter()
+            .filter(|d| {
+                key.strip_prefix(d.storage_prefix.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+            })
+            .collect();
+        let stores_as_served = |d: &&&std::sync::Arc<ResourceDef>| {
+            !d.strategy.converts_storage()
+                || d.strategy
+                    .webhook_conversion()
+                    .is_some_and(|c| c.served == c.storage)
+        };
+        matching
+            .iter()
+            .find(stores_as_served)
+            .or_else(|| matching.first())
+            .map(|d| (*d).clone())
     }
 
     /// The served resource of an owner reference's `apiVersion` and `kind`.

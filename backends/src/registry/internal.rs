@@ -10,7 +10,7 @@ use super::apply::Tracker;
 use super::write::{DeleteOptions, WriteMode};
 use super::Registry;
 use crate::resource::ResourceDef;
-use crate::status::ApiResult;
+use crate::status::{ApiError, ApiResult};
 
 /// The field managers of kubegate's own writes, named after kube's components for the job.
 pub mod manager {
@@ -157,9 +157,11 @@ impl Registry {
             .cacher()
             .list(&prefix, None, None)
             .map_err(super::store_error)?;
+        super::convert::prepare(def, &items).await?;
         let mut objects = Vec::with_capacity(items.len());
         for item in items {
-            objects.push(super::client_value(def, &item.bytes)?);
+            let bytes = super::served_bytes(def, &item)?;
+            objects.push(serde_json::from_slice(&bytes).map_err(ApiError::internal)?);
         }
         Ok((objects, revision))
     }

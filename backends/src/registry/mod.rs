@@ -7,6 +7,7 @@
 //! write sees it.
 
 mod apply;
+mod convert;
 pub(crate) mod encode;
 mod fields;
 pub mod gc;
@@ -18,6 +19,8 @@ mod read;
 mod scale;
 mod write;
 
+#[cfg(test)]
+mod convert_tests;
 #[cfg(test)]
 mod tests;
 
@@ -292,7 +295,7 @@ impl Registry {
             .cacher
             .get(&key)
             .ok_or_else(|| ApiError::not_found(&def.group_resource(), name))?;
-        client_value(def, &cached.bytes)
+        convert::served_value(def, &cached).await
     }
 
     /// The first served resource with this group and plural name (any version).
@@ -319,7 +322,7 @@ impl kubegate_policy::authn::lookup::ObjectLookup for Registry {
 pub(crate) fn client_value(def: &ResourceDef, bytes: &[u8]) -> ApiResult<Value> {
     let value: Value = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
     Ok(if def.strategy.converts_storage() {
-        def.strategy.decode_stored(value)
+        def.strategy.decode_stored(value)?
     } else {
         value
     })

@@ -221,6 +221,14 @@ impl Filter {
         self.labels.is_empty() && self.fields.is_empty()
     }
 
+    /// Whether matching reads the object's body (a type-specific field is selected).
+    fn needs_body(&self) -> bool {
+        self.fields
+            .requirements()
+            .iter()
+            .any(|r| r.field != "metadata.name" && r.field != "metadata.namespace")
+    }
+
     fn matches(&self, def: &ResourceDef, object: &CachedObject) -> bool {
         if !self.labels.is_empty() && !self.labels.matches(&object.labels) {
             return false;
@@ -230,13 +238,10 @@ impl Filter {
         }
         let (namespace, name) = split_key(def, &object.key);
         // Only parse the object when a type-specific field is asked for.
-        let needs_body = self
-            .fields
-            .requirements()
-            .iter()
-            .any(|r| r.field != "metadata.name" && r.field != "metadata.namespace");
-        let parsed: Option<Value> = if needs_body {
-            super::client_value(def, &object.bytes).ok()
+        let parsed: Option<Value> = if self.needs_body() {
+            super::served_bytes(def, object)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         } else {
             None
         };
@@ -299,6 +304,7 @@ impl Registry {
             .get(&key)
             .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
         let bytes = if info.subresource.is_empty() || info.subresource == "status" {
+            super::convert::prepare(def, &[&cached]).await?;
             super::served_bytes(def, &cached)?
         } else {
             return Err(ApiError::method_not_supported(&def.group_resource(), "get"));
@@ -382,6 +388,11 @@ impl Registry {
             })?;
         // kube serves `resourceVersion=0` lists from the cache in full, ignoring `limit`.
         let limit = if at == ReadAt::Any { 0 } else { limit };
+        // Objects a CRD's webhook must convert: all of them when the selector reads fields of
+        // the served version, otherwise only the page's (below).
+        if filter.needs_body() {
+            super::convert::prepare(def, &items).await?;
+        }
         let mut selected: Vec<Arc<CachedObject>> = Vec::new();
         let mut continue_token = None;
         let mut remaining = None;
@@ -403,6 +414,7 @@ impl Registry {
             }
             selected.push(object.clone());
         }
+        super::convert::prepare(def, &selected).await?;
         let meta = ListMeta {
             resource_version: revision,
             continue_token,
@@ -412,7 +424,8 @@ impl Registry {
             let mut keyed = selected
                 .iter()
                 .map(|o| {
-                    let object: Value = super::client_value(def, &o.bytes)?;
+                    let object: Value = serde_json::from_slice(&super::served_bytes(def, o)?)
+                        .map_err(ApiError::internal)?;
                     let key = def.strategy.table_sort_key(&object);
                     Ok((key, encode::table_row(def, object)))
                 })
@@ -542,12 +555,14 @@ impl Registry {
             let deadline = tokio::time::Instant::now()
                 .checked_add(timeout)
                 .unwrap_or_else(|| tokio::time::Instant::now() + MAX_WATCH_TIMEOUT);
+            // kube's watch cache holds objects converted by the CRD's webhook; one that
+            // cannot be converted ends the watch with the error (the client lists again).
+            if let Err(error) = super::convert::prepare(&def, &snapshot).await {
+                let _ = tx.send(encoder.error(&error)).await;
+                return;
+            }
             for object in snapshot.iter().filter(|o| filter.matches(&def, o)) {
-                if tx
-                    .send(encoder.frame("ADDED", &object.bytes))
-                    .await
-                    .is_err()
-                {
+                if tx.send(encoder.frame("ADDED", object)).await.is_err() {
                     return;
                 }
             }
@@ -598,19 +613,27 @@ impl Registry {
                                 return;
                             }
                         };
+                        let converted = match &event.prev {
+                            Some(prev) => super::convert::prepare(&def, &[&*event.object, &**prev]).await,
+                            None => super::convert::prepare(&def, &[&*event.object]).await,
+                        };
+                        if let Err(error) = converted {
+                            let _ = tx.send(encoder.error(&error)).await;
+                            return;
+                        }
                         let now = filter.matches(&def, &event.object);
                         let before = event.prev.as_ref().is_some_and(|p| filter.matches(&def, p));
                         let frame = match event.kind {
-                            CacheEventKind::Added if now => encoder.frame("ADDED", &event.object.bytes),
-                            CacheEventKind::Modified if now && before => encoder.frame("MODIFIED", &event.object.bytes),
-                            CacheEventKind::Modified if now => encoder.frame("ADDED", &event.object.bytes),
+                            CacheEventKind::Added if now => encoder.frame("ADDED", &event.object),
+                            CacheEventKind::Modified if now && before => encoder.frame("MODIFIED", &event.object),
+                            CacheEventKind::Modified if now => encoder.frame("ADDED", &event.object),
                             // An object that stops matching leaves the client's view: kube
                             // sends its previous state, stamped with this event's version.
                             CacheEventKind::Modified if before => match &event.prev {
-                                Some(prev) => encoder.frame("DELETED", &with_revision(&prev.bytes, event.revision)),
+                                Some(prev) => encoder.frame_at("DELETED", prev, event.revision),
                                 None => continue,
                             },
-                            CacheEventKind::Deleted if now => encoder.frame("DELETED", &event.object.bytes),
+                            CacheEventKind::Deleted if now => encoder.frame("DELETED", &event.object),
                             _ => continue,
                         };
                         if tx.send(frame).await.is_err() {
@@ -746,11 +769,23 @@ impl FrameEncoder {
         }
     }
 
-    /// One event frame from a stored object.
-    fn frame(&self, kind: &str, stored: &Bytes) -> Bytes {
-        let Ok(bytes) = super::client_bytes(&self.def, stored) else {
-            return encode::watch_frame(kind, stored);
-        };
+    /// One event frame from a cached object (converted by the CRD's webhook beforehand).
+    fn frame(&self, kind: &str, object: &CachedObject) -> Bytes {
+        match super::served_bytes(&self.def, object) {
+            Ok(bytes) => self.served_frame(kind, bytes),
+            Err(error) => self.error(&error),
+        }
+    }
+
+    /// [`FrameEncoder::frame`] with the object's resourceVersion replaced by `revision`.
+    fn frame_at(&self, kind: &str, object: &CachedObject, revision: Revision) -> Bytes {
+        match super::served_bytes(&self.def, object) {
+            Ok(bytes) => self.served_frame(kind, with_revision(&bytes, revision)),
+            Err(error) => self.error(&error),
+        }
+    }
+
+    fn served_frame(&self, kind: &str, bytes: Bytes) -> Bytes {
         let plain = !self.output.as_table && !self.output.as_partial_metadata;
         if plain && self.output.media != MediaType::Protobuf {
             return encode::watch_frame(kind, &bytes);

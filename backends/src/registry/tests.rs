@@ -12,12 +12,12 @@ use crate::api::{ApiRequest, ApiResponse};
 use crate::storage::cacher::Cacher;
 use crate::storage::embedded::{EmbeddedOptions, EmbeddedStore};
 
-struct Fixture {
-    registry: Registry,
+pub(super) struct Fixture {
+    pub(super) registry: Registry,
     _dir: tempfile::TempDir,
 }
 
-async fn fixture() -> Fixture {
+pub(super) async fn fixture() -> Fixture {
     fixture_with_history(1000).await
 }
 
@@ -40,7 +40,7 @@ async fn fixture_with_history(history: usize) -> Fixture {
 }
 
 /// Builds a request the way the gateway would for `method path?query`.
-fn request(
+pub(super) fn request(
     method: &str,
     path_and_query: &str,
     body: Option<Value>,
@@ -64,7 +64,12 @@ fn request(
     }
 }
 
-async fn call(f: &Fixture, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(super) async fn call(
+    f: &Fixture,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     call_typed(f, method, path, body, "application/json").await
 }
 
@@ -1076,7 +1081,7 @@ fn watch_of(response: ApiResponse) -> crate::api::WatchStream {
 }
 
 /// Reads watch frames until `count` arrive or a second passes.
-async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
+pub(super) async fn frames(response: ApiResponse, count: usize) -> Vec<Value> {
     let mut w = watch_of(response);
     let mut out = Vec::new();
     while out.len() < count {

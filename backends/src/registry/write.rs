@@ -188,14 +188,39 @@ fn with_revision(mut object: Value, revision: Revision) -> Value {
 }
 
 /// What the store keeps: the object in its stored shape, without its resourceVersion (the
-/// revision is the truth).
-fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<Bytes> {
-    let bytes = if def.strategy.converts_storage() {
-        serde_json::to_vec(&AsStored(&def.strategy.encode_for_storage(object.clone())))
-    } else {
-        serde_json::to_vec(&AsStored(object))
+/// revision is the truth), and the storage form itself when the CRD's conversion webhook made
+/// it (the answer is converted back from it: [`answer_after_write`]).
+async fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<(Bytes, Option<Value>)> {
+    let converted = super::convert::storage_form(def, object).await?;
+    let bytes = match &converted {
+        Some(stored) => {
+            serde_json::to_vec(&AsStored(&def.strategy.encode_for_storage(stored.clone())))
+        }
+        None if def.strategy.converts_storage() => {
+            serde_json::to_vec(&AsStored(&def.strategy.encode_for_storage(object.clone())))
+        }
+        None => serde_json::to_vec(&AsStored(object)),
     };
-    Ok(Bytes::from(bytes.map_err(ApiError::internal)?))
+    Ok((Bytes::from(bytes.map_err(ApiError::internal)?), converted))
+}
+
+/// The object a write answers with, at `revision`: what was written, or, when the CRD's
+/// webhook converted it for storage, the stored form converted back (as kube decodes what
+/// its store returns).
+async fn answer_after_write(
+    def: &ResourceDef,
+    object: Value,
+    stored: Option<Value>,
+    revision: Revision,
+) -> ApiResult<Value> {
+    match stored {
+        Some(stored) => {
+            let served =
+                super::convert::served_after_write(def, with_revision(stored, revision)).await?;
+            Ok(with_revision(served, revision))
+        }
+        None => Ok(with_revision(object, revision)),
+    }
 }
 
 /// An object encoded as stored: as it is but for `metadata.resourceVersion`, left out without
@@ -650,16 +675,17 @@ impl Registry {
             });
         }
         let key = def.key(&namespace, &name);
+        let (bytes, stored) = storage_bytes(def, &object).await?;
         let revision = self
             .store()
-            .create(&key, storage_bytes(def, &object)?)
+            .create(&key, bytes)
             .await
             .map_err(|e| match e {
                 StoreError::AlreadyExists(_) => self.already_exists(def, &namespace, &name),
                 other => store_error(other),
             })?;
         Ok(Written {
-            object: with_revision(object, revision),
+            object: answer_after_write(def, object, stored, revision).await?,
             warnings: Vec::new(),
         })
     }
@@ -940,7 +966,7 @@ impl Registry {
                 .cacher
                 .get(&key)
                 .ok_or_else(|| ApiError::not_found(&gr, name))?;
-            let current: Value = super::client_value(def, &cached.bytes)?;
+            let current: Value = super::convert::served_value(def, &cached).await?;
             let mut object = mutate(&current)?;
             if !object.is_object() {
                 return Err(ApiError::bad_request(
@@ -1113,14 +1139,11 @@ impl Registry {
                     warnings: Vec::new(),
                 });
             }
-            match self
-                .store()
-                .update(&key, storage_bytes(def, &object)?, cached.revision)
-                .await
-            {
+            let (bytes, stored) = storage_bytes(def, &object).await?;
+            match self.store().update(&key, bytes, cached.revision).await {
                 Ok(revision) => {
                     return Ok(Written {
-                        object: with_revision(object, revision),
+                        object: answer_after_write(def, object, stored, revision).await?,
                         warnings: Vec::new(),
                     })
                 }
@@ -1183,7 +1206,7 @@ impl Registry {
                 .cacher
                 .get(&key)
                 .ok_or_else(|| ApiError::not_found(&gr, name))?;
-            let current: Value = super::client_value(def, &cached.bytes)?;
+            let current: Value = super::convert::served_value(def, &cached).await?;
             if let Some(uid) = &options.precondition_uid {
                 if meta_str(&current, "uid") != Some(uid.as_str()) {
                     return Err(ApiError::conflict(
@@ -1240,16 +1263,13 @@ impl Registry {
                 if options.dry_run {
                     return Ok((options.pending_status(), marked, false));
                 }
-                match self
-                    .store()
-                    .update(&key, storage_bytes(def, &marked)?, cached.revision)
-                    .await
-                {
+                let (bytes, stored) = storage_bytes(def, &marked).await?;
+                match self.store().update(&key, bytes, cached.revision).await {
                     Ok(revision) => {
                         self.settle_namespace_delete(def, revision).await;
                         return Ok((
                             options.pending_status(),
-                            with_revision(marked, revision),
+                            answer_after_write(def, marked, stored, revision).await?,
                             false,
                         ));
                     }

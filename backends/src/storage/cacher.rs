@@ -52,6 +52,12 @@ pub struct CachedObject {
     pub conversions: Conversions,
 }
 
+impl AsRef<CachedObject> for CachedObject {
+    fn as_ref(&self) -> &CachedObject {
+        self
+    }
+}
+
 /// The served forms of one cached object for resources whose strategy converts stored objects
 /// (custom resources: `apiVersion` per served version, defaults applied on read), so a LIST
 /// converts each object once rather than on every request. Keyed by a conversion id the
@@ -64,6 +70,15 @@ pub struct Conversions(Mutex<Vec<(u64, Option<Bytes>)>>);
 const MAX_CONVERSIONS: usize = 4;
 
 impl Conversions {
+    /// Whether conversion `id` is kept.
+    pub fn has(&self, id: u64) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(k, _)| *k == id)
+    }
+
     /// The bytes of conversion `id` of `stored`: cached, or made by `convert` and kept (as a
     /// marker only when they equal `stored`).
     pub fn get_or_convert<E>(
