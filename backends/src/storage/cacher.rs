@@ -8,7 +8,10 @@
 //!   object is an `Arc` clone;
 //! - a ring of the last `history` events, which lets watches resume from a recent revision
 //!   and lets lists be answered at an older revision by undoing newer events (each event
-//!   keeps the object it replaced).
+//!   keeps the object it replaced). The ring is shared, but how far back it reaches is kept
+//!   per resource (the first two segments of a key, `/<group>/<resource>`), as kube keeps one
+//!   watch cache per resource: a quiet resource's watchers resume from old revisions however
+//!   busy the others are, since none of its own events was dropped after them.
 //!
 //! Watchers are fed through bounded channels; one that cannot keep up is ended with an error
 //! (its client re-watches from the last revision it saw) instead of slowing the cache down.
@@ -165,8 +168,42 @@ struct State {
     ring: VecDeque<CacheEvent>,
     /// Every event with a revision above this is in the ring (the ring reaches back to it).
     floor: Revision,
+    /// The revision the ring started from (the last full list): nothing older is in it.
+    origin: Revision,
+    /// Per resource (see [`resource_of`]), the revision of its newest event dropped from the
+    /// ring: every event of the resource above it is in the ring.
+    dropped: HashMap<String, Revision>,
     /// The last revision applied.
     revision: Revision,
+}
+
+impl State {
+    /// How far back the ring reaches for keys under `prefix`: every event of theirs with a
+    /// revision above the answer is in the ring.
+    fn floor_for(&self, prefix: &str) -> Revision {
+        match resource_of(prefix) {
+            Some(resource) => self
+                .dropped
+                .get(resource)
+                .copied()
+                .unwrap_or(0)
+                .max(self.origin),
+            None => self.floor,
+        }
+    }
+}
+
+/// The resource part of a key or prefix, `/<group>/<resource>` (every resource's storage
+/// prefix has two segments); `None` for a prefix that spans resources (`/`, `/<group>/`).
+fn resource_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix('/')?;
+    let first = rest.find('/')?;
+    let after = &rest[first + 1..];
+    let second = after.find('/').unwrap_or(after.len());
+    if second == 0 {
+        return None;
+    }
+    Some(&key[..1 + first + 1 + second])
 }
 
 struct WatcherEntry {
@@ -244,6 +281,8 @@ impl Cacher {
                 objects,
                 ring: VecDeque::with_capacity(history.min(4096)),
                 floor: revision,
+                origin: revision,
+                dropped: HashMap::new(),
                 revision,
             }),
             hub: Arc::new(Hub {
@@ -345,10 +384,11 @@ impl Cacher {
                 current: state.revision,
             });
         }
-        if at < state.floor {
+        let floor = state.floor_for(prefix);
+        if at < floor {
             return Err(StoreError::Compacted {
                 requested: at,
-                oldest: state.floor,
+                oldest: floor,
             });
         }
         let start = range_start(prefix, start_after);
@@ -397,10 +437,11 @@ impl Cacher {
         // The read lock keeps the applier out while the backlog is copied and the watcher is
         // registered, so every event is in exactly one of the two.
         let state = self.read();
-        if after_revision < state.floor {
+        let floor = state.floor_for(prefix);
+        if after_revision < floor {
             return Err(StoreError::Compacted {
                 requested: after_revision,
-                oldest: state.floor,
+                oldest: floor,
             });
         }
         let first = state.ring.partition_point(|e| e.revision <= after_revision);
@@ -579,6 +620,14 @@ impl Cacher {
             while state.ring.len() > self.history {
                 if let Some(old) = state.ring.pop_front() {
                     state.floor = old.revision;
+                    if let Some(resource) = resource_of(&old.object.key) {
+                        match state.dropped.get_mut(resource) {
+                            Some(dropped) => *dropped = old.revision,
+                            None => {
+                                state.dropped.insert(resource.to_string(), old.revision);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -611,6 +660,8 @@ impl Cacher {
         state.objects = objects;
         state.ring.clear();
         state.floor = revision;
+        state.origin = revision;
+        state.dropped.clear();
         state.revision = revision;
         // Events between the old and new revision are lost: every watcher must start over
         // (re-watching from its revision gets 410, so its client re-lists).
@@ -1198,6 +1249,56 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(next(&mut w3).await.revision, r8);
+    }
+
+    /// The ring is shared, but a resource none of whose events was dropped still reaches back
+    /// to where the cache started, however many other events went through.
+    #[tokio::test]
+    async fn a_quiet_resource_resumes_from_before_a_busy_one_filled_the_ring() {
+        let f = fixture(1000);
+        let s = &f.store;
+        let cacher = Cacher::start(s.clone(), 3).await.unwrap();
+        let quiet = s
+            .create("/core/configmaps/ns/a", obj("a", json!({}), "1"))
+            .await
+            .unwrap();
+        let mut last = 0;
+        for i in 0..6 {
+            last = s
+                .create(&format!("/core/events/ns/{i}"), obj("e", json!({}), "1"))
+                .await
+                .unwrap();
+        }
+        cacher.wait_for_revision(last, WAIT).await.unwrap();
+        // The configmap's event was dropped: resuming from before it is too old, from it is not.
+        assert!(matches!(
+            cacher.watch("/core/configmaps/", quiet - 1),
+            Err(StoreError::Compacted { oldest, .. }) if oldest == quiet
+        ));
+        let mut w = cacher.watch("/core/configmaps/ns/", quiet).unwrap();
+        assert!(cacher.list("/core/configmaps/", None, Some(quiet)).is_ok());
+        // The busy resource and cross-resource prefixes reach back only as far as the ring.
+        assert!(cacher.watch("/core/events/", quiet).is_err());
+        assert!(cacher.watch("/", quiet).is_err());
+        assert!(cacher.watch("/core/events/", last - 3).is_ok());
+        let next_quiet = s
+            .create("/core/configmaps/ns/b", obj("b", json!({}), "1"))
+            .await
+            .unwrap();
+        assert_eq!(next(&mut w).await.revision, next_quiet);
+    }
+
+    #[test]
+    fn resources_are_the_first_two_segments() {
+        assert_eq!(
+            resource_of("/core/configmaps/ns/a"),
+            Some("/core/configmaps")
+        );
+        assert_eq!(resource_of("/core/configmaps/"), Some("/core/configmaps"));
+        assert_eq!(resource_of("/core/namespaces"), Some("/core/namespaces"));
+        assert_eq!(resource_of("/core/"), None);
+        assert_eq!(resource_of("/"), None);
+        assert_eq!(resource_of(""), None);
     }
 
     #[tokio::test]
