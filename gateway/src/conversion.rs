@@ -4,7 +4,8 @@
 //! ExternalName host, or cluster DNS), with the TLS name `<name>.<namespace>.svc` verified
 //! against the `caBundle` (the system roots without one). kube presents no client
 //! certificate to conversion webhooks by default, and neither does kubegate. Building and
-//! checking the review is the backends crate's (`core::crd_conversion`).
+//! checking the review is the backends crate's (`core::crd_conversion`); every review is
+//! counted in kube's conversion webhook metrics ([`ConversionMetrics`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -12,11 +13,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use base64::Engine;
-use kubegate_backends::core::crd_conversion::{ConversionTransport, ConversionTransports};
+use kubegate_backends::core::crd_conversion::{
+    ConversionTransport, ConversionTransports, ReviewOutcome,
+};
 use kubegate_backends::registry::Registry;
 use kubegate_policy::https::{
     error_chain, https_client, read_body_capped, root_store_from_pem, TlsOptions,
 };
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use serde_json::Value;
 
 use crate::aggregator::apiservice::Target;
@@ -29,17 +33,95 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest answer read: a review carries at most 100 objects of at most ~1.5 MiB each.
 const MAX_ANSWER_BYTES: usize = 160 << 20;
 
+/// kube's conversion webhook metrics (apiextensions-apiserver's `conversion/metrics.go`).
+pub struct ConversionMetrics {
+    /// `apiserver_crd_conversion_webhook_duration_seconds{crd_name,from_version,to_version,succeeded}`.
+    crd_duration: HistogramVec,
+    /// `apiserver_conversion_webhook_request_total{result,failure_type}`.
+    requests: IntCounterVec,
+    /// `apiserver_conversion_webhook_duration_seconds{result,failure_type}`.
+    duration: HistogramVec,
+}
+
+impl ConversionMetrics {
+    pub fn new() -> Result<ConversionMetrics, prometheus::Error> {
+        Ok(ConversionMetrics {
+            crd_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "apiserver_crd_conversion_webhook_duration_seconds",
+                    "CRD webhook conversion duration in seconds",
+                )
+                .buckets(prometheus::exponential_buckets(0.001, 2.0, 15)?),
+                &["crd_name", "from_version", "to_version", "succeeded"],
+            )?,
+            requests: IntCounterVec::new(
+                Opts::new(
+                    "apiserver_conversion_webhook_request_total",
+                    "Counter for conversion webhook requests with success/failure and failure error type",
+                ),
+                &["result", "failure_type"],
+            )?,
+            duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "apiserver_conversion_webhook_duration_seconds",
+                    "Conversion webhook request latency",
+                )
+                .buckets(vec![
+                    0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 45.0,
+                    60.0,
+                ]),
+                &["result", "failure_type"],
+            )?,
+        })
+    }
+
+    /// Adds the metrics to the server's `/metrics`.
+    pub fn register(&self, metrics: &crate::metrics::Metrics) -> Result<(), prometheus::Error> {
+        metrics.register(Box::new(self.crd_duration.clone()))?;
+        metrics.register(Box::new(self.requests.clone()))?;
+        metrics.register(Box::new(self.duration.clone()))
+    }
+
+    fn observe(&self, crd_name: &str, outcome: &ReviewOutcome<'_>) {
+        let seconds = outcome.elapsed.as_secs_f64();
+        let (result, failure_type) = match outcome.failure {
+            None => ("success", ""),
+            Some(failure) => ("failure", failure),
+        };
+        self.requests
+            .with_label_values(&[result, failure_type])
+            .inc();
+        self.duration
+            .with_label_values(&[result, failure_type])
+            .observe(seconds);
+        let succeeded = if outcome.failure.is_none() {
+            "true"
+        } else {
+            "false"
+        };
+        self.crd_duration
+            .with_label_values(&[
+                crd_name,
+                outcome.from_version,
+                outcome.to_version,
+                succeeded,
+            ])
+            .observe(seconds);
+    }
+}
+
 /// Makes the transports of the CRDs' webhooks. It holds the registry weakly: the registry
 /// holds the strategies that hold the transports.
 pub struct WebhookTransports {
     pub registry: Weak<Registry>,
     pub resolution: Resolution,
+    pub metrics: Option<Arc<ConversionMetrics>>,
 }
 
 impl ConversionTransports for WebhookTransports {
     fn transport(
         &self,
-        _crd_name: &str,
+        crd_name: &str,
         client_config: &Value,
     ) -> Result<Arc<dyn ConversionTransport>, String> {
         let ca_pem = match client_config.get("caBundle").and_then(Value::as_str) {
@@ -82,6 +164,8 @@ impl ConversionTransports for WebhookTransports {
             (None, None) => return Err("the clientConfig names neither a url nor a service".into()),
         };
         Ok(Arc::new(WebhookTransport {
+            crd_name: crd_name.to_string(),
+            metrics: self.metrics.clone(),
             endpoint,
             ca_pem,
             registry: self.registry.clone(),
@@ -97,6 +181,8 @@ enum Endpoint {
 }
 
 struct WebhookTransport {
+    crd_name: String,
+    metrics: Option<Arc<ConversionMetrics>>,
     endpoint: Endpoint,
     ca_pem: Option<Vec<u8>>,
     registry: Weak<Registry>,
@@ -201,5 +287,11 @@ impl ConversionTransport for WebhookTransport {
             }));
         }
         parsed.map_err(|e| format!("decoding the ConversionReview: {e}"))
+    }
+
+    fn observe(&self, outcome: &ReviewOutcome<'_>) {
+        if let Some(metrics) = &self.metrics {
+            metrics.observe(&self.crd_name, outcome);
+        }
     }
 }

@@ -438,6 +438,7 @@ mod tests {
             let transports = crate::conversion::WebhookTransports {
                 registry: std::sync::Weak::new(),
                 resolution: crate::aggregator::resolve::Resolution::Endpoints,
+                metrics: None,
             };
             let defs = built_resource_defs(crd, &transports, built, &mut next);
             *built = next;

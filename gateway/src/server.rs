@@ -389,6 +389,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     };
     let all_resources = served_resources(&authentication, lookup.clone(), &authorizer, &rbac_index);
     let disabled = disabled_group_versions(&config, &all_resources)?;
+    let conversion_metrics = Arc::new(
+        crate::conversion::ConversionMetrics::new()
+            .map_err(|e| StartError::Other(e.to_string()))?,
+    );
     let registry = background.block_on(async {
         let cacher = Cacher::start(store.clone(), config.storage.watch_cache_history)
             .await
@@ -404,6 +408,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
             Arc::new(crate::conversion::WebhookTransports {
                 registry: Arc::downgrade(&registry),
                 resolution: aggregator.resolution,
+                metrics: Some(conversion_metrics.clone()),
             });
         let mut attempt = 0;
         loop {
@@ -544,6 +549,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         }),
     );
     let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Other(e.to_string()))?);
+    conversion_metrics
+        .register(&metrics)
+        .map_err(|e| StartError::Other(e.to_string()))?;
     background.spawn(crate::aggregator::availability::run(
         registry.clone(),
         aggregator.clone(),

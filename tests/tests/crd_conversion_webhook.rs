@@ -3,7 +3,8 @@
 //! version and converted by the webhook for the other one, reached through a Service (here an
 //! ExternalName Service, as Endpoints may not point at loopback) or a URL, trusted through the
 //! CRD's `caBundle`; a webhook that refuses makes reads of the other version fail with kube's
-//! message while the storage version keeps working.
+//! message while the storage version keeps working; kube's conversion webhook metrics count
+//! both.
 
 // Test helpers may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -217,6 +218,24 @@ fn objects_are_converted_by_the_webhook_between_served_versions() {
         missing.contains("NotFound") || missing.contains("not found"),
         "{missing}"
     );
+
+    // kube's conversion webhook metrics count both outcomes.
+    let metrics = gate.ok(&["get", "--raw", "/metrics"]);
+    let value = |prefix: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|line| line.starts_with(prefix))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
+    };
+    assert!(
+        value("apiserver_conversion_webhook_request_total{failure_type=\"\",result=\"success\"}")
+            >= 3.0
+    );
+    assert!(value("apiserver_conversion_webhook_request_total{failure_type=\"conversion_webhook_malformed_response_failure\",result=\"failure\"}") >= 2.0);
+    assert!(value("apiserver_crd_conversion_webhook_duration_seconds_count{crd_name=\"crontabs.stable.example.com\",from_version=\"v1\",succeeded=\"true\",to_version=\"v2\"}") >= 1.0);
+    assert!(value("apiserver_crd_conversion_webhook_duration_seconds_count{crd_name=\"crontabs.stable.example.com\",from_version=\"v2\",succeeded=\"false\",to_version=\"v1\"}") >= 1.0);
 }
 
 #[test]

@@ -28,7 +28,26 @@ const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 #[async_trait::async_trait]
 pub trait ConversionTransport: Send + Sync {
     async fn post(&self, review: Vec<u8>) -> Result<Value, String>;
+
+    /// Told the outcome of every review (kube's conversion webhook metrics).
+    fn observe(&self, _outcome: &ReviewOutcome<'_>) {}
 }
+
+/// How one review went, as kube's conversion webhook metrics label it.
+pub struct ReviewOutcome<'a> {
+    /// The version of the (first) object sent, and the one asked for.
+    pub from_version: &'a str,
+    pub to_version: &'a str,
+    pub elapsed: std::time::Duration,
+    /// kube's `failure_type` (`conversion_webhook_call_failure`, ...); `None` on success.
+    pub failure: Option<&'static str>,
+}
+
+/// kube's `ConversionWebhookErrorType`s.
+const CALL_FAILURE: &str = "conversion_webhook_call_failure";
+const MALFORMED_RESPONSE: &str = "conversion_webhook_malformed_response_failure";
+const PARTIAL_RESPONSE: &str = "conversion_webhook_partial_response_failure";
+const INVALID_CONVERTED_OBJECT: &str = "conversion_webhook_invalid_converted_object_failure";
 
 /// Makes the transport for a CRD's `spec.conversion.webhook.clientConfig` (the gateway's HTTPS
 /// client with the CRD's `caBundle`, resolving a `service` as kube does).
@@ -137,42 +156,69 @@ impl ConversionWebhook {
         Ok(out.into_iter().flatten().collect())
     }
 
-    /// One `ConversionReview` for `objects`, none of which is in `desired`.
+    /// One `ConversionReview` for `objects`, none of which is in `desired`, observed by the
+    /// transport.
     async fn review(&self, objects: Vec<Value>, desired: &str) -> Result<Vec<Value>, ApiError> {
+        let started = std::time::Instant::now();
+        let from = objects
+            .first()
+            .map(|o| version_of(api_version(o)).to_string())
+            .unwrap_or_default();
+        let result = self.review_unobserved(objects, desired).await;
+        if let Ok(transport) = &self.transport {
+            transport.observe(&ReviewOutcome {
+                from_version: &from,
+                to_version: version_of(desired),
+                elapsed: started.elapsed(),
+                failure: result.as_ref().err().map(|(failure, _)| *failure),
+            });
+        }
+        result.map_err(|(_, error)| error)
+    }
+
+    /// [`ConversionWebhook::review`]; a failure comes with kube's `failure_type`.
+    async fn review_unobserved(
+        &self,
+        objects: Vec<Value>,
+        desired: &str,
+    ) -> Result<Vec<Value>, (&'static str, ApiError)> {
         let gvk = objects
             .first()
             .map(|o| format!("{}, Kind={}", api_version(o), self.kind))
             .unwrap_or_default();
-        let failed = |why: String| {
-            ApiError::new(
-                500,
-                "",
-                format!("conversion webhook for {gvk} failed: {why}"),
+        let unknown = |message: String| ApiError::new(500, "", message);
+        let failed = |why: String| unknown(format!("conversion webhook for {gvk} failed: {why}"));
+        let review_version = self.review_version.ok_or_else(|| {
+            (
+                CALL_FAILURE,
+                unknown("no supported conversion review versions".into()),
             )
-        };
-        let review_version = self
-            .review_version
-            .ok_or_else(|| ApiError::new(500, "", "no supported conversion review versions"))?;
-        let transport = self.transport.as_ref().map_err(|why| failed(why.clone()))?;
+        })?;
+        let transport = self
+            .transport
+            .as_ref()
+            .map_err(|why| (CALL_FAILURE, failed(why.clone())))?;
         let uid = uuid::Uuid::new_v4().to_string();
         let review = json!({
             "kind": "ConversionReview",
             "apiVersion": format!("apiextensions.k8s.io/{review_version}"),
             "request": {"uid": uid, "desiredAPIVersion": desired, "objects": objects},
         });
-        let body = serde_json::to_vec(&review).map_err(ApiError::internal)?;
-        let answer = transport.post(body).await.map_err(failed)?;
-        let converted = converted_objects(&answer, review_version, &uid).map_err(failed)?;
+        let body =
+            serde_json::to_vec(&review).map_err(|e| (CALL_FAILURE, ApiError::internal(e)))?;
+        let answer = transport
+            .post(body)
+            .await
+            .map_err(|why| (CALL_FAILURE, failed(why)))?;
+        let converted = converted_objects(&answer, review_version, &uid)
+            .map_err(|why| (MALFORMED_RESPONSE, failed(why)))?;
         if converted.len() != objects.len() {
-            return Err(ApiError::new(
-                500,
-                "",
-                format!(
-                    "conversion webhook for {gvk} returned {} objects, expected {}",
-                    converted.len(),
-                    objects.len()
-                ),
-            ));
+            let message = format!(
+                "conversion webhook for {gvk} returned {} objects, expected {}",
+                converted.len(),
+                objects.len()
+            );
+            return Err((PARTIAL_RESPONSE, unknown(message)));
         }
         let single = objects.len() == 1;
         let mut out = Vec::with_capacity(objects.len());
@@ -185,7 +231,7 @@ impl ConversionWebhook {
                         "conversion webhook for {gvk} returned invalid converted object at index {index}: {why}"
                     )
                 };
-                ApiError::new(500, "", message)
+                (INVALID_CONVERTED_OBJECT, unknown(message))
             };
             if !converted.is_object() {
                 return Err(invalid("the converted object is not a JSON object".into()));
@@ -211,12 +257,17 @@ impl ConversionWebhook {
                         "conversion webhook for {gvk} returned invalid metadata in object at index {index}: {why}"
                     )
                 };
-                ApiError::new(500, "", message)
+                (INVALID_CONVERTED_OBJECT, unknown(message))
             })?;
             out.push(converted);
         }
         Ok(out)
     }
+}
+
+/// The version of a `<group>/<version>`.
+fn version_of(api_version: &str) -> &str {
+    api_version.rsplit('/').next().unwrap_or(api_version)
 }
 
 fn api_version(object: &Value) -> &str {
@@ -467,6 +518,8 @@ mod tests {
     struct Fake {
         reviews: Mutex<Vec<Value>>,
         answer: Option<Answer>,
+        /// (from, to, failure type) of every review observed.
+        observed: Mutex<Vec<(String, String, Option<&'static str>)>>,
     }
 
     #[async_trait::async_trait]
@@ -478,6 +531,14 @@ mod tests {
                 return Ok(answer(&review));
             }
             Ok(convert_review(&review))
+        }
+
+        fn observe(&self, outcome: &ReviewOutcome<'_>) {
+            self.observed.lock().unwrap().push((
+                outcome.from_version.to_string(),
+                outcome.to_version.to_string(),
+                outcome.failure,
+            ));
         }
     }
 
@@ -510,6 +571,7 @@ mod tests {
         let fake = Arc::new(Fake {
             reviews: Mutex::new(Vec::new()),
             answer,
+            observed: Mutex::new(Vec::new()),
         });
         (
             fake.clone(),
@@ -553,6 +615,10 @@ mod tests {
             .map(|o| o["metadata"]["name"].as_str().unwrap())
             .collect();
         assert_eq!(sent, ["a", "c"]);
+        assert_eq!(
+            *fake.observed.lock().unwrap(),
+            [("v1".to_string(), "v2".to_string(), None)]
+        );
     }
 
     #[tokio::test]
@@ -615,8 +681,23 @@ mod tests {
             (|a| a["response"]["convertedObjects"][0]["metadata"]["labels"] = json!({"a b": "c"}), "returned invalid metadata: metadata.labels: Invalid value: \"a b\": name part must consist of"),
             (|a| a["response"]["convertedObjects"][0]["metadata"]["annotations"] = json!({"k": 1}), "returned invalid metadata: metadata.annotations[k] must be a string, but is int64 in converted object"),
         ];
-        for (edit, expected) in cases {
-            let (_, webhook) = webhook(Some(Box::new(move |review| {
+        let failure_types = [
+            MALFORMED_RESPONSE,
+            MALFORMED_RESPONSE,
+            MALFORMED_RESPONSE,
+            MALFORMED_RESPONSE,
+            MALFORMED_RESPONSE,
+            PARTIAL_RESPONSE,
+            INVALID_CONVERTED_OBJECT,
+            INVALID_CONVERTED_OBJECT,
+            INVALID_CONVERTED_OBJECT,
+            INVALID_CONVERTED_OBJECT,
+            INVALID_CONVERTED_OBJECT,
+            INVALID_CONVERTED_OBJECT,
+        ];
+        assert_eq!(cases.len(), failure_types.len());
+        for ((edit, expected), failure_type) in cases.into_iter().zip(failure_types) {
+            let (fake, webhook) = webhook(Some(Box::new(move |review| {
                 let mut answer = convert_review(review);
                 edit(&mut answer);
                 answer
@@ -631,6 +712,9 @@ mod tests {
                 "{} does not contain {expected}",
                 error.message
             );
+            let observed = fake.observed.lock().unwrap();
+            assert_eq!(observed.len(), 1);
+            assert_eq!(observed[0].2, Some(failure_type), "{expected}");
         }
     }
 
