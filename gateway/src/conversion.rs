@@ -1,8 +1,9 @@
 //! The HTTPS transport of CRD conversion webhooks (`spec.conversion.webhook.clientConfig`):
 //! a `ConversionReview` is POSTed to the `url`, or to the `service` resolved as an
 //! APIService's is (a ready endpoint of kubegate's own Endpoints or EndpointSlices, the
-//! ExternalName host, or cluster DNS), with the TLS name `<name>.<namespace>.svc` verified
-//! against the `caBundle` (the system roots without one). kube presents no client
+//! ExternalName host, or cluster DNS), addressed as `<name>.<namespace>.svc` (URL host and TLS
+//! name, verified against the `caBundle`, the system roots without one), as kube's webhook
+//! client addresses it. kube presents no client
 //! certificate to conversion webhooks by default, and neither does kubegate. Building and
 //! checking the review is the backends crate's (`core::crd_conversion`); every review is
 //! counted in kube's conversion webhook metrics ([`ConversionMetrics`]).
@@ -24,7 +25,6 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use serde_json::Value;
 
 use crate::aggregator::apiservice::Target;
-use crate::aggregator::availability::url_host;
 use crate::aggregator::resolve::{resolve, Resolution};
 use crate::aggregator::CachedObjects;
 
@@ -175,6 +175,99 @@ impl ConversionTransports for WebhookTransports {
     }
 }
 
+/// The User-Agent of kube-apiserver's webhook clients.
+const USER_AGENT: &str = "kube-apiserver-admission";
+
+/// `url` with client-go's cleaned path and `timeout` query parameter.
+fn with_timeout_parameter(url: &str) -> String {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let path_start = base
+        .find("://")
+        .map(|scheme| {
+            base[scheme + 3..]
+                .find('/')
+                .map_or(base.len(), |p| scheme + 3 + p)
+        })
+        .unwrap_or(base.len());
+    let (authority, path) = base.split_at(path_start);
+    let path = match path.trim_end_matches('/') {
+        "" if path.is_empty() => "",
+        "" => "/",
+        trimmed => trimmed,
+    };
+    let timeout = format!("timeout={}s", TIMEOUT.as_secs());
+    if query.is_empty() {
+        format!("{authority}{path}?{timeout}")
+    } else {
+        format!("{authority}{path}?{query}&{timeout}")
+    }
+}
+
+/// The webhook's answer as client-go's REST client takes it: a JSON body for a 2xx answer;
+/// for any other, a `Status`'s message, or client-go's generic words for the code.
+fn decode_answer(status: u16, content_type: &str, body: &[u8]) -> Result<Value, String> {
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let json = media.is_empty() || media == "application/json";
+    if !(200..300).contains(&status) {
+        if json {
+            let message = serde_json::from_slice::<Value>(body)
+                .ok()
+                .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Status"))
+                .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string));
+            if let Some(message) = message {
+                return Err(message);
+            }
+        }
+        let server_message = if media.starts_with("text/") {
+            String::from_utf8_lossy(body).trim().to_string()
+        } else {
+            "unknown".to_string()
+        };
+        return Err(generic_server_response(status, &server_message));
+    }
+    if !json {
+        return Err(format!("serializer for {media} doesn't exist"));
+    }
+    if body.is_empty() {
+        return Err(format!(
+            "0-length response with status code: {status} and content type: {content_type}"
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))
+}
+
+/// apimachinery's `NewGenericServerResponse` message for a POST answered with `code`.
+fn generic_server_response(code: u16, server_message: &str) -> String {
+    match code {
+        409 => "the server reported a conflict".into(),
+        404 => "the server could not find the requested resource".into(),
+        400 => "the server rejected our request for an unknown reason".into(),
+        401 => "the server has asked for the client to provide credentials".into(),
+        403 | 415 => server_message.into(),
+        406 if server_message.is_empty() || server_message == "unknown" => {
+            "the server was unable to respond with a content type that the client supports".into()
+        }
+        406 => server_message.into(),
+        405 => "the server does not allow this method on the requested resource".into(),
+        422 => "the server rejected our request due to an error in our request".into(),
+        503 => "the server is currently unable to handle the request".into(),
+        504 => "the server was unable to return a response in the time allotted, but may still be processing the request".into(),
+        429 => "the server has received too many requests and has asked us to try again later".into(),
+        500.. => format!(
+            "an error on the server ({server_message:?}) has prevented the request from succeeding"
+        ),
+        _ => format!(
+            "the server responded with the status code {code} but did not return more information"
+        ),
+    }
+}
+
 enum Endpoint {
     Url(reqwest::Url),
     Service { target: Target, path: String },
@@ -243,12 +336,18 @@ impl WebhookTransport {
                     .addresses
                     .first()
                     .ok_or("no address to reach the webhook at")?;
-                let url = format!(
-                    "https://{}:{}{path}",
-                    url_host(&location.server_name),
-                    address.port()
-                );
-                let client = self.client(&location.server_name, Some(address))?;
+                // kube's webhook client names the Service (`<name>.<namespace>.svc`) in the
+                // URL and TLS whatever the Service resolves to, an ExternalName host included
+                // (unlike an APIService's backend here: kubernetes#123808).
+                let Target::Service {
+                    namespace, name, ..
+                } = target
+                else {
+                    return Err("a webhook service resolves to a Service".into());
+                };
+                let host = format!("{name}.{namespace}.svc");
+                let url = format!("https://{host}:{}{path}", address.port());
+                let client = self.client(&host, Some(address))?;
                 Ok((url, client))
             }
         }
@@ -259,39 +358,100 @@ impl WebhookTransport {
 impl ConversionTransport for WebhookTransport {
     async fn post(&self, review: Vec<u8>) -> Result<Value, String> {
         let (url, client) = self.target().await?;
+        // client-go's request URL: the path cleaned (no trailing `/`) and the client's timeout
+        // as a query parameter, which is also how kube's errors quote it.
+        let url = with_timeout_parameter(&url);
         let post_failed = |why: String| format!("Post {url:?}: {why}");
         let mut response = client
             .post(&url)
             .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::ACCEPT, "application/json, */*")
+            .header(http::header::USER_AGENT, USER_AGENT)
             .timeout(TIMEOUT)
             .body(review)
             .send()
             .await
             .map_err(|e| post_failed(error_chain(&e)))?;
         let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
         let body = read_body_capped(&mut response, MAX_ANSWER_BYTES)
             .await
             .map_err(post_failed)?;
-        let parsed: Result<Value, _> = serde_json::from_slice(&body);
-        if !(200..300).contains(&status) {
-            // client-go's words for an error answer: the Status's message, if it sent one.
-            let message = parsed
-                .ok()
-                .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Status"))
-                .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string));
-            return Err(message.unwrap_or_else(|| {
-                format!(
-                    "the server responded with the status code {status} but did not return more information"
-                )
-            }));
-        }
-        parsed.map_err(|e| format!("decoding the ConversionReview: {e}"))
+        decode_answer(status, &content_type, &body)
     }
 
     fn observe(&self, outcome: &ReviewOutcome<'_>) {
         if let Some(metrics) = &self.metrics {
             metrics.observe(&self.crd_name, outcome);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_get_client_go_s_clean_path_and_timeout() {
+        assert_eq!(
+            with_timeout_parameter("https://h:8443/convert/"),
+            "https://h:8443/convert?timeout=30s"
+        );
+        assert_eq!(
+            with_timeout_parameter("https://h/"),
+            "https://h/?timeout=30s"
+        );
+        assert_eq!(with_timeout_parameter("https://h"), "https://h?timeout=30s");
+        assert_eq!(
+            with_timeout_parameter("https://h/a/b"),
+            "https://h/a/b?timeout=30s"
+        );
+    }
+
+    #[test]
+    fn answers_are_decoded_as_client_go_decodes_them() {
+        let ok = decode_answer(200, "application/json", br#"{"kind":"ConversionReview"}"#);
+        assert_eq!(ok.unwrap()["kind"], "ConversionReview");
+        assert_eq!(
+            decode_answer(200, "text/plain; charset=utf-8", b"{}").unwrap_err(),
+            "serializer for text/plain doesn't exist"
+        );
+        assert_eq!(
+            decode_answer(200, "application/json", b"").unwrap_err(),
+            "0-length response with status code: 200 and content type: application/json"
+        );
+        assert!(decode_answer(200, "application/json", b"{x")
+            .unwrap_err()
+            .starts_with("couldn't get version/kind; json parse error: "));
+        assert_eq!(
+            decode_answer(500, "text/plain", b"boom\n").unwrap_err(),
+            "an error on the server (\"boom\") has prevented the request from succeeding"
+        );
+        assert_eq!(
+            decode_answer(403, "text/plain", b"go away").unwrap_err(),
+            "go away"
+        );
+        assert_eq!(
+            decode_answer(404, "application/json", b"{}").unwrap_err(),
+            "the server could not find the requested resource"
+        );
+        assert_eq!(
+            decode_answer(
+                500,
+                "application/json",
+                br#"{"kind":"Status","message":"no"}"#
+            )
+            .unwrap_err(),
+            "no"
+        );
+        assert_eq!(
+            decode_answer(302, "", b"").unwrap_err(),
+            "the server responded with the status code 302 but did not return more information"
+        );
     }
 }

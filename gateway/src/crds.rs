@@ -268,10 +268,14 @@ async fn finalize(
     let first = defs.iter().position(|d| d.version == storage).unwrap_or(0);
     if first < defs.len() {
         let instances = defs.swap_remove(first);
-        let (items, _) = registry
-            .list_internal(&instances)
-            .await
-            .map_err(|e| e.message)?;
+        let items = match registry.list_internal(&instances).await {
+            Ok((items, _)) => items,
+            Err(e) => {
+                // kube's finalizer: `InstanceDeletionFailed`, "could not list instances: ...".
+                set_terminating(Termination::ListFailed, e.message.clone()).await?;
+                return Err(format!("could not list instances: {}", e.message));
+            }
+        };
         for item in &items {
             let namespace = item
                 .pointer("/metadata/namespace")

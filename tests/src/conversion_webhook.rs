@@ -6,7 +6,8 @@
 //!
 //! - `POST /convert` converts; `POST /fail` answers `result.status: Failure` with the message
 //!   `conversion refused by the test webhook`;
-//! - every review received is appended to `reviews.jsonl` ([`ConversionWebhook::reviews`]);
+//! - every review received is appended to `reviews.jsonl` ([`ConversionWebhook::reviews`]),
+//!   with the request's path, query, `Host` and `User-Agent`;
 //! - the serving certificate (from a fresh CA: [`ConversionWebhook::ca_bundle_base64`]) names
 //!   `hook.webhooks.svc`, `localhost` and `127.0.0.1`, so the webhook can be reached by URL or
 //!   through a Service `webhooks/hook` whose Endpoints point at it.
@@ -51,12 +52,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
         review = json.loads(self.rfile.read(length))
+        path, _, query = self.path.partition("?")
         with LOCK:
             with open(os.path.join(STATE, "reviews.jsonl"), "a") as log:
-                log.write(json.dumps({"path": self.path, "review": review}) + "\n")
+                log.write(json.dumps({"path": path, "query": query, "host": self.headers.get("Host"),
+                                      "user_agent": self.headers.get("User-Agent"),
+                                      "review": review}) + "\n")
         request = review.get("request", {})
         response = {"uid": request.get("uid", "")}
-        if self.path.startswith("/fail"):
+        if path.startswith("/fail"):
             response["result"] = {"status": "Failure", "message": "conversion refused by the test webhook"}
         else:
             desired = request.get("desiredAPIVersion", "")
@@ -134,7 +138,7 @@ impl ConversionWebhook {
         base64::engine::general_purpose::STANDARD.encode(pem)
     }
 
-    /// Every review received so far: `{"path": ..., "review": ...}`.
+    /// Every review received so far: `{"path", "query", "host", "user_agent", "review"}`.
     pub fn reviews(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("reviews.jsonl"))
             .unwrap_or_default()

@@ -99,7 +99,17 @@ fn objects_are_converted_by_the_webhook_between_served_versions() {
     let reviews = webhook.reviews();
     assert_eq!(reviews.len(), 1, "{reviews:?}");
     let review = &reviews[0]["review"];
+    // Addressed as kube's webhook client addresses a Service, with its timeout and agent.
     assert_eq!(reviews[0]["path"], "/convert");
+    assert_eq!(reviews[0]["query"], "timeout=30s");
+    assert_eq!(
+        reviews[0]["host"],
+        format!("hook.webhooks.svc:{}", webhook.port())
+    );
+    assert_eq!(reviews[0]["user_agent"], "kube-apiserver-admission");
+    assert!(review["request"]["objects"][0]["metadata"]
+        .get("resourceVersion")
+        .is_none());
     assert_eq!(review["apiVersion"], "apiextensions.k8s.io/v1");
     assert_eq!(
         review["request"]["desiredAPIVersion"],
@@ -126,6 +136,25 @@ fn objects_are_converted_by_the_webhook_between_served_versions() {
         .reviews()
         .iter()
         .any(|r| r["review"]["request"]["desiredAPIVersion"] == "stable.example.com/v1"));
+
+    // Label selectors see the labels the webhook gave (kube matches what it serves).
+    let labelled = gate.ok(&[
+        "get",
+        "crontabs.v2.stable.example.com",
+        "-n",
+        "default",
+        "-l",
+        "converted-by=webhook",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        labelled.lines().collect::<Vec<_>>(),
+        [
+            "crontab.stable.example.com/hourly",
+            "crontab.stable.example.com/nightly"
+        ]
+    );
 
     // The v2 list: both objects in v2; kubectl edits through v2 land in storage as v1.
     let list = gate.json(&[
@@ -191,6 +220,22 @@ fn objects_are_converted_by_the_webhook_between_served_versions() {
         "{error}"
     );
     assert!(webhook.reviews().iter().any(|r| r["path"] == "/fail"));
+    // A server-side dry run converts as the write would, and fails the same way.
+    let dry_run = gate.fails(&[
+        "patch",
+        "crontabs.v2.stable.example.com",
+        "nightly",
+        "-n",
+        "default",
+        "--dry-run=server",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"schedule":"1 1 * * *"}}"#,
+    ]);
+    assert!(
+        dry_run.contains("conversion refused by the test webhook"),
+        "{dry_run}"
+    );
     let v1 = get(&gate, "crontabs.v1.stable.example.com", "nightly");
     assert_eq!(v1["spec"], json!({"cronSpec": "30 3 * * *"}));
     // Nothing half-written: a v2 create that cannot be converted stores nothing.

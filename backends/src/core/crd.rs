@@ -72,7 +72,15 @@ pub struct CrdStrategy;
 
 impl Strategy for CrdStrategy {
     fn check_decode(&self, object: &Value) -> Result<(), ApiError> {
-        check_types(object)
+        check_types(object)?;
+        // `caBundle` is a Go `[]byte`: a value that is not base64 fails decoding (400).
+        if let Some(Value::String(bundle)) =
+            object.pointer("/spec/conversion/webhook/clientConfig/caBundle")
+        {
+            super::b64::decode_std(bundle)
+                .map_err(|at| super::b64::decode_error("CustomResourceDefinition", at))?;
+        }
+        Ok(())
     }
 
     fn prepare_for_create(&self, object: &mut Value) {

@@ -136,19 +136,36 @@ impl ConversionWebhook {
     ) -> Result<Vec<Value>, ApiError> {
         let mut out = Vec::with_capacity(objects.len());
         let mut pending = Vec::new();
-        for object in objects {
+        for mut object in objects {
             if api_version(&object) == desired {
                 out.push(Some(object));
             } else {
+                // kube's webhook never sees a resourceVersion: storage holds objects without
+                // one and sets it after decoding.
+                let revision = object
+                    .get_mut("metadata")
+                    .and_then(Value::as_object_mut)
+                    .and_then(|meta| meta.remove("resourceVersion"));
                 out.push(None);
-                pending.push((out.len() - 1, object));
+                pending.push((out.len() - 1, revision, object));
             }
         }
         while !pending.is_empty() {
             let rest = pending.split_off(pending.len().min(MAX_OBJECTS_PER_REVIEW));
-            let (slots, batch): (Vec<usize>, Vec<Value>) = pending.into_iter().unzip();
+            let mut slots = Vec::with_capacity(pending.len());
+            let mut batch = Vec::with_capacity(pending.len());
+            for (slot, revision, object) in pending {
+                slots.push((slot, revision));
+                batch.push(object);
+            }
             let converted = self.review(batch, desired).await?;
-            for (slot, object) in slots.into_iter().zip(converted) {
+            for ((slot, revision), mut object) in slots.into_iter().zip(converted) {
+                if let (Some(revision), Some(meta)) = (
+                    revision,
+                    object.get_mut("metadata").and_then(Value::as_object_mut),
+                ) {
+                    meta.insert("resourceVersion".into(), revision);
+                }
                 out[slot] = Some(object);
             }
             pending = rest;
@@ -223,9 +240,13 @@ impl ConversionWebhook {
         let single = objects.len() == 1;
         let mut out = Vec::with_capacity(objects.len());
         for (index, (original, mut converted)) in objects.iter().zip(converted).enumerate() {
-            let invalid = |why: String| {
+            // kube words a list's failures by index, and a single object's type checks "at
+            // index 0" but its metadata checks without an index.
+            let invalid_at = |why: String| {
                 let message = if single {
-                    format!("conversion webhook for {gvk} returned invalid object: {why}")
+                    format!(
+                        "conversion webhook for {gvk} returned invalid object at index 0: {why}"
+                    )
                 } else {
                     format!(
                         "conversion webhook for {gvk} returned invalid converted object at index {index}: {why}"
@@ -233,18 +254,29 @@ impl ConversionWebhook {
                 };
                 (INVALID_CONVERTED_OBJECT, unknown(message))
             };
+            let invalid = |why: String| {
+                if single {
+                    let message =
+                        format!("conversion webhook for {gvk} returned invalid object: {why}");
+                    (INVALID_CONVERTED_OBJECT, unknown(message))
+                } else {
+                    invalid_at(why)
+                }
+            };
             if !converted.is_object() {
-                return Err(invalid("the converted object is not a JSON object".into()));
+                return Err(invalid_at(
+                    "the converted object is not a JSON object".into(),
+                ));
             }
             let got = api_version(&converted);
             if got != desired {
-                return Err(invalid(format!(
+                return Err(invalid_at(format!(
                     "invalid groupVersion (expected {desired}, received {got})"
                 )));
             }
             let (expected_kind, got_kind) = (kind(original), kind(&converted));
             if expected_kind != got_kind {
-                return Err(invalid(format!(
+                return Err(invalid_at(format!(
                     "invalid kind (expected {expected_kind}, received {got_kind})"
                 )));
             }
@@ -615,6 +647,11 @@ mod tests {
             .map(|o| o["metadata"]["name"].as_str().unwrap())
             .collect();
         assert_eq!(sent, ["a", "c"]);
+        // No resourceVersion goes to the webhook; it comes back on the converted objects.
+        assert!(reviews[0]["request"]["objects"][0]["metadata"]
+            .get("resourceVersion")
+            .is_none());
+        assert_eq!(out[0]["metadata"]["resourceVersion"], "7");
         assert_eq!(
             *fake.observed.lock().unwrap(),
             [("v1".to_string(), "v2".to_string(), None)]
@@ -674,8 +711,8 @@ mod tests {
             (|a| a["response"]["result"] = json!({"status": "Failure"}), "failed: response.result.status was 'Failure', not 'Success'"),
             (|a| a.as_object_mut().unwrap().remove("response").map(drop).unwrap_or(()), "failed: no response provided"),
             (|a| a["response"]["convertedObjects"] = json!([]), "conversion webhook for stable.example.com/v1, Kind=CronTab returned 0 objects, expected 1"),
-            (|a| a["response"]["convertedObjects"][0]["apiVersion"] = json!("stable.example.com/v1"), "returned invalid object: invalid groupVersion (expected stable.example.com/v2, received stable.example.com/v1)"),
-            (|a| a["response"]["convertedObjects"][0]["kind"] = json!("Other"), "returned invalid object: invalid kind (expected CronTab, received Other)"),
+            (|a| a["response"]["convertedObjects"][0]["apiVersion"] = json!("stable.example.com/v1"), "returned invalid object at index 0: invalid groupVersion (expected stable.example.com/v2, received stable.example.com/v1)"),
+            (|a| a["response"]["convertedObjects"][0]["kind"] = json!("Other"), "returned invalid object at index 0: invalid kind (expected CronTab, received Other)"),
             (|a| a["response"]["convertedObjects"][0]["metadata"]["name"] = json!("b"), "returned invalid object: must have the same name: a != b"),
             (|a| a["response"]["convertedObjects"][0]["metadata"]["uid"] = json!("u"), "returned invalid object: must have the same UID: uid-a != u"),
             (|a| a["response"]["convertedObjects"][0]["metadata"]["labels"] = json!({"a b": "c"}), "returned invalid metadata: metadata.labels: Invalid value: \"a b\": name part must consist of"),

@@ -327,6 +327,8 @@ pub enum Termination {
     InProgress,
     /// Deleting instances failed (`detail` says why).
     Failed,
+    /// Listing the instances failed (`detail` says why).
+    ListFailed,
     /// Every instance is gone.
     Completed,
 }
@@ -352,6 +354,12 @@ pub fn terminating_condition(stage: Termination, detail: &str) -> Condition {
             "True",
             "InstanceDeletionFailed",
             &format!("could not issue all deletes: {detail}"),
+        ),
+        Termination::ListFailed => Condition::new(
+            "Terminating",
+            "True",
+            "InstanceDeletionFailed",
+            &format!("could not list instances: {detail}"),
         ),
         Termination::Completed => Condition::new(
             "Terminating",
@@ -555,6 +563,10 @@ mod tests {
         assert_eq!(
             terminating_condition(Termination::Failed, "boom").message,
             "could not issue all deletes: boom"
+        );
+        assert_eq!(
+            terminating_condition(Termination::ListFailed, "boom").message,
+            "could not list instances: boom"
         );
     }
 

@@ -829,20 +829,7 @@ fn validate_conversion(crd: &Value, opts: &Options) -> Causes {
     let review_versions = webhook.and_then(|w| w.get("conversionReviewVersions"));
     match strategy {
         "" => errs.push(field_required("spec.conversion.strategy", "")),
-        "None" => {
-            if client_config.is_some() {
-                errs.push(field_forbidden(
-                    "spec.conversion.webhookClientConfig",
-                    "should not be set when strategy is not set to Webhook",
-                ));
-            }
-            if !items(review_versions).is_empty() {
-                errs.push(field_forbidden(
-                    "spec.conversion.conversionReviewVersions",
-                    "should not be set when strategy is not set to Webhook",
-                ));
-            }
-        }
+        "None" => {}
         "Webhook" => {
             match client_config {
                 None => errs.push(field_required(
@@ -861,6 +848,20 @@ fn validate_conversion(crd: &Value, opts: &Options) -> Causes {
             other,
             &["None", "Webhook"],
         )),
+    }
+    if strategy != "Webhook" {
+        if client_config.is_some() {
+            errs.push(field_forbidden(
+                "spec.conversion.webhookClientConfig",
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+        if !items(review_versions).is_empty() {
+            errs.push(field_forbidden(
+                "spec.conversion.conversionReviewVersions",
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
     }
     errs
 }
@@ -893,25 +894,95 @@ fn validate_webhook_client_config(config: &Value, opts: &Options) -> Causes {
     errs
 }
 
-/// Why a base64 `caBundle` would not load as client-go's roots, if it would not.
+/// Why a base64 `caBundle` would not load as client-go's roots, if it would not
+/// (`transport.TLSConfigFor`'s `rootCertPool` and its `createErrorParsingCAData`). A bundle
+/// that is not base64 was refused when the object was decoded.
 fn ca_bundle_error(bundle: &str) -> Option<String> {
-    use base64::Engine;
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(bundle)
-        .ok()?;
-    let text = String::from_utf8_lossy(&pem);
-    let has_certificate =
-        text.contains("-----BEGIN CERTIFICATE-----") && text.contains("-----END CERTIFICATE-----");
-    (!has_certificate)
-        .then(|| "unable to load root certificates: unable to parse bytes as PEM block".to_string())
+    let pem = super::b64::decode_std(bundle).ok()?;
+    let blocks = pem_blocks(&pem);
+    let parses =
+        |block: &PemBlock<'_>| kubegate_policy::https::root_store_from_pem(block.text).is_ok();
+    if blocks
+        .iter()
+        .any(|b| b.kind == "CERTIFICATE" && !b.has_headers && parses(b))
+    {
+        return None;
+    }
+    let why = (|| {
+        for block in &blocks {
+            if block.kind != "CERTIFICATE" || block.has_headers {
+                continue;
+            }
+            if !parses(block) {
+                return "failed to parse certificate: x509: malformed certificate".to_string();
+            }
+        }
+        // Go's loop ends on bytes left over that hold no further block.
+        if blocks.last().map_or(!pem.is_empty(), |b| !b.rest_empty) {
+            return "unable to parse bytes as PEM block".to_string();
+        }
+        "no valid certificate authority data seen".to_string()
+    })();
+    Some(format!("unable to load root certificates: {why}"))
+}
+
+/// One PEM block as Go's `pem.Decode` finds it.
+struct PemBlock<'a> {
+    kind: &'a str,
+    /// The block's text, `-----BEGIN` to `-----END ...-----`.
+    text: &'a [u8],
+    has_headers: bool,
+    /// Whether nothing follows the block.
+    rest_empty: bool,
+}
+
+/// The PEM blocks of `data`, in order (text before, between and after them is skipped, as Go
+/// skips it).
+fn pem_blocks(data: &[u8]) -> Vec<PemBlock<'_>> {
+    const BEGIN: &[u8] = b"-----BEGIN ";
+    let mut blocks = Vec::new();
+    let mut at = 0;
+    while let Some(offset) = memchr_find(&data[at..], BEGIN) {
+        let start = at + offset;
+        let after_begin = start + BEGIN.len();
+        let Some(type_end) = memchr_find(&data[after_begin..], b"-----").map(|e| after_begin + e)
+        else {
+            break;
+        };
+        let kind = std::str::from_utf8(&data[after_begin..type_end]).unwrap_or("");
+        let end_marker = format!("-----END {kind}-----");
+        let Some(end) = memchr_find(&data[type_end..], end_marker.as_bytes())
+            .map(|e| type_end + e + end_marker.len())
+        else {
+            break;
+        };
+        let body = &data[type_end + 5..end - end_marker.len()];
+        let has_headers = body.split(|b| *b == b'\n').any(|line| line.contains(&b':'));
+        let mut next = end;
+        if data.get(next) == Some(&b'\r') {
+            next += 1;
+        }
+        if data.get(next) == Some(&b'\n') {
+            next += 1;
+        }
+        blocks.push(PemBlock {
+            kind,
+            text: &data[start..end],
+            has_headers,
+            rest_empty: next >= data.len(),
+        });
+        at = next;
+    }
+    blocks
+}
+
+fn memchr_find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A base64 `[]byte` field as Go's `%#v` prints the decoded bytes.
 fn go_bytes(bundle: &str) -> String {
-    use base64::Engine;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(bundle)
-        .unwrap_or_default();
+    let bytes = super::b64::decode_std(bundle).unwrap_or_default();
     let hex: Vec<String> = bytes.iter().map(|b| format!("0x{b:x}")).collect();
     format!("[]byte{{{}}}", hex.join(", "))
 }
@@ -959,9 +1030,57 @@ fn split_url(url: &str) -> UrlParts<'_> {
     }
 }
 
+/// Why Go's `url.Parse` refuses `url`, for the errors kube's webhook URL check reports
+/// (control characters, a missing scheme, a host or port it cannot take).
+fn url_parse_error(url: &str) -> Option<String> {
+    if url.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Some("net/url: invalid control character in URL".into());
+    }
+    if url.starts_with(':') {
+        return Some("missing protocol scheme".into());
+    }
+    let parts = split_url(url);
+    let host = parts.host;
+    let (name, port) = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((_, port)) => ("", port),
+            None => return Some("missing ']' in host".into()),
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, port)) => (name, port),
+            None => (host, ""),
+        },
+    };
+    if !port.is_empty()
+        && !port
+            .trim_start_matches(':')
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+    {
+        return Some(format!("invalid port {port:?} after host"));
+    }
+    // Go accepts the URL-host characters (RFC 3986 unreserved, sub-delims, `%` escapes).
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=%".contains(*c) || !c.is_ascii()))
+    {
+        return Some(format!(
+            "invalid character {:?} in host name",
+            bad.to_string()
+        ));
+    }
+    None
+}
+
 /// kube's `ValidateWebhookURL` with https required.
 fn validate_webhook_url(path: &str, url: &str) -> Causes {
     const FORM: &str = "; desired format: https://host[/path]";
+    if let Some(why) = url_parse_error(url) {
+        return vec![field_required(
+            path,
+            &format!("url must be a valid URL: parse {url:?}: {why}{FORM}"),
+        )];
+    }
     let parts = split_url(url);
     let mut errs = Vec::new();
     if parts.scheme != "https" {
@@ -1908,6 +2027,20 @@ mod tests {
                 "spec.conversion.conversionReviewVersions[2]: Invalid value: \"V3\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
                 "spec.conversion.conversionReviewVersions: Invalid value: []string{\"v2\", \"v2\", \"V3\"}: must include at least one of v1, v1beta1",
             ]),
+            ("webhook URL Go cannot parse", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"url": "https://a b/"}, "conversionReviewVersions": ["v1"]}});
+            }, vec![
+                "spec.conversion.webhookClientConfig.url: Required value: url must be a valid URL: parse \"https://a b/\": invalid character \" \" in host name; desired format: https://host[/path]",
+            ]),
+            ("webhook settings without a strategy", |c| {
+                c["spec"]["conversion"] = json!({"strategy": "Other", "webhook": {
+                    "clientConfig": {"url": "https://x"}, "conversionReviewVersions": ["v1"]}});
+            }, vec![
+                "spec.conversion.strategy: Unsupported value: \"Other\": supported values: \"None\", \"Webhook\"",
+                "spec.conversion.webhookClientConfig: Forbidden: should not be set when strategy is not set to Webhook",
+                "spec.conversion.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook",
+            ]),
             ("webhook service", |c| {
                 c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
                     "clientConfig": {"service": {"port": 0, "path": "a//b"}}}});
@@ -2035,7 +2168,13 @@ mod tests {
     fn webhook_settings_are_relaxed_on_update_as_kube_relaxes_them() {
         use base64::Engine;
         let encode = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
-        let good = encode("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+        let ca = {
+            let mut params = rcgen::CertificateParams::default();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let key = rcgen::KeyPair::generate().unwrap();
+            params.self_signed(&key).unwrap().pem()
+        };
+        let good = encode(&ca);
         let with_webhook = |bundle: &str, versions: Value| {
             let mut crd = crontab();
             crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
@@ -2054,6 +2193,31 @@ mod tests {
         // Not established yet: any bundle.
         let pending = with_webhook(&good, json!(["v1"]));
         assert!(validate_crd_update(&with_webhook("YWJj", json!(["v1"])), &pending).is_empty());
+        // client-go's reasons for a bundle it cannot load.
+        for (bundle, why) in [
+            (
+                "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+                "failed to parse certificate: x509: malformed certificate",
+            ),
+            (
+                "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+                "no valid certificate authority data seen",
+            ),
+            (
+                "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----\n\n",
+                "unable to parse bytes as PEM block",
+            ),
+        ] {
+            let causes = rendered(&validate_crd_update(
+                &with_webhook(&encode(bundle), json!(["v1"])),
+                &established,
+            ));
+            assert_eq!(causes.len(), 1, "{causes:?}");
+            assert!(
+                causes[0].ends_with(&format!("unable to load root certificates: {why}")),
+                "{causes:?}"
+            );
+        }
         // A stored CRD without a recognized review version may keep one.
         let legacy = with_webhook(&good, json!(["v9"]));
         assert!(validate_crd_update(&with_webhook(&good, json!(["v8"])), &legacy).is_empty());

@@ -284,3 +284,40 @@ async fn a_failing_webhook_is_a_500_and_writes_nothing() {
     let (code, ok) = call(&f, "GET", &format!("{V2}/x"), None).await;
     assert_eq!((code, &ok["spec"]), (200, &json!({"schedule": "1"})));
 }
+
+/// kube tears a CRD's storage down when its spec changes, which ends its watches; clients
+/// watch again under the new definition (here: another webhook).
+#[tokio::test]
+async fn watches_end_when_the_crd_definitions_are_replaced() {
+    let (f, _webhook) = served_with_webhook().await;
+    let watch = f
+        .registry
+        .handle(request(
+            "GET",
+            &format!("{V2}?watch=true"),
+            None,
+            "application/json",
+        ))
+        .await;
+    let mut stream = super::tests::watch_of(watch);
+    // The same definitions served again (an unrelated CRD changed) keep the watch.
+    let same: Vec<crate::resource::ResourceDef> = f
+        .registry
+        .resources()
+        .iter()
+        .filter(|d| d.group == "stable.example.com")
+        .map(|d| (**d).clone())
+        .collect();
+    f.registry.set_custom_resources(same);
+    let open =
+        tokio::time::timeout(std::time::Duration::from_millis(300), stream.frames.recv()).await;
+    assert!(open.is_err(), "the watch ended: {open:?}");
+    // New definitions, as a changed CRD builds, end it.
+    let again = resource_defs_with(&crd(), Some(&Transports(Arc::new(Webhook::default()))));
+    f.registry.set_custom_resources(again);
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+        while stream.frames.recv().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch outlived its definitions");
+}

@@ -93,8 +93,9 @@ impl Served {
 /// Serves every registered resource.
 pub struct Registry {
     builtin: Vec<Arc<ResourceDef>>,
-    /// Swapped whole when resources are added or removed: requests never wait for it.
-    served: arc_swap::ArcSwap<Served>,
+    /// Swapped whole when resources are added or removed: requests never wait for it. Shared
+    /// with custom resources' watches, which end once their definition is replaced.
+    served: Arc<arc_swap::ArcSwap<Served>>,
     /// Bumped on every change of the served set (discovery and OpenAPI rebuild on it).
     changed: tokio::sync::watch::Sender<u64>,
     cacher: Arc<Cacher>,
@@ -107,7 +108,9 @@ impl Registry {
     pub fn new(resources: Vec<ResourceDef>, cacher: Arc<Cacher>, options: RegistryOptions) -> Self {
         let builtin: Vec<Arc<ResourceDef>> = resources.into_iter().map(Arc::new).collect();
         Registry {
-            served: arc_swap::ArcSwap::from_pointee(Served::new(builtin.clone())),
+            served: Arc::new(arc_swap::ArcSwap::from_pointee(Served::new(
+                builtin.clone(),
+            ))),
             builtin,
             changed: tokio::sync::watch::channel(0).0,
             cacher,
@@ -152,6 +155,35 @@ impl Registry {
     /// A receiver that sees every change of the served resources.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// Resolves once `def` (a custom resource's) is no longer what its group, version and
+    /// plural serve: its CRD changed (new definitions) or went. kube tears a CRD's storage down
+    /// on such a change, which ends its watches; clients watch again under the new definition.
+    fn replaced(
+        &self,
+        def: &Arc<ResourceDef>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let served = self.served.clone();
+        let mut changes = self.changed.subscribe();
+        let def = def.clone();
+        async move {
+            loop {
+                let current = served
+                    .load()
+                    .by_path
+                    .get(&def.group)
+                    .and_then(|versions| versions.get(&def.version))
+                    .and_then(|plurals| plurals.get(&def.plural))
+                    .is_some_and(|now| Arc::ptr_eq(&now.strategy, &def.strategy));
+                if !current {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
     }
 
     /// Every served resource, in registration order.

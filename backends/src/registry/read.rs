@@ -2,6 +2,7 @@
 //! unset = consistent (wait for the cache to hold every acknowledged write), `0` = any cached
 //! state, `N` with `resourceVersionMatch=NotOlderThan` (default) = at least N, `Exact` = at N.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -229,9 +230,38 @@ impl Filter {
             .any(|r| r.field != "metadata.name" && r.field != "metadata.namespace")
     }
 
+    /// Whether matching reads the object as `def` serves it: a type-specific field, or labels
+    /// of an object a CRD's webhook converts (it may change labels; kube matches what it
+    /// served).
+    fn reads_served(&self, def: &ResourceDef) -> bool {
+        self.needs_body()
+            || (!self.labels.is_empty() && def.strategy.webhook_conversion().is_some())
+    }
+
     fn matches(&self, def: &ResourceDef, object: &CachedObject) -> bool {
-        if !self.labels.is_empty() && !self.labels.matches(&object.labels) {
-            return false;
+        if !self.labels.is_empty() {
+            let matched = if def.strategy.webhook_conversion().is_some() {
+                let served: Option<Value> = super::served_bytes(def, object)
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+                let labels: BTreeMap<String, String> = served
+                    .as_ref()
+                    .and_then(|o| o.pointer("/metadata/labels"))
+                    .and_then(Value::as_object)
+                    .map(|labels| {
+                        labels
+                            .iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.labels.matches(&labels)
+            } else {
+                self.labels.matches(&object.labels)
+            };
+            if !matched {
+                return false;
+            }
         }
         if self.fields.is_empty() {
             return true;
@@ -390,7 +420,7 @@ impl Registry {
         let limit = if at == ReadAt::Any { 0 } else { limit };
         // Objects a CRD's webhook must convert: all of them when the selector reads fields of
         // the served version, otherwise only the page's (below).
-        if filter.needs_body() {
+        if filter.reads_served(def) {
             super::convert::prepare(def, &items).await?;
         }
         let mut selected: Vec<Arc<CachedObject>> = Vec::new();
@@ -548,6 +578,14 @@ impl Registry {
             }
         };
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+        // A custom resource's watch ends when its CRD's definitions are replaced, as kube's
+        // CRD handler tears the old storage (and its watches) down.
+        let replaced: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            if def.strategy.is_custom_resource() {
+                Box::pin(self.replaced(def))
+            } else {
+                Box::pin(std::future::pending())
+            };
         let def = def.clone();
         let bookmark_interval = self.options.bookmark_interval;
         let content_type = encoder.content_type();
@@ -577,6 +615,7 @@ impl Registry {
             // kube's watcher also sends a bookmark 2 s before its deadline, so the client
             // resumes from the freshest revision it can.
             let mut last_bookmark = deadline.checked_sub(PRE_DEADLINE_BOOKMARK);
+            let mut replaced = replaced;
             loop {
                 let before_deadline = async {
                     match last_bookmark {
@@ -586,6 +625,7 @@ impl Registry {
                 };
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => return,
+                    _ = &mut replaced => return,
                     _ = before_deadline, if bookmarks => {
                         last_bookmark = None;
                         let revision = watcher.bookmark_revision();

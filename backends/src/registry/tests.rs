@@ -1069,7 +1069,7 @@ async fn secrets_decode_base64_and_merge_string_data() {
 }
 
 /// The stream of a watch answer (a test failure for any other answer).
-fn watch_of(response: ApiResponse) -> crate::api::WatchStream {
+pub(super) fn watch_of(response: ApiResponse) -> crate::api::WatchStream {
     match response {
         ApiResponse::Watch(w) => w,
         ApiResponse::Body(b) => panic!(

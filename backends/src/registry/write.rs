@@ -204,6 +204,17 @@ async fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<(Bytes, O
     Ok((Bytes::from(bytes.map_err(ApiError::internal)?), converted))
 }
 
+/// What a dry-run write answers with: the object as it would be stored and read back, which
+/// for a custom resource converted by its CRD's webhook means through the webhook both ways
+/// (kube's dry-run storage runs the object through the storage codec), so a dry run fails
+/// where the write would.
+async fn dry_run_answer(def: &ResourceDef, object: Value) -> ApiResult<Value> {
+    match super::convert::storage_form(def, &object).await? {
+        Some(stored) => super::convert::served_after_write(def, stored).await,
+        None => Ok(object),
+    }
+}
+
 /// The object a write answers with, at `revision`: what was written, or, when the CRD's
 /// webhook converted it for storage, the stored form converted back (as kube decodes what
 /// its store returns).
@@ -670,7 +681,7 @@ impl Registry {
                 return Err(self.already_exists(def, &namespace, &name));
             }
             return Ok(Written {
-                object,
+                object: dry_run_answer(def, object).await?,
                 warnings: Vec::new(),
             });
         }
@@ -1135,7 +1146,7 @@ impl Registry {
             }
             if dry_run {
                 return Ok(Written {
-                    object: with_revision(object, cached.revision),
+                    object: with_revision(dry_run_answer(def, object).await?, cached.revision),
                     warnings: Vec::new(),
                 });
             }
@@ -1261,7 +1272,8 @@ impl Registry {
                     }
                 }
                 if options.dry_run {
-                    return Ok((options.pending_status(), marked, false));
+                    let answer = dry_run_answer(def, marked).await?;
+                    return Ok((options.pending_status(), answer, false));
                 }
                 let (bytes, stored) = storage_bytes(def, &marked).await?;
                 match self.store().update(&key, bytes, cached.revision).await {
