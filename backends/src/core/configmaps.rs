@@ -89,8 +89,8 @@ impl Strategy for ConfigMapStrategy {
         }
         causes.extend(b64::decode_causes(object, "binaryData"));
         if total > MAX_SIZE {
-            // kube reports the size against the whole object (an empty field path).
-            causes.push(too_long("", MAX_SIZE));
+            // kube reports the size against `field.NewPath("")`, which prints as `[]`.
+            causes.push(too_long("[]", MAX_SIZE));
         }
         causes
     }
@@ -151,7 +151,7 @@ mod tests {
         let cm = json!({"data": {"big": big}});
         let causes = ConfigMapStrategy.validate(&cm);
         assert_eq!(causes.len(), 1);
-        assert_eq!(causes[0].field, "");
+        assert_eq!(causes[0].field, "[]");
         assert_eq!(
             causes[0].message,
             "Too long: may not be more than 1048576 bytes"

@@ -832,7 +832,7 @@ fn label_key_errors(value: &str) -> Vec<String> {
                 errors.push("prefix part must be non-empty".to_string());
             } else {
                 if prefix.len() > 253 {
-                    errors.push("prefix part must be no more than 253 bytes".to_string());
+                    errors.push("prefix part must be no more than 253 characters".to_string());
                 }
                 if !is_dns1123_subdomain_form(prefix) {
                     errors.push(format!(
@@ -858,7 +858,7 @@ fn label_key_errors(value: &str) -> Vec<String> {
     if name.is_empty() {
         errors.push("name part must be non-empty".to_string());
     } else if name.len() > 63 {
-        errors.push("name part must be no more than 63 bytes".to_string());
+        errors.push("name part must be no more than 63 characters".to_string());
     }
     if !is_label_name_form(name) {
         errors.push(format!(
@@ -877,7 +877,7 @@ fn label_key_errors(value: &str) -> Vec<String> {
 fn label_value_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > 63 {
-        errors.push("must be no more than 63 bytes".to_string());
+        errors.push("must be no more than 63 characters".to_string());
     }
     if !value.is_empty() && !is_label_name_form(value) {
         errors.push(regex_error(
@@ -1387,11 +1387,14 @@ mod tests {
         );
         let long = "k".repeat(64);
         let e = parse_err(&long);
-        assert!(e.contains("name part must be no more than 63 bytes"), "{e}");
+        assert!(
+            e.contains("name part must be no more than 63 characters"),
+            "{e}"
+        );
         assert!(!e.contains("name part must consist"), "{e}");
         let e = parse_err(&format!("k={}", "v".repeat(64)));
         assert!(e.contains("values[0][k]: Invalid value:"), "{e}");
-        assert!(e.ends_with("must be no more than 63 bytes"), "{e}");
+        assert!(e.ends_with("must be no more than 63 characters"), "{e}");
         // several bad values in a set are aggregated in brackets, sorted like kube's string set.
         let e = parse_err("k in (-a,-b)");
         assert!(

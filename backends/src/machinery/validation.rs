@@ -40,13 +40,9 @@ const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 const MAX_GENERATE_NAME_PREFIX: usize = 63 - 5;
 const RANDOM_SUFFIX_LENGTH: usize = 5;
 
-/// `validation.MaxLenError` (names) says characters; `content.MaxLenError` (labels) bytes.
+/// `validation.MaxLenError`, for names, label keys and values alike (kube 1.32 and 1.33).
 fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
-}
-
-fn max_len_error_bytes(n: usize) -> String {
-    format!("must be no more than {n} bytes")
 }
 
 /// `validation.RegexError`.
@@ -171,7 +167,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
                 errs.extend(
-                    dns1123_subdomain_errors(prefix, max_len_error_bytes)
+                    dns1123_subdomain_errors(prefix, max_len_error)
                         .into_iter()
                         .map(|m| format!("prefix part {m}")),
                 );
@@ -189,7 +185,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push("name part must be non-empty".to_string());
     } else if name.len() > LABEL_KEY_MAX {
-        errs.push(format!("name part {}", max_len_error_bytes(LABEL_KEY_MAX)));
+        errs.push(format!("name part {}", max_len_error(LABEL_KEY_MAX)));
     }
     if !matches_label_name(name) {
         errs.push(format!(
@@ -208,7 +204,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
 pub fn is_valid_label_value(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > LABEL_VALUE_MAX {
-        errs.push(max_len_error_bytes(LABEL_VALUE_MAX));
+        errs.push(max_len_error(LABEL_VALUE_MAX));
     }
     if !value.is_empty() && !matches_label_name(value) {
         errs.push(regex_error(
@@ -715,7 +711,7 @@ mod tests {
         );
         assert_eq!(
             is_qualified_name(&"a".repeat(64)),
-            vec!["name part must be no more than 63 bytes".to_string()]
+            vec!["name part must be no more than 63 characters".to_string()]
         );
         let e = is_qualified_name("a/b/c");
         assert_eq!(e.len(), 1);
@@ -735,7 +731,7 @@ mod tests {
         );
         assert_eq!(
             is_valid_label_value(&"a".repeat(64)),
-            vec!["must be no more than 63 bytes".to_string()]
+            vec!["must be no more than 63 characters".to_string()]
         );
     }
 

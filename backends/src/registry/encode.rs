@@ -176,6 +176,7 @@ pub(crate) struct ContinueToken {
 /// The revision of a continue token that reads on at the latest revision.
 pub(crate) const LATEST: i64 = -1;
 
+/// kube's continue token: JSON `{"v","rv","start"}`, base64 URL-safe without padding.
 pub(crate) fn encode_continue(rv: i64, start: &str) -> String {
     let token = ContinueToken {
         v: "meta.k8s.io/v1".into(),
@@ -183,28 +184,64 @@ pub(crate) fn encode_continue(rv: i64, start: &str) -> String {
         start: start.to_string(),
     };
     let json = serde_json::to_vec(&token).unwrap_or_default();
-    base64::engine::general_purpose::URL_SAFE.encode(json)
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
 }
 
+/// kube's `storage.DecodeContinue`, with its errors as the 400 its store answers
+/// (`invalid continue token: continue key is not valid...`). Padded tokens (kubegate's
+/// before it matched kube's encoding) are still taken.
 pub(crate) fn decode_continue(token: &str) -> ApiResult<ContinueToken> {
-    let bad =
-        || ApiError::bad_request("continue key is not valid: invalid continue token".to_string());
-    let raw = base64::engine::general_purpose::URL_SAFE
+    let bad = |why: String| {
+        ApiError::bad_request(format!(
+            "invalid continue token: continue key is not valid{why}"
+        ))
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
-        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token))
-        .map_err(|_| bad())?;
-    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    // Like kube's DecodeContinue: the key must be a clean relative path. (The cache bounds
-    // every list by its prefix anyway; names may legitimately contain "..".)
-    let unclean = token.start.starts_with('/')
-        || token
-            .start
-            .split('/')
-            .any(|segment| segment == "." || segment == "..");
-    if token.v != "meta.k8s.io/v1" || token.rv == 0 || unclean {
-        return Err(bad());
+        .or_else(|e| {
+            base64::engine::general_purpose::URL_SAFE
+                .decode(token)
+                .map_err(|_| e)
+        })
+        .map_err(|e| {
+            let at = match e {
+                base64::DecodeError::InvalidByte(at, _)
+                | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                base64::DecodeError::InvalidLength(len) => len.saturating_sub(1),
+                base64::DecodeError::InvalidPadding => token.len().saturating_sub(1),
+            };
+            bad(format!(": illegal base64 data at input byte {at}"))
+        })?;
+    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|e| bad(format!(": {e}")))?;
+    if token.v != "meta.k8s.io/v1" {
+        return Err(bad(format!(
+            ": server does not recognize this encoded version {}",
+            token.v
+        )));
     }
-    Ok(token)
+    if token.rv == 0 {
+        return Err(bad(
+            ": incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into(),
+        ));
+    }
+    if token.start.is_empty() {
+        return Err(bad(
+            ": encoded start key empty (version meta.k8s.io/v1)".into()
+        ));
+    }
+    // kube's defence against path traversal: the key, rooted, must be its own `path.Clean`.
+    // (The cache also bounds every list by its prefix; names may contain "..".)
+    let rooted = token.start.strip_prefix('/').unwrap_or(&token.start);
+    let clean = rooted
+        .split('/')
+        .all(|segment| !segment.is_empty() && segment != "." && segment != "..");
+    if !clean {
+        return Err(bad(format!(": {}", token.start)));
+    }
+    Ok(ContinueToken {
+        start: rooted.to_string(),
+        ..token
+    })
 }
 
 /// One watch frame: `{"type":"ADDED","object":{...}}` and a newline.
@@ -230,7 +267,21 @@ mod tests {
         let d = decode_continue(&t).unwrap();
         assert_eq!(d.rv, 42);
         assert_eq!(d.start, "team-a/app");
-        assert!(decode_continue("not-base64!").is_err());
+        assert_eq!(
+            decode_continue("not-base64!").unwrap_err().message,
+            "invalid continue token: continue key is not valid: illegal base64 data at input byte 10"
+        );
+        // kube's encoding: no padding; padded tokens are still taken.
+        assert!(!t.contains('='));
+        let padded = base64::engine::general_purpose::URL_SAFE
+            .encode(br#"{"v":"meta.k8s.io/v1","rv":1,"start":"/a/b"}"#);
+        assert_eq!(decode_continue(&padded).unwrap().start, "a/b");
+        let no_start = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(br#"{"v":"meta.k8s.io/v1","rv":1,"start":""}"#);
+        assert_eq!(
+            decode_continue(&no_start).unwrap_err().message,
+            "invalid continue token: continue key is not valid: encoded start key empty (version meta.k8s.io/v1)"
+        );
         let evil = base64::engine::general_purpose::URL_SAFE
             .encode(br#"{"v":"meta.k8s.io/v1","rv":1,"start":"../../secrets"}"#);
         assert!(decode_continue(&evil).is_err());

@@ -2239,3 +2239,31 @@ async fn include_object_is_a_table_option_only() {
         ApiResponse::Watch(_) => panic!("unexpected watch"),
     }
 }
+
+/// kube's `rest.BeforeDelete` words a failed delete precondition with the kind.
+#[tokio::test]
+async fn delete_preconditions_are_worded_as_kube_words_them() {
+    let f = fixture().await;
+    let (_, a) = call(&f, "POST", CMS, Some(cm("pre", json!({})))).await;
+    let body = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}});
+    let (code, s) = call(&f, "DELETE", &format!("{CMS}/pre"), Some(body)).await;
+    assert_eq!(code, 409, "{s}");
+    assert_eq!(
+        s["message"],
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"pre\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({}). The object might have been modified",
+            rv(&a)
+        )
+    );
+    assert_eq!(s["details"]["kind"], "ConfigMap");
+    let body = json!({"preconditions": {"uid": "u-1"}});
+    let (code, s) = call(&f, "DELETE", &format!("{CMS}/pre"), Some(body)).await;
+    assert_eq!(code, 409, "{s}");
+    assert_eq!(
+        s["message"],
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"pre\": the UID in the precondition (u-1) does not match the UID in record ({}). The object might have been deleted and then recreated",
+            a["metadata"]["uid"].as_str().unwrap()
+        )
+    );
+}

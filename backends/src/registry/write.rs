@@ -1218,24 +1218,30 @@ impl Registry {
                 .get(&key)
                 .ok_or_else(|| ApiError::not_found(&gr, name))?;
             let current: Value = super::convert::served_value(def, &cached).await?;
+            // kube's `rest.BeforeDelete` checks the preconditions first, naming the kind.
+            let group_kind = crate::status::GroupResource::new(def.group.clone(), def.kind.clone());
             if let Some(uid) = &options.precondition_uid {
-                if meta_str(&current, "uid") != Some(uid.as_str()) {
+                let stored = meta_str(&current, "uid").unwrap_or("");
+                if stored != uid.as_str() {
                     return Err(ApiError::conflict(
-                        &gr,
+                        &group_kind,
                         name,
                         &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        meta_str(&current, "uid").unwrap_or("")
-                    ),
+                            "the UID in the precondition ({uid}) does not match the UID in record ({stored}). The object might have been deleted and then recreated"
+                        ),
                     ));
                 }
             }
             if let Some(rv) = &options.precondition_resource_version {
                 if *rv != cached.revision.to_string() {
-                    return Err(ApiError::conflict(&gr, name, &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        cached.revision
-                    )));
+                    return Err(ApiError::conflict(
+                        &group_kind,
+                        name,
+                        &format!(
+                            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                            cached.revision
+                        ),
+                    ));
                 }
             }
             super::namespaces::check_namespace_delete(def, &current)?;
