@@ -418,6 +418,12 @@ pub fn run(config: Config) -> Result<(), StartError> {
                     .ensure_default_namespaces()
                     .await
                     .map_err(|e| StartError::Storage(e.message))?;
+                kubegate_backends::core::services::ensure_kubernetes_service(
+                    &registry,
+                    config.secure_port,
+                )
+                .await
+                .map_err(|e| StartError::Storage(format!("default/kubernetes Service: {e}")))?;
                 crate::rbac::reconcile_bootstrap_policy(&registry)
                     .await
                     .map_err(|e| StartError::Storage(format!("RBAC bootstrap policy: {e}")))?;
@@ -511,6 +517,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     background.spawn(crate::controllers::upkeep::run(
         registry.clone(),
         authentication_info,
+        config.secure_port,
         config.flow_control.bootstrap_resync_interval,
         stop_rx.clone(),
     ));

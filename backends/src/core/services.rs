@@ -20,6 +20,46 @@ pub use super::services_alloc::{
     cluster_ip_for, node_port_for, NODE_PORT_MAX, NODE_PORT_MIN, SERVICE_CIDR,
 };
 
+/// kube-apiserver's own Service, `default/kubernetes` (its bootstrap controller's): ClusterIP
+/// 10.96.0.1, port 443 `https` to the secure port. Created when missing, so one deleted comes
+/// back on the next pass as kube's does; an existing one is left as it is (replicas may
+/// listen on different ports, and would otherwise take turns rewriting it).
+pub async fn ensure_kubernetes_service(
+    registry: &crate::registry::Registry,
+    secure_port: u16,
+) -> crate::status::ApiResult<()> {
+    let Some(def) = registry.find("", "services") else {
+        return Ok(());
+    };
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": "10.96.0.1",
+            "sessionAffinity": "None",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": secure_port}],
+        },
+    });
+    match registry
+        .create_internal(&def, service, crate::registry::manager::KUBE_APISERVER)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!("created the default/kubernetes Service");
+            Ok(())
+        }
+        // Already there, or the namespace is going away: nothing to do.
+        Err(e) if e.code == 409 || e.code == 403 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The Service resource.
 pub fn def() -> ResourceDef {
     let mut def = base_def(

@@ -2267,3 +2267,40 @@ async fn delete_preconditions_are_worded_as_kube_words_them() {
         )
     );
 }
+
+/// kube-apiserver's own Service is created when missing and left alone when there.
+#[tokio::test]
+async fn the_kubernetes_service_is_ensured() {
+    let f = fixture().await;
+    let path = "/api/v1/namespaces/default/services/kubernetes";
+    crate::core::services::ensure_kubernetes_service(&f.registry, 6443)
+        .await
+        .unwrap();
+    let (code, service) = call(&f, "GET", path, None).await;
+    assert_eq!(code, 200, "{service}");
+    assert_eq!(service["spec"]["clusterIP"], "10.96.0.1");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}])
+    );
+    assert_eq!(
+        service["metadata"]["labels"],
+        json!({"component": "apiserver", "provider": "kubernetes"})
+    );
+    // Another replica's port does not rewrite it; a deleted one comes back.
+    crate::core::services::ensure_kubernetes_service(&f.registry, 7443)
+        .await
+        .unwrap();
+    let (_, same) = call(&f, "GET", path, None).await;
+    assert_eq!(
+        same["metadata"]["resourceVersion"],
+        service["metadata"]["resourceVersion"]
+    );
+    let (code, _) = call(&f, "DELETE", path, None).await;
+    assert_eq!(code, 200);
+    crate::core::services::ensure_kubernetes_service(&f.registry, 6443)
+        .await
+        .unwrap();
+    let (code, _) = call(&f, "GET", path, None).await;
+    assert_eq!(code, 200);
+}

@@ -3,7 +3,8 @@
 //! (kube's `priority-and-fairness-config-producer` hook re-runs its ensurer every minute), and
 //! `kube-system/extension-apiserver-authentication`, published again whenever it changes or
 //! is deleted and on a resync (kube's ClusterAuthenticationTrustController), so an extension
-//! server that starts later still finds the trust it needs.
+//! server that starts later still finds the trust it needs, and the `default/kubernetes`
+//! Service (kube's bootstrap controller), created again on a resync when it is missing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ const SETTLE: Duration = Duration::from_millis(200);
 pub async fn run(
     registry: Arc<Registry>,
     authentication: AuthenticationInfo,
+    secure_port: u16,
     resync: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -57,6 +59,12 @@ pub async fn run(
                 .await
             {
                 tracing::warn!(error = %e, "APF bootstrap configuration");
+            }
+            if let Err(e) =
+                kubegate_backends::core::services::ensure_kubernetes_service(&registry, secure_port)
+                    .await
+            {
+                tracing::warn!(error = %e.message, "default/kubernetes Service");
             }
         } else {
             tokio::time::sleep(SETTLE).await;
