@@ -193,6 +193,8 @@ pub struct FlowMetrics {
     wait_duration: HistogramVec,
     nominal_limit: IntGaugeVec,
     current_limit: IntGaugeVec,
+    lower_limit: IntGaugeVec,
+    upper_limit: IntGaugeVec,
 }
 
 /// What one (FlowSchema, priority level) pair's requests share, resolved once and attached to
@@ -305,8 +307,24 @@ impl FlowMetrics {
         metrics.register(Box::new(in_queue.clone()))?;
         metrics.register(Box::new(executing_seats.clone()))?;
         metrics.register(Box::new(wait_duration.clone()))?;
+        let lower_limit = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_lower_limit_seats",
+                "Configured lower bound on number of execution seats available to each priority level",
+            ),
+            &["priority_level"],
+        )?;
+        let upper_limit = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_upper_limit_seats",
+                "Configured upper bound on number of execution seats available to each priority level",
+            ),
+            &["priority_level"],
+        )?;
         metrics.register(Box::new(nominal_limit.clone()))?;
         metrics.register(Box::new(current_limit.clone()))?;
+        metrics.register(Box::new(lower_limit.clone()))?;
+        metrics.register(Box::new(upper_limit.clone()))?;
         Ok(FlowMetrics {
             rejected,
             dispatched,
@@ -315,6 +333,8 @@ impl FlowMetrics {
             wait_duration,
             nominal_limit,
             current_limit,
+            lower_limit,
+            upper_limit,
         })
     }
 }
@@ -506,6 +526,14 @@ impl FlowGate {
                 .current_limit
                 .with_label_values(&name)
                 .set(i64::try_from(level.current_limit).unwrap_or(i64::MAX));
+            self.metrics
+                .lower_limit
+                .with_label_values(&name)
+                .set(i64::try_from(level.lower_limit).unwrap_or(i64::MAX));
+            self.metrics
+                .upper_limit
+                .with_label_values(&name)
+                .set(i64::try_from(level.upper_limit).unwrap_or(i64::MAX));
         }
     }
 }
@@ -531,6 +559,15 @@ impl Pending<'_> {
     /// request dispatched at arrival never shows there, as in kube, where it leaves the
     /// queue in the same step that put it in.
     pub async fn wait(self) -> Result<Ticket, Refused> {
+        self.wait_unless(std::future::pending()).await
+    }
+
+    /// [`Pending::wait`], giving up when `gone` resolves (the client went away), as kube's
+    /// waiter gives up when its request's context ends.
+    pub async fn wait_unless(
+        self,
+        gone: impl std::future::Future<Output = ()>,
+    ) -> Result<Ticket, Refused> {
         let Pending {
             control,
             queued,
@@ -539,7 +576,7 @@ impl Pending<'_> {
         let matched = queued.matched().clone();
         let pair = settled.gate.metrics.pair(&matched, settled.exempt);
         pair.in_queue.inc();
-        let outcome = queued.wait(control).await;
+        let outcome = queued.wait_unless(control, gone).await;
         pair.in_queue.dec();
         settled.settle(outcome)
     }

@@ -309,8 +309,17 @@ impl Gateway {
             memo,
         ) {
             Admit::Decided(decided) => decided,
-            // Boxed: the wait's state would otherwise make every request's future bigger.
-            Admit::Queued(pending) => Box::pin(pending.wait()).await,
+            // Boxed: the wait's state would otherwise make every request's future bigger. A
+            // client that goes away while its request waits takes it out of the queue, as
+            // kube's request context ends; that can be seen only once nothing more is to be
+            // read from the client (no request body, or an HTTP/2 stream).
+            Admit::Queued(pending) => {
+                if session.is_http2() || session.is_body_empty() {
+                    Box::pin(pending.wait_unless(crate::respond::client_gone(session, false))).await
+                } else {
+                    Box::pin(pending.wait()).await
+                }
+            }
         };
         match admitted {
             Ok(mut ticket) => {

@@ -327,7 +327,7 @@ enum WatchStep {
 /// Resolves when the client closes the connection (HTTP/1.1) or resets the stream (HTTP/2).
 /// On an upgraded (WebSocket) connection what the client sends is read and ignored, as kube
 /// ignores it, until the connection closes.
-async fn client_gone(downstream: &mut ServerSession, upgraded: bool) {
+pub(crate) async fn client_gone(downstream: &mut ServerSession, upgraded: bool) {
     if downstream.is_http2() {
         match downstream.watch_h2_stream_close() {
             Some(idle) => {

@@ -373,6 +373,8 @@ fn requests_are_classified_and_a_reject_level_answers_429() {
         "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"alice\",priority_level=\"tiny\"}",
         "apiserver_flowcontrol_nominal_limit_seats{priority_level=\"tiny\"} 1",
         "apiserver_flowcontrol_current_limit_seats{priority_level=\"tiny\"}",
+        "apiserver_flowcontrol_lower_limit_seats{priority_level=\"tiny\"}",
+        "apiserver_flowcontrol_upper_limit_seats{priority_level=\"tiny\"}",
         "apiserver_flowcontrol_request_wait_duration_seconds_count{execute=\"true\",flow_schema=\"alice\",priority_level=\"tiny\"}",
         "apiserver_flowcontrol_current_executing_seats{flow_schema=\"alice\",priority_level=\"tiny\"} 0",
         // Refused on arrival: kube labels their wait execute="false".
@@ -494,4 +496,121 @@ fn max_in_flight_mode_limits_without_apf() {
     // system:masters is never limited.
     let admin = burst(&gate, None, path, 24);
     assert!(admin.iter().all(|r| r.0 == 200), "{admin:?}");
+}
+
+/// A request waiting in its queue whose client gives up leaves the queue at once and never
+/// runs, as kube's waiter does when its request context ends: a slow-body POST holds the
+/// level's only seat, a GET queues behind it and its client times out.
+#[test]
+fn a_waiting_request_whose_client_goes_away_leaves_its_queue() {
+    let dir = tempfile::tempdir().expect("dir");
+    let gate = start(
+        dir.path(),
+        &[
+            "--max-requests-inflight",
+            "1",
+            "--max-mutating-requests-inflight",
+            "0",
+        ],
+    );
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+         "metadata": {"name": "single"},
+         "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
+                  "borrowingLimitPercent": 0,
+                  "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 5}}}}},
+        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+         "metadata": {"name": "alice"},
+         "spec": {"priorityLevelConfiguration": {"name": "single"}, "matchingPrecedence": 500,
+                  "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                "namespaces": ["*"], "clusterScope": true}]}]}}
+    ]});
+    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    let alice_uid = uid(&gate, "flowschema", "alice");
+    let moved = eventually(Duration::from_secs(10), || {
+        let (_, headers, _) = request(&gate, Some(ALICE), "/api/v1/namespaces/default/configmaps");
+        header(&headers, "x-kubernetes-pf-flowschema-uid") == Some(alice_uid.as_str())
+    });
+    assert!(moved);
+    let row = |gate: &Kubegate| -> Vec<String> {
+        let (_, _, dump) = request(
+            gate,
+            None,
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+        );
+        dump.lines()
+            .find(|l| l.starts_with("single,"))
+            .unwrap_or_else(|| panic!("no row for single:\n{dump}"))
+            .split(',')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    // Columns: name, active queues, idle, quiescing, waiting, executing, dispatched,
+    // rejected, timed out, cancelled.
+    let dispatched_before: u64 = row(&gate)[6].parse().unwrap();
+
+    // The seat holder: a POST whose body comes 4 s after its header.
+    let body =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "slow"}}).to_string();
+    let script = format!(
+        r#"
+import socket, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1]))), server_hostname="127.0.0.1")
+body = sys.argv[3].encode()
+sock.sendall(("POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n"
+    "Authorization: Bearer {ALICE}\r\nContent-Type: application/json\r\n"
+    "Content-Length: %d\r\n\r\n" % len(body)).encode())
+time.sleep(4)
+sock.sendall(body)
+print(sock.recv(65536).split(b"\r\n")[0].decode())
+"#
+    );
+    let port = gate.url().rsplit(':').next().unwrap().to_string();
+    let holder = Command::new("python3")
+        .args(["-c", &script, &port])
+        .arg(gate.data_dir.join("pki").join("ca.crt"))
+        .arg(&body)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let holding = eventually(Duration::from_secs(3), || row(&gate)[5] == "1");
+    assert!(holding, "{:?}", row(&gate));
+
+    // A GET behind it whose client gives up after 1 s.
+    let pki = gate.data_dir.join("pki");
+    let gave_up = Command::new("curl")
+        .args(["-sS", "--http1.1", "--max-time", "1", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {ALICE}"))
+        .arg(format!(
+            "{}/api/v1/namespaces/default/configmaps",
+            gate.url()
+        ))
+        .output()
+        .expect("curl");
+    assert!(
+        !gave_up.status.success(),
+        "the GET should still have been waiting"
+    );
+    let left = eventually(Duration::from_secs(2), || {
+        let r = row(&gate);
+        r[4] == "0" && r[9] == "1"
+    });
+    assert!(left, "the abandoned GET is still queued: {:?}", row(&gate));
+    let answer = holder.wait_with_output().expect("holder");
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout).trim(),
+        "HTTP/1.1 201 Created"
+    );
+    // Only the POST ran (and the dump requests, which are exempt): the abandoned GET never did.
+    let after = row(&gate);
+    let dispatched_after: u64 = after[6].parse().unwrap();
+    assert_eq!(dispatched_after, dispatched_before + 1, "{after:?}");
+    assert_eq!(
+        after[8], "0",
+        "kube never counts TimedoutRequests: {after:?}"
+    );
 }

@@ -12,8 +12,8 @@
 //! Counters follow kube's meaning: `RejectedRequests` counts every request that was queued or
 //! refused and never dispatched (refusals, time-outs and waiters that went away),
 //! `CancelledRequests` every request removed from its queue before dispatch (time-outs
-//! included: kube's wait limit is a context deadline), and `TimedoutRequests` those removed
-//! because their wait limit passed (a column kube prints but never increments).
+//! included: kube's wait limit is a context deadline); `TimedoutRequests` is always 0, a
+//! column kube prints but never increments.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -173,7 +173,8 @@ pub fn dump_priority_levels(fc: &FlowControl) -> String {
             dump.executing_requests.to_string(),
             c.dispatched.to_string(),
             rejected.to_string(),
-            c.rejected_time_out.to_string(),
+            // kube declares `totRequestsTimedout` but never increments it.
+            "0".to_string(),
             cancelled.to_string(),
         ]);
     }

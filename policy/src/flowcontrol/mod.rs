@@ -1118,8 +1118,25 @@ impl Queued {
 
     /// Waits until the request is dispatched, or refuses it once its wait limit passes.
     /// `control` is the engine that queued it.
-    pub async fn wait(mut self, control: &FlowControl) -> Result<Admission, Rejection> {
-        let outcome = tokio::time::timeout_at(self.deadline, &mut self.waiter.receiver).await;
+    pub async fn wait(self, control: &FlowControl) -> Result<Admission, Rejection> {
+        self.wait_unless(control, std::future::pending()).await
+    }
+
+    /// [`Queued::wait`], also giving up when `gone` resolves (the client went away): the
+    /// request leaves its queue, counted as cancelled, and is refused as kube refuses a
+    /// waiter whose context ends (a rejection for `time-out`), unless it was dispatched in the
+    /// same instant.
+    pub async fn wait_unless(
+        mut self,
+        control: &FlowControl,
+        gone: impl std::future::Future<Output = ()>,
+    ) -> Result<Admission, Rejection> {
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout_at(self.deadline, &mut self.waiter.receiver) => {
+                outcome.map_err(|_| true)
+            }
+            _ = gone => Err(false),
+        };
         let waited = Instant::now().saturating_duration_since(self.arrival);
         self.waiter.armed = false;
         match outcome {
@@ -1131,11 +1148,11 @@ impl Queued {
             )),
             // The sender went away undispatched; cannot happen while the level lives.
             Ok(Err(_)) => Err(control.reject(self.matched, RejectReason::TimeOut, waited)),
-            Err(_elapsed) => {
+            Err(timed_out) => {
                 let removed = lock(&self.level.state).queues.remove_waiting(
                     self.waiter.id,
                     self.waiter.queue,
-                    true,
+                    timed_out,
                     Instant::now(),
                 );
                 // Not in its queue any more: it was dispatched just now.

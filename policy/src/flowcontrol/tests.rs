@@ -1251,6 +1251,43 @@ async fn dropped_waiter_frees_its_queue_slot() {
     assert!(next.await.unwrap_or(false));
 }
 
+/// A waiter whose client went away leaves its queue at once, counted as cancelled and
+/// refused for `time-out` (kube's rejection of a waiter whose context ended).
+#[tokio::test(start_paused = true)]
+async fn a_waiter_whose_client_went_away_is_refused_and_cancelled() {
+    let fc = single_level(1, 99, 1, 1, 1);
+    let holder = admit_as(&fc, "a", WorkEstimate::seats(1))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let ri = info("GET", "/api/v1/namespaces/a/pods", "");
+    let u = who("b", &["system:authenticated"]);
+    let classification = fc.classify(&digest(&ri, &u));
+    let Admitting::Queued(queued) = fc.begin(classification, WorkEstimate::seats(1)) else {
+        panic!("should queue behind the holder");
+    };
+    let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
+    let fc2 = fc.clone();
+    let waiting = tokio::spawn(async move {
+        queued
+            .wait_unless(&fc2, async {
+                let _ = gone_rx.await;
+            })
+            .await
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(level(&fc.snapshot(), "work").waiting_requests, 1);
+    drop(gone_tx);
+    let outcome = waiting.await.unwrap_or_else(|e| panic!("{e:?}"));
+    let rejection = outcome.expect_err("refused");
+    assert_eq!(rejection.reason, RejectReason::TimeOut);
+    let snap = fc.snapshot();
+    assert_eq!(level(&snap, "work").waiting_requests, 0);
+    assert_eq!(level(&snap, "work").counters.cancelled, 1);
+    assert_eq!(level(&snap, "work").counters.rejected_time_out, 0);
+    drop(holder);
+    assert_eq!(level(&fc.snapshot(), "work").counters.dispatched, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn config_update_keeps_queued_requests() {
     let fc = single_level(1, 99, 4, 2, 10);
