@@ -732,8 +732,9 @@ work,              1,            false,  false,       1,               1,       
 PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing, WaitingRequests, ExecutingRequests, DispatchedRequests, RejectedRequests, TimedoutRequests, CancelledRequests
 catch-all,         0,            true,   false,       0,               0,                 0,                  0,                0,                0
 exempt,            0,            true,   false,       0,               0,                 0,                  0,                0,                0
-work,              0,            true,   false,       0,               0,                 1,                  2,                1,                1
+work,              0,            true,   false,       0,               0,                 1,                  2,                0,                1
 ";
+        // The time-out is a rejection and a cancellation; kube never counts TimedoutRequests.
         assert_eq!(dump_priority_levels(&fc), expected);
         // Nothing waits or executes any more.
         assert_eq!(
