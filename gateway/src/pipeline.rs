@@ -20,6 +20,7 @@ use pingora::prelude::*;
 use pingora::protocols::http::ServerSession;
 use pingora::proxy::{ProxyHttp, Session};
 
+use crate::aggregator::apiservice::Target;
 use crate::aggregator::table::Backend;
 use crate::aggregator::{proxy, Aggregator};
 use crate::flowcontrol::{is_read_only, Admit};
@@ -371,6 +372,13 @@ impl Gateway {
         if let Some(backend) = remote {
             if let Some(message) = backend.unavailable() {
                 return ApiError::service_unavailable(message).into();
+            }
+            // A CRD or APIService written to the delegate changes what it serves: fetch its
+            // discovery again now, not on the next sync (kube serves a CRD once established).
+            if matches!(backend.service.target, Target::Delegate)
+                && Aggregator::changes_delegate_discovery(&info)
+            {
+                self.aggregator.delegate_discovery_changed();
             }
             let in_flight = (!info.long_running).then(|| {
                 InFlight::enter(

@@ -345,6 +345,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let rbac_index = Arc::new(RbacIndex::new());
     let rbac: Arc<dyn Authorizer> = Arc::new(RbacAuthorizer::new(rbac_index.clone()));
     let authorizer = crate::authz::build(&config, Some(rbac)).map_err(StartError::Other)?;
+    warn_about_delegate_authorization(&config);
 
     // Storage, watch cache and registry live on their own runtime: pingora runs its own
     // runtimes per service and must not be started inside one.
@@ -676,4 +677,34 @@ pub fn run(config: Config) -> Result<(), StartError> {
     background.shutdown_timeout(Duration::from_secs(2));
     tracing::info!("kubegate stopped");
     Ok(())
+}
+
+/// Warns about authorization set-ups in front of a cluster that do not do what they seem to.
+/// kubegate authorizes impersonation itself and forwards only the resulting identity, so
+/// `AlwaysAllow` lets anyone act as anyone on the cluster; and kubegate's RBAC reads its own
+/// store, which RBAC writes no longer reach once the RBAC group is the cluster's.
+fn warn_about_delegate_authorization(config: &kubegate_config::Config) {
+    if config.delegate.is_none() {
+        return;
+    }
+    let modes = &config.authorization.modes;
+    if modes.first().map(String::as_str) == Some("AlwaysAllow") {
+        tracing::warn!(
+            "authorization mode AlwaysAllow in front of a cluster: kubegate authorizes impersonation itself, \
+             so any authenticated user can impersonate anyone (system:masters included) on the cluster; \
+             authorize with Webhook against the cluster instead"
+        );
+    }
+    let rbac_served = kubegate_config::group_version_enabled(
+        &config.runtime_config,
+        "rbac.authorization.k8s.io",
+        "v1",
+    );
+    if modes.iter().any(|m| m == "RBAC") && !rbac_served {
+        tracing::warn!(
+            "authorization mode RBAC with rbac.authorization.k8s.io/v1 switched off: kubegate's RBAC \
+             reads its own store, which RBAC objects written through it no longer reach (they go to \
+             the cluster); authorize with Webhook against the cluster"
+        );
+    }
 }

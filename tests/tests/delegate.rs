@@ -458,3 +458,72 @@ fn a_switched_off_group_version_is_not_served_without_a_delegate() {
         .lines()
         .all(|l| l != "apiservice.apiregistration.k8s.io/v1.coordination.k8s.io"));
 }
+
+/// A CRD written through the front to the cluster is usable through the front as soon as the
+/// cluster serves it (kube serves a CRD once it is Established), not on the next discovery
+/// sync: the front fetches the cluster's discovery again right after such a write.
+#[test]
+fn a_crd_written_through_the_front_is_served_through_it_at_once() {
+    let cluster = Kubegate::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let pki = cluster.data_dir.join("pki");
+    let credentials = format!(
+        "  identityForwarding: impersonate\n  clientCertFile: {}\n  clientKeyFile: {}\n",
+        pki.join("admin.crt").display(),
+        pki.join("admin.key").display()
+    );
+    let config = front_config(
+        dir.path(),
+        &cluster,
+        &credentials,
+        "  api/all: false\n",
+        "AlwaysAllow",
+    );
+    // Syncs far apart: only the prompt re-fetch can make the new CRD usable in time.
+    let slow = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace(
+            "discoveryRefreshInterval: 1s",
+            "discoveryRefreshInterval: 120s",
+        )
+        .replace("syncInterval: 1s", "syncInterval: 120s");
+    std::fs::write(&config, slow).expect("config");
+    let front = Kubegate::start_with(&["--config", &config.to_string_lossy()]);
+    wait_delegated(&front, &["v1.apiextensions.k8s.io"]);
+    // AlwaysAllow in front of a cluster lets anyone impersonate anyone there: said at start.
+    assert!(
+        front
+            .log()
+            .contains("authorization mode AlwaysAllow in front of a cluster"),
+        "{}",
+        kubegate_tests::tail(&front.log(), 20)
+    );
+    let crd = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+      "metadata": {"name": "gizmos.late.example.com"},
+      "spec": {"group": "late.example.com", "scope": "Namespaced",
+        "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+        "versions": [{"name": "v1", "served": true, "storage": true,
+          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
+    front.ok_stdin(&["apply", "-f", "-"], crd);
+    front.ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=30s",
+        "crd/gizmos.late.example.com",
+    ]);
+    let served = eventually(Duration::from_secs(10), || {
+        front.kubectl_fresh(&["get", "gizmos"]).status.success()
+    });
+    assert!(
+        served,
+        "gizmos not served through the front: {}",
+        stderr(&front.kubectl_fresh(&["get", "gizmos"]))
+    );
+    front.ok_stdin(
+        &["apply", "-f", "-"],
+        r#"{"apiVersion": "late.example.com/v1", "kind": "Gizmo", "metadata": {"name": "g", "namespace": "default"}}"#,
+    );
+    let on_cluster = cluster.ok(&["get", "gizmos", "-n", "default", "-o", "name"]);
+    assert_eq!(on_cluster.trim(), "gizmo.late.example.com/g");
+}

@@ -319,6 +319,9 @@ pub async fn run(
     let Some(delegate) = aggregator.delegate.clone() else {
         return;
     };
+    let mut writes = aggregator.delegate_writes.subscribe();
+    // Prompt re-fetches still due after a write that changes the delegate's discovery.
+    let mut prompt: std::collections::VecDeque<Duration> = Default::default();
     loop {
         match delegate.discover().await {
             Ok(served) => {
@@ -330,8 +333,21 @@ pub async fn run(
                 tracing::warn!(error = %e, "discovering the delegate's group-versions failed; keeping the registered ones")
             }
         }
+        let wait = prompt.pop_front().unwrap_or(delegate.sync_interval);
         tokio::select! {
-            _ = tokio::time::sleep(delegate.sync_interval) => {}
+            _ = tokio::time::sleep(wait) => {}
+            changed = writes.changed() => {
+                if changed.is_ok() {
+                    prompt = super::DELEGATE_REFETCH_DELAYS.into_iter().collect();
+                    // The first re-fetch waits a moment for the write to take effect.
+                    if let Some(first) = prompt.pop_front() {
+                        tokio::select! {
+                            _ = tokio::time::sleep(first) => {}
+                            _ = stop.changed() => return,
+                        }
+                    }
+                }
+            }
             _ = stop.changed() => return,
         }
     }

@@ -19,6 +19,7 @@ use kubegate_backends::ResourceDef;
 use kubegate_policy::https::{error_chain, read_body_capped};
 use serde_json::Value;
 
+use super::apiservice::Target;
 use super::availability::{client_for, discovery_path, url_host, with_probe_identity};
 use super::resolve::{Dialing, Location};
 use super::table::Backend;
@@ -241,7 +242,17 @@ impl DocSync {
         }
         // When each backend was last refreshed, and whether it was unavailable then.
         let mut refreshed: HashMap<String, (Instant, bool)> = HashMap::new();
+        let mut delegate_writes = aggregator.delegate_writes.subscribe();
+        // After a write that changes the delegate's discovery: when its documents are fetched
+        // again, whatever their refresh interval says.
+        let mut delegate_refetch: std::collections::VecDeque<Instant> = Default::default();
         loop {
+            let now = Instant::now();
+            let mut delegate_due = false;
+            while delegate_refetch.front().is_some_and(|at| *at <= now) {
+                delegate_refetch.pop_front();
+                delegate_due = true;
+            }
             let notified = aggregator.table_changed.notified();
             let table = aggregator.table.load_full();
             let mut next: HashMap<String, Fetched> = HashMap::new();
@@ -253,14 +264,16 @@ impl DocSync {
                 // Fetched again when its spec or availability changed or its copy is due for
                 // a refresh; other APIServices' changes (a CRD registering its group, a
                 // status write) leave it alone.
-                let due = match (&previous, refreshed.get(&backend.service.name)) {
-                    (Some(previous), Some((at, was_unavailable))) => {
-                        previous.fingerprint != backend.fingerprint
-                            || *was_unavailable != unavailable
-                            || now.duration_since(*at) >= aggregator.discovery_refresh_interval
-                    }
-                    _ => true,
-                };
+                let delegated = matches!(backend.service.target, Target::Delegate);
+                let due = (delegated && delegate_due)
+                    || match (&previous, refreshed.get(&backend.service.name)) {
+                        (Some(previous), Some((at, was_unavailable))) => {
+                            previous.fingerprint != backend.fingerprint
+                                || *was_unavailable != unavailable
+                                || now.duration_since(*at) >= aggregator.discovery_refresh_interval
+                        }
+                        _ => true,
+                    };
                 let aggregator = aggregator.clone();
                 let backend = backend.clone();
                 let memo = memo.clone();
@@ -286,6 +299,7 @@ impl DocSync {
             let next_due = refreshed
                 .values()
                 .map(|(at, _)| *at + aggregator.discovery_refresh_interval)
+                .chain(delegate_refetch.front().copied())
                 .min()
                 .unwrap_or_else(|| Instant::now() + aggregator.discovery_refresh_interval);
             // Rebuild only when an input changed: the documents' hashes then stay stable.
@@ -323,6 +337,15 @@ impl DocSync {
                     local_version += 1;
                 }
                 _ = tokio::time::sleep_until(next_due.into()) => {}
+                changed = delegate_writes.changed() => {
+                    if changed.is_ok() {
+                        let at = Instant::now();
+                        delegate_refetch = crate::aggregator::DELEGATE_REFETCH_DELAYS
+                            .iter()
+                            .map(|delay| at + *delay)
+                            .collect();
+                    }
+                }
                 _ = stop.changed() => return,
             }
         }

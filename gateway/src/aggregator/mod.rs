@@ -42,7 +42,42 @@ pub struct Aggregator {
     pub discovery_refresh_interval: Duration,
     /// Woken whenever a new table is swapped in (the availability controller re-probes).
     pub table_changed: tokio::sync::Notify,
+    /// Bumped when a write that changes what the delegate serves (a CRD or an APIService)
+    /// went to it: its group-versions and discovery are fetched again at once and a few times
+    /// in the next seconds (a new CRD is served once the delegate has established it), not
+    /// only on the sync interval.
+    pub delegate_writes: tokio::sync::watch::Sender<u64>,
 }
+
+impl Aggregator {
+    /// Whether a request to the delegate changes what it serves: a write of a
+    /// CustomResourceDefinition or an APIService.
+    pub fn changes_delegate_discovery(info: &kubegate_policy::RequestInfo) -> bool {
+        let resource = matches!(
+            (info.api_group.as_str(), info.resource.as_str()),
+            ("apiextensions.k8s.io", "customresourcedefinitions")
+                | ("apiregistration.k8s.io", "apiservices")
+        );
+        resource
+            && matches!(
+                info.verb.as_str(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+    }
+
+    /// Notes a write that changes what the delegate serves ([`Aggregator::delegate_writes`]).
+    pub fn delegate_discovery_changed(&self) {
+        self.delegate_writes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// After a write that changes the delegate's discovery, how long to wait before each of the
+/// prompt re-fetches (its CRD controller establishes a new CRD within moments).
+pub const DELEGATE_REFETCH_DELAYS: [Duration; 3] = [
+    Duration::from_millis(300),
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+];
 
 impl Aggregator {
     pub fn new(
@@ -63,6 +98,7 @@ impl Aggregator {
             probe_timeout: config.probe_timeout,
             discovery_refresh_interval: config.discovery_refresh_interval,
             table_changed: tokio::sync::Notify::new(),
+            delegate_writes: tokio::sync::watch::channel(0).0,
         }
     }
 }
