@@ -633,9 +633,16 @@ fn describe_proxy_error(e: &pingora::Error) -> String {
             text.push_str(error.etype.as_str());
         }
         if let Some(context) = error.context.as_ref() {
-            if !context.as_str().starts_with("Peer: ") {
+            let context = context.as_str();
+            if let Some(peer) = context.strip_prefix("Fail to connect to ") {
+                // pingora prints the whole peer (kubegate's client certificate included);
+                // kube names the address it dialled.
+                let address = peer.strip_prefix("addr: ").unwrap_or(peer);
+                text.push_str(": dial tcp ");
+                text.push_str(address.split(',').next().unwrap_or(address));
+            } else if !context.starts_with("Peer: ") {
                 text.push_str(": ");
-                text.push_str(context.as_str());
+                text.push_str(context);
             }
         }
         previous = Some(&error.etype);
@@ -645,7 +652,17 @@ fn describe_proxy_error(e: &pingora::Error) -> String {
                 Some(next) => Some(next.as_ref()),
                 None => {
                     text.push_str(": ");
-                    text.push_str(&cause.to_string());
+                    // Go's words for the common socket failures.
+                    match cause
+                        .downcast_ref::<std::io::Error>()
+                        .map(std::io::Error::kind)
+                    {
+                        Some(std::io::ErrorKind::ConnectionRefused) => {
+                            text.push_str("connect: connection refused")
+                        }
+                        Some(std::io::ErrorKind::TimedOut) => text.push_str("i/o timeout"),
+                        _ => text.push_str(&cause.to_string()),
+                    }
                     None
                 }
             },
@@ -1024,14 +1041,26 @@ mod tests {
         );
         let message = describe_proxy_error(&error);
         assert_eq!(
-            message, "ConnectRefused: dialing 127.0.0.1:9: refused here",
+            message, "ConnectRefused: dialing 127.0.0.1:9: connect: connection refused",
             "{error}"
         );
         let status = proxy_error_status(&error, 1024);
         assert_eq!(status.code, 503);
         assert_eq!(
             status.message,
-            "error trying to reach service: ConnectRefused: dialing 127.0.0.1:9: refused here"
+            "error trying to reach service: ConnectRefused: dialing 127.0.0.1:9: connect: connection refused"
+        );
+        // pingora's connector prints the whole peer; only the address is kept, as kube's
+        // "dial tcp ...".
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "os error 111");
+        let dial = pingora::Error::because(
+            pingora::ErrorType::ConnectRefused,
+            "Fail to connect to addr: 127.0.0.1:9, scheme: HTTPS, sni: b, client cert: CN: front-proxy-client,, expire: 2036",
+            refused,
+        );
+        assert_eq!(
+            describe_proxy_error(&dial),
+            "ConnectRefused: dial tcp 127.0.0.1:9: connect: connection refused"
         );
         // A body over the limit is the client's fault, not the backend's.
         let too_large = pingora::Error::new(pingora::ErrorType::HTTPStatus(413));
