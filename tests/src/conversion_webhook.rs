@@ -15,7 +15,6 @@
 //! Like the other fixtures it is a python3 child process on a loopback port it binds itself,
 //! killed by pid when stopped or dropped.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -112,18 +111,10 @@ impl ConversionWebhook {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start the python3 conversion webhook");
-        let stdout = child.stdout.take().expect("webhook stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        let Ok(port) = line.trim().parse::<u16>() else {
+        let Some(port) = crate::reported_port(&mut child, Duration::from_secs(30)) else {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the conversion webhook did not start: {line:?}");
+            panic!("the conversion webhook did not start");
         };
         ConversionWebhook { dir, child, port }
     }

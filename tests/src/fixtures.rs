@@ -17,7 +17,7 @@
 //! and is killed by pid when the fixture is dropped.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -212,17 +212,9 @@ impl PyServer {
             .stderr(log)
             .spawn()
             .expect("start python3 fixture server (is python3 installed?)");
-        let stdout = child.stdout.take().expect("fixture stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
-        let port = match line.trim().parse::<u16>() {
-            Ok(port) => port,
-            Err(_) => {
+        let port = match crate::reported_port(&mut child, Duration::from_secs(20)) {
+            Some(port) => port,
+            None => {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(

@@ -50,6 +50,20 @@ pub fn binary() -> PathBuf {
     bin
 }
 
+/// The port a fixture server reports as the first line of its stdout once it has bound it
+/// (the python fixtures bind port 0 themselves), waiting up to `timeout`; `None` if it
+/// printed something else or nothing. The caller kills the child then.
+pub fn reported_port(child: &mut Child, timeout: Duration) -> Option<u16> {
+    let stdout = child.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(timeout).ok()?.trim().parse().ok()
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");

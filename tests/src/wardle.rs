@@ -30,7 +30,6 @@
 //! killed by pid when stopped or dropped. [`make_front_proxy_ca`] makes a front-proxy CA and
 //! its `front-proxy-client` certificate for tests that talk to the fixture directly.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -1733,20 +1732,12 @@ impl Wardle {
             .stderr(log)
             .spawn()
             .expect("start the python3 wardle fixture (is python3 installed?)");
-        let stdout = child.stdout.take().expect("wardle fixture stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        match line.trim().parse::<u16>() {
-            Ok(port) => {
+        match crate::reported_port(&mut child, Duration::from_secs(30)) {
+            Some(port) => {
                 self.port = port;
                 self.child = Some(child);
             }
-            Err(_) => {
+            None => {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!("the wardle fixture did not start:\n{}", self.log());
