@@ -178,29 +178,17 @@ impl ConversionTransports for WebhookTransports {
 /// The User-Agent of kube-apiserver's webhook clients.
 const USER_AGENT: &str = "kube-apiserver-admission";
 
-/// `url` with client-go's cleaned path and `timeout` query parameter.
+/// `url` with client-go's cleaned path (no trailing `/`) and `timeout` query parameter.
 fn with_timeout_parameter(url: &str) -> String {
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let path_start = base
-        .find("://")
-        .map(|scheme| {
-            base[scheme + 3..]
-                .find('/')
-                .map_or(base.len(), |p| scheme + 3 + p)
-        })
-        .unwrap_or(base.len());
-    let (authority, path) = base.split_at(path_start);
-    let path = match path.trim_end_matches('/') {
-        "" if path.is_empty() => "",
-        "" => "/",
-        trimmed => trimmed,
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return url.to_string();
     };
-    let timeout = format!("timeout={}s", TIMEOUT.as_secs());
-    if query.is_empty() {
-        format!("{authority}{path}?{timeout}")
-    } else {
-        format!("{authority}{path}?{query}&{timeout}")
-    }
+    let path = parsed.path().trim_end_matches('/').to_string();
+    parsed.set_path(&path);
+    parsed
+        .query_pairs_mut()
+        .append_pair("timeout", &format!("{}s", TIMEOUT.as_secs()));
+    parsed.into()
 }
 
 /// The webhook's answer as client-go's REST client takes it: a JSON body for a 2xx answer;
@@ -406,7 +394,10 @@ mod tests {
             with_timeout_parameter("https://h/"),
             "https://h/?timeout=30s"
         );
-        assert_eq!(with_timeout_parameter("https://h"), "https://h?timeout=30s");
+        assert_eq!(
+            with_timeout_parameter("https://h"),
+            "https://h/?timeout=30s"
+        );
         assert_eq!(
             with_timeout_parameter("https://h/a/b"),
             "https://h/a/b?timeout=30s"

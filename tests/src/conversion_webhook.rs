@@ -131,11 +131,7 @@ impl ConversionWebhook {
 
     /// Every review received so far: `{"path", "query", "host", "user_agent", "review"}`.
     pub fn reviews(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("reviews.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
+        crate::read_jsonl(&self.dir.path().join("reviews.jsonl"))
     }
 }
 

@@ -694,11 +694,7 @@ impl SubjectAccessReviewWebhook {
     /// Every SubjectAccessReview answered so far, oldest first (requests refused for a bad
     /// credential are not recorded).
     pub fn reviews(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("reviews.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
+        crate::read_jsonl(&self.dir.path().join("reviews.jsonl"))
     }
 
     /// Stops the server (killed by pid and reaped); later reviews fail to connect.

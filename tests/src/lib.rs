@@ -50,6 +50,16 @@ pub fn binary() -> PathBuf {
     bin
 }
 
+/// The JSON lines a fixture appended to `path` (a request log), oldest first; none if the
+/// file does not exist yet.
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
 /// The port a fixture server reports as the first line of its stdout once it has bound it
 /// (the python fixtures bind port 0 themselves), waiting up to `timeout`; `None` if it
 /// printed something else or nothing. The caller kills the child then.

@@ -1817,11 +1817,7 @@ impl Wardle {
     /// `x-remote-*`), `code` (the response status; null if none was sent) and `time`. An entry
     /// is written when the response starts, so a watch is logged while it streams.
     pub fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("requests.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
+        crate::read_jsonl(&self.dir.path().join("requests.jsonl"))
     }
 
     /// Forgets the request log.

@@ -48,6 +48,17 @@ fn front_config(
     config
 }
 
+/// The delegate credentials of a front that impersonates with the cluster's admin
+/// certificate (system:masters may impersonate).
+fn impersonating_as_admin(cluster: &Kubegate) -> String {
+    let pki = cluster.data_dir.join("pki");
+    format!(
+        "  identityForwarding: impersonate\n  clientCertFile: {}\n  clientKeyFile: {}\n",
+        pki.join("admin.crt").display(),
+        pki.join("admin.key").display()
+    )
+}
+
 /// kubectl against `gate` with only a bearer token and a fresh discovery cache.
 fn as_alice(gate: &Kubegate, args: &[&str]) -> Output {
     let cache = tempfile::tempdir().expect("cache dir");
@@ -114,12 +125,7 @@ fn fronting_a_cluster_with_impersonation() {
     // The "cluster": a kubegate with RBAC, whose admin (system:masters) may impersonate.
     let mut cluster = Kubegate::start();
     let dir = tempfile::tempdir().expect("dir");
-    let pki = cluster.data_dir.join("pki");
-    let credentials = format!(
-        "  identityForwarding: impersonate\n  clientCertFile: {}\n  clientKeyFile: {}\n",
-        pki.join("admin.crt").display(),
-        pki.join("admin.key").display()
-    );
+    let credentials = impersonating_as_admin(&cluster);
     let config = front_config(
         dir.path(),
         &cluster,
@@ -466,12 +472,7 @@ fn a_switched_off_group_version_is_not_served_without_a_delegate() {
 fn a_crd_written_through_the_front_is_served_through_it_at_once() {
     let cluster = Kubegate::start();
     let dir = tempfile::tempdir().expect("dir");
-    let pki = cluster.data_dir.join("pki");
-    let credentials = format!(
-        "  identityForwarding: impersonate\n  clientCertFile: {}\n  clientKeyFile: {}\n",
-        pki.join("admin.crt").display(),
-        pki.join("admin.key").display()
-    );
+    let credentials = impersonating_as_admin(&cluster);
     let config = front_config(
         dir.path(),
         &cluster,

@@ -397,11 +397,17 @@ fn requests_are_classified_and_a_reject_level_answers_429() {
     );
 }
 
-#[test]
-fn queued_requests_wait_their_turn_instead_of_failing() {
-    let dir = tempfile::tempdir().expect("dir");
+/// kubegate with one seat in all (`--max-requests-inflight 1`), a one-share `Queue` priority
+/// level `level` with `queuing`, and the FlowSchema `alice` sending alice's requests there
+/// (by user when `by_user`), once her requests are seen to land in it.
+fn alice_queued_at_one_seat(
+    dir: &std::path::Path,
+    level: &str,
+    queuing: serde_json::Value,
+    by_user: bool,
+) -> Kubegate {
     let gate = start(
-        dir.path(),
+        dir,
         &[
             "--max-requests-inflight",
             "1",
@@ -409,19 +415,21 @@ fn queued_requests_wait_their_turn_instead_of_failing() {
             "0",
         ],
     );
-    // A one-seat level that queues: a burst is served in turn, none refused.
+    let mut schema = json!({"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 500,
+        "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                   "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                      "namespaces": ["*"], "clusterScope": true}]}]});
+    if by_user {
+        schema["distinguisherMethod"] = json!({"type": "ByUser"});
+    }
     let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-         "metadata": {"name": "narrow"},
+         "metadata": {"name": level},
          "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
-                  "limitResponse": {"type": "Queue", "queuing": {"queues": 4, "handSize": 2, "queueLengthLimit": 50}}}}},
+                  "borrowingLimitPercent": 0,
+                  "limitResponse": {"type": "Queue", "queuing": queuing}}}},
         {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
-         "metadata": {"name": "alice"},
-         "spec": {"priorityLevelConfiguration": {"name": "narrow"}, "matchingPrecedence": 500,
-                  "distinguisherMethod": {"type": "ByUser"},
-                  "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
-                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                "namespaces": ["*"], "clusterScope": true}]}]}}
+         "metadata": {"name": "alice"}, "spec": schema}
     ]});
     gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
     let alice_uid = uid(&gate, "flowschema", "alice");
@@ -429,7 +437,20 @@ fn queued_requests_wait_their_turn_instead_of_failing() {
         let (_, headers, _) = request(&gate, Some(ALICE), "/api/v1/namespaces/default/configmaps");
         header(&headers, "x-kubernetes-pf-flowschema-uid") == Some(alice_uid.as_str())
     });
-    assert!(moved);
+    assert!(moved, "alice's requests never reached {level}");
+    gate
+}
+
+#[test]
+fn queued_requests_wait_their_turn_instead_of_failing() {
+    let dir = tempfile::tempdir().expect("dir");
+    // A one-seat level that queues: a burst is served in turn, none refused.
+    let gate = alice_queued_at_one_seat(
+        dir.path(),
+        "narrow",
+        json!({"queues": 4, "handSize": 2, "queueLengthLimit": 50}),
+        true,
+    );
     fill(&gate, 600);
     let results = burst(
         &gate,
@@ -504,35 +525,12 @@ fn max_in_flight_mode_limits_without_apf() {
 #[test]
 fn a_waiting_request_whose_client_goes_away_leaves_its_queue() {
     let dir = tempfile::tempdir().expect("dir");
-    let gate = start(
+    let gate = alice_queued_at_one_seat(
         dir.path(),
-        &[
-            "--max-requests-inflight",
-            "1",
-            "--max-mutating-requests-inflight",
-            "0",
-        ],
+        "single",
+        json!({"queues": 1, "handSize": 1, "queueLengthLimit": 5}),
+        false,
     );
-    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-         "metadata": {"name": "single"},
-         "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
-                  "borrowingLimitPercent": 0,
-                  "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 5}}}}},
-        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
-         "metadata": {"name": "alice"},
-         "spec": {"priorityLevelConfiguration": {"name": "single"}, "matchingPrecedence": 500,
-                  "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
-                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                "namespaces": ["*"], "clusterScope": true}]}]}}
-    ]});
-    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
-    let alice_uid = uid(&gate, "flowschema", "alice");
-    let moved = eventually(Duration::from_secs(10), || {
-        let (_, headers, _) = request(&gate, Some(ALICE), "/api/v1/namespaces/default/configmaps");
-        header(&headers, "x-kubernetes-pf-flowschema-uid") == Some(alice_uid.as_str())
-    });
-    assert!(moved);
     let row = |gate: &Kubegate| -> Vec<String> {
         let (_, _, dump) = request(
             gate,

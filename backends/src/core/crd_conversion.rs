@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use super::str_at;
 use crate::machinery::schema::{self, Schema};
 use crate::machinery::validation::{is_qualified_name, is_valid_label_value};
 use crate::status::ApiError;
@@ -303,22 +304,11 @@ fn version_of(api_version: &str) -> &str {
 }
 
 fn api_version(object: &Value) -> &str {
-    object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    str_at(object, "/apiVersion")
 }
 
 fn kind(object: &Value) -> &str {
-    object.get("kind").and_then(Value::as_str).unwrap_or("")
-}
-
-fn meta_str<'a>(object: &'a Value, field: &str) -> &'a str {
-    object
-        .get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    str_at(object, "/kind")
 }
 
 /// The answer's `response.convertedObjects`, after kube's checks of the review itself.
@@ -364,8 +354,12 @@ fn converted_objects(
 
 /// kube's `validateConvertedObject`.
 fn validate_converted(original: &Value, converted: &Value) -> Result<(), String> {
-    for (field, what) in [("name", "name"), ("namespace", "namespace"), ("uid", "UID")] {
-        let (expected, got) = (meta_str(original, field), meta_str(converted, field));
+    for (pointer, what) in [
+        ("/metadata/name", "name"),
+        ("/metadata/namespace", "namespace"),
+        ("/metadata/uid", "UID"),
+    ] {
+        let (expected, got) = (str_at(original, pointer), str_at(converted, pointer));
         if expected != got {
             return Err(format!("must have the same {what}: {expected} != {got}"));
         }

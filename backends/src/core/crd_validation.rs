@@ -942,16 +942,17 @@ fn pem_blocks(data: &[u8]) -> Vec<PemBlock<'_>> {
     const BEGIN: &[u8] = b"-----BEGIN ";
     let mut blocks = Vec::new();
     let mut at = 0;
-    while let Some(offset) = memchr_find(&data[at..], BEGIN) {
+    while let Some(offset) = memchr::memmem::find(&data[at..], BEGIN) {
         let start = at + offset;
         let after_begin = start + BEGIN.len();
-        let Some(type_end) = memchr_find(&data[after_begin..], b"-----").map(|e| after_begin + e)
+        let Some(type_end) =
+            memchr::memmem::find(&data[after_begin..], b"-----").map(|e| after_begin + e)
         else {
             break;
         };
         let kind = std::str::from_utf8(&data[after_begin..type_end]).unwrap_or("");
         let end_marker = format!("-----END {kind}-----");
-        let Some(end) = memchr_find(&data[type_end..], end_marker.as_bytes())
+        let Some(end) = memchr::memmem::find(&data[type_end..], end_marker.as_bytes())
             .map(|e| type_end + e + end_marker.len())
         else {
             break;
@@ -974,10 +975,6 @@ fn pem_blocks(data: &[u8]) -> Vec<PemBlock<'_>> {
         at = next;
     }
     blocks
-}
-
-fn memchr_find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A base64 `[]byte` field as Go's `%#v` prints the decoded bytes.

@@ -32,6 +32,9 @@ pub(crate) async fn prepare<O: AsRef<CachedObject>>(
         let value: Value = serde_json::from_slice(&object.bytes).map_err(ApiError::internal)?;
         if conversion.needs(&value) {
             pending.push((object, value));
+        } else {
+            // Kept too, so the next read neither parses it here nor decodes it again.
+            served_bytes(def, object)?;
         }
     }
     if pending.is_empty() {
