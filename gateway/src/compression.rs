@@ -27,7 +27,9 @@ const DYNAMIC_LEVEL: u32 = 1;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Encoding {
     Identity,
-    /// Compressed once and cached under this (strong) ETag.
+    /// Compressed once and cached under this key: the (strong) ETag and the body's
+    /// `Content-Type`. kube-openapi gives the JSON and protobuf forms of `/openapi/v2` one
+    /// ETag (they vary by `Accept`), so the ETag alone does not name one body.
     CachedGzip(String),
     /// Compressed for this response.
     Gzip,
@@ -72,7 +74,7 @@ pub fn choose(body: &Body, accept_encoding: Option<&str>) -> Encoding {
     match header("etag") {
         // Only strong ETags name one exact body.
         Some(etag) if body.status == 200 && !etag.starts_with("W/") => {
-            Encoding::CachedGzip(etag.to_string())
+            Encoding::CachedGzip(format!("{etag} {}", body.content_type))
         }
         _ if len >= DYNAMIC_THRESHOLD => Encoding::Gzip,
         _ => Encoding::Identity,
@@ -125,8 +127,9 @@ fn concat(mut parts: Vec<Bytes>) -> Bytes {
     all.into()
 }
 
-/// Compressed cached documents by ETag. Process-wide: an ETag is a SHA-512 of the document,
-/// so one entry can never answer for another document.
+/// Compressed cached documents by ETag and `Content-Type`. Process-wide: an ETag is a SHA-512
+/// of the document (of its JSON form for both forms of `/openapi/v2`, hence the type in the
+/// key), so one entry can never answer for another document.
 fn cache() -> &'static moka::future::Cache<String, Bytes> {
     static CACHE: OnceLock<moka::future::Cache<String, Bytes>> = OnceLock::new();
     CACHE.get_or_init(|| {
@@ -177,7 +180,17 @@ mod tests {
         assert_eq!(choose(&body(DYNAMIC_THRESHOLD, &[]), gz), Encoding::Gzip);
         assert_eq!(
             choose(&body(64 * 1024, &[("ETag", "\"AB\"")]), gz),
-            Encoding::CachedGzip("\"AB\"".into())
+            Encoding::CachedGzip("\"AB\" application/json".into())
+        );
+        // The same ETag on a body of another type is another entry (`/openapi/v2`'s JSON and
+        // protobuf forms share theirs).
+        let mut protobuf = body(64 * 1024, &[("ETag", "\"AB\"")]);
+        protobuf.content_type = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf".into();
+        assert_eq!(
+            choose(&protobuf, gz),
+            Encoding::CachedGzip(
+                "\"AB\" application/com.github.proto-openapi.spec.v2.v1.0+protobuf".into()
+            )
         );
         // Small documents, weak ETags, already-encoded bodies, clients that did not ask.
         assert_eq!(

@@ -464,6 +464,33 @@ fn large_lists_and_documents_arrive_whole_plain_or_gzipped() {
     // kubectl (which asks for gzip) reads compressed OpenAPI.
     let explained = gate.ok(&["explain", "lease.spec"]);
     assert!(explained.contains("holderIdentity"), "{explained}");
+
+    // `/openapi/v2`'s JSON and protobuf forms share one ETag (as kube-openapi's do): each,
+    // compressed, stays its own form whichever was asked for first (kubectl reads the
+    // protobuf one to validate and explain, `kubectl get --raw` the JSON one).
+    let protobuf = "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+    for _ in 0..2 {
+        let (head, doc) = curl(&gate, &["--compressed"], "/openapi/v2");
+        assert!(head.contains("content-encoding: gzip"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert_eq!(
+            json_of(&doc)["swagger"],
+            "2.0",
+            "{}",
+            &doc[..doc.len().min(200)]
+        );
+        let (head, doc) = curl(&gate, &["--compressed", "-H", protobuf], "/openapi/v2");
+        assert!(head.contains("content-encoding: gzip"), "{head}");
+        assert!(head.contains("protobuf"), "{head}");
+        // A protobuf Document opens with field 1 (`swagger`, a string): 0x0a, length 3, "2.0".
+        assert!(
+            doc.starts_with("\n\u{3}2.0"),
+            "{:?}",
+            &doc[..doc.len().min(40)]
+        );
+    }
+    let explained = gate.ok(&["explain", "lease.spec", "--output=plaintext-openapiv2"]);
+    assert!(explained.contains("holderIdentity"), "{explained}");
 }
 
 /// Two GETs on one HTTP/1.1 connection `pause` seconds apart, then waits (at most `limit`
