@@ -18,7 +18,9 @@ fn write_chart(dir: &Path) {
     };
     file(
         "Chart.yaml",
-        "apiVersion: v2\nname: shop\nversion: 0.1.0\nappVersion: \"1.0\"\n",
+        // A version constraint as charts write them: kube's gitVersion (a release, not a
+        // pre-release such as `v1.33.0-kubegate`) must satisfy it.
+        "apiVersion: v2\nname: shop\nversion: 0.1.0\nappVersion: \"1.0\"\nkubeVersion: \">=1.21.0\"\n",
     );
     file("values.yaml", "color: blue\nreplicas: 1\nsecret: s3cr3t\n");
     file(
@@ -32,6 +34,7 @@ metadata:
 data:
   color: {{ .Values.color | quote }}
   replicas: {{ .Values.replicas | quote }}
+  modern: {{ semverCompare ">=1.21" .Capabilities.KubeVersion.Version | quote }}
 "#,
     );
     file(
@@ -183,6 +186,8 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_release() {
     );
     assert_eq!(color(&gate), "blue");
     let cm = shop_json(&gate, &["get", "configmap", "demo-settings", "-o", "json"]);
+    // Charts choose API versions by the server's version, as helm reads it from `/version`.
+    assert_eq!(cm["data"]["modern"], "true", "{cm}");
     assert_eq!(
         cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "Helm"
