@@ -354,7 +354,11 @@ fn defaults_render_a_single_embedded_replica() {
     );
     assert_eq!(c["ports"][0]["name"], "https");
     assert_eq!(c["ports"][0]["containerPort"], 6443);
-    for (probe, path) in [("livenessProbe", "/livez"), ("readinessProbe", "/readyz")] {
+    // Liveness leaves out etcd: restarting kubegate would not bring etcd back.
+    for (probe, path) in [
+        ("livenessProbe", "/livez?exclude=etcd"),
+        ("readinessProbe", "/readyz"),
+    ] {
         let get = &c[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
         assert_eq!(get["port"], "https", "{probe}");
@@ -456,6 +460,8 @@ fn etcd_with_three_replicas_and_existing_secrets() {
             "--proxy-client-cert-file=/etc/kubegate/front-proxy/tls.crt",
             "--proxy-client-key-file=/etc/kubegate/front-proxy/tls.key",
             "--requestheader-client-ca-file=/etc/kubegate/front-proxy/ca.crt",
+            // Only kubeadm's proxy certificate asserts identities, not any the CA signed.
+            "--requestheader-allowed-names=front-proxy-client",
         ]
     );
     // The data dir only holds generated files: an emptyDir per pod.
@@ -579,6 +585,14 @@ fn invalid_combinations_fail_with_what_to_change() {
             "etcd.endpoints is set but storage.type is embedded",
         ),
         (
+            "podDisruptionBudget: {enabled: true}\n",
+            "podDisruptionBudget.minAvailable is 1 with replicaCount 1: no pod could ever be evicted",
+        ),
+        (
+            "frontProxy: {existingSecret: fp, allowedNames: []}\n",
+            "frontProxy.allowedNames is empty: kubegate would take X-Remote-User from any client certificate",
+        ),
+        (
             "config: {dataDir: /elsewhere}\n",
             "config.dataDir is managed by the chart",
         ),
@@ -663,6 +677,15 @@ fn rendered_config_is_accepted_by_kubegate() {
     let mut gate = Kubegate::start_with(&extra);
     let (code, body) = gate.curl("GET", "/readyz", &[], None);
     assert_eq!(code, 200, "{}", text(&body));
+    // The probes' paths, as rendered, answer.
+    let pod = &object(&docs, "Deployment")["spec"]["template"]["spec"];
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let path = pod["containers"][0][probe]["httpGet"]["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{probe} path"));
+        let (code, body) = gate.curl("GET", path, &[], None);
+        assert_eq!(code, 200, "{probe} {path}: {}", text(&body));
+    }
     assert_eq!(
         gate.terminate(Duration::from_secs(30)),
         Some(0),

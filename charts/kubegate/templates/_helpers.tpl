@@ -105,6 +105,12 @@ Checks the combinations values.schema.json cannot express; fails with what to ch
 {{- fail "storage.type is etcd but serviceAccountSigningKey.existingSecret is empty: every replica must sign and verify ServiceAccount tokens with the same key; name a Secret holding the PEM private key (serviceAccountSigningKey.key, default sa.key)." }}
 {{- end }}
 {{- end }}
+{{- if and $v.podDisruptionBudget.enabled (ge (int $v.podDisruptionBudget.minAvailable) (int $v.replicaCount)) }}
+{{- fail (printf "podDisruptionBudget.minAvailable is %d with replicaCount %d: no pod could ever be evicted, so node drains would hang. Set minAvailable below replicaCount (several replicas need storage.type: etcd), or leave podDisruptionBudget.enabled false." (int $v.podDisruptionBudget.minAvailable) (int $v.replicaCount)) }}
+{{- end }}
+{{- if and $v.frontProxy.existingSecret (not $v.frontProxy.allowedNames) }}
+{{- fail "frontProxy.allowedNames is empty: kubegate would take X-Remote-User from any client certificate the front-proxy CA signed. Name the proxy certificates' common names (kubeadm's is front-proxy-client)." }}
+{{- end }}
 {{- range $key := list "securePort" "bindAddress" "dataDir" "tls" }}
 {{- if hasKey $v.config $key }}
 {{- fail (printf "config.%s is managed by the chart: use the chart's values (securePort, tls.*; the data dir is a volume) instead." $key) }}
@@ -161,6 +167,8 @@ The `kubegate serve` arguments.
 - --proxy-client-cert-file=/etc/kubegate/front-proxy/tls.crt
 - --proxy-client-key-file=/etc/kubegate/front-proxy/tls.key
 - --requestheader-client-ca-file=/etc/kubegate/front-proxy/ca.crt
+{{- /* Without allowed names any certificate the CA signed could assert any identity. */}}
+- --requestheader-allowed-names={{ join "," .Values.frontProxy.allowedNames }}
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
