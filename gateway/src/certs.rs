@@ -1,15 +1,17 @@
 //! First-start PKI: a cluster CA, a serving certificate, an admin client certificate
 //! (`CN=kubegate-admin, O=system:masters`) and `admin.kubeconfig`, written into the data dir
-//! and reused on later starts (as k3s does). The serving certificate is re-issued when the
-//! names it must cover change.
+//! and reused on later starts (as k3s does). Leaf certificates are valid for a year from
+//! their issue, as kubeadm's are, and are issued again when they come within
+//! [`RENEW_BEFORE`] of their end (at start, and by the periodic check while kubegate runs);
+//! the serving certificate also when the names it must cover change.
 
 use std::fs;
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
-use chrono::Datelike;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
@@ -78,10 +80,54 @@ pub fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), PkiErro
     fs::rename(&tmp, path).map_err(io_err(path))
 }
 
-fn validity(params: &mut CertificateParams, years: i32) {
-    let now = chrono::Utc::now();
-    params.not_before = rcgen::date_time_ymd(now.year() - 1, 1, 1);
-    params.not_after = rcgen::date_time_ymd(now.year() + years, 1, 1);
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+/// A generated leaf certificate's lifetime: a year, as kubeadm's and client-go's self-signed
+/// serving certificates.
+const LEAF_LIFETIME: Duration = Duration::from_secs(365 * DAY.as_secs());
+/// A generated CA's lifetime: ten years, as kubeadm's.
+const CA_LIFETIME: Duration = Duration::from_secs(10 * 365 * DAY.as_secs());
+/// A generated leaf certificate is issued again once it has less than this left (k3s renews
+/// within 90 days of the end): a quarter of its life, so a restart or the periodic check
+/// renews it long before clients see it expire.
+pub const RENEW_BEFORE: Duration = Duration::from_secs(90 * DAY.as_secs());
+/// New certificates start this long before now, for clocks a little behind this one
+/// (client-go's self-signed certificates start an hour back too).
+const BACKDATE: Duration = Duration::from_secs(60 * 60);
+
+/// Valid from a little before now for `lifetime`.
+fn validity(params: &mut CertificateParams, lifetime: Duration) {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    params.not_before = epoch + since_epoch.saturating_sub(BACKDATE);
+    params.not_after = epoch + since_epoch + lifetime;
+}
+
+/// Whether the certificate at `path` must be issued again at `now`: missing, unreadable or
+/// unparsable, not valid yet, or within [`RENEW_BEFORE`] of its end.
+fn due_for_renewal(path: &Path, now: SystemTime) -> bool {
+    let Ok(pem) = fs::read(path) else {
+        return true;
+    };
+    let Ok((_, block)) = x509_parser::pem::parse_x509_pem(&pem) else {
+        return true;
+    };
+    let Ok(certificate) = block.parse_x509() else {
+        return true;
+    };
+    let seconds = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    };
+    let validity = certificate.validity();
+    let renew_from = validity
+        .not_after
+        .timestamp()
+        .saturating_sub(i64::try_from(RENEW_BEFORE.as_secs()).unwrap_or(i64::MAX));
+    let now = seconds(now);
+    now < validity.not_before.timestamp() || now >= renew_from
 }
 
 fn distinguished_name(cn: &str, orgs: &[&str]) -> DistinguishedName {
@@ -149,10 +195,14 @@ pub fn ensure(data_dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
         &[&pki.serving_cert, &pki.admin_cert],
     )?;
 
+    let now = SystemTime::now();
     let names_file = dir.join("serving.names");
     let wanted_names = names.join("\n");
     let current_names = fs::read_to_string(&names_file).unwrap_or_default();
-    if !pki.serving_cert.exists() || !pki.serving_key.exists() || current_names != wanted_names {
+    if due_for_renewal(&pki.serving_cert, now)
+        || !pki.serving_key.exists()
+        || current_names != wanted_names
+    {
         let key = KeyPair::generate().map_err(gen_err("the serving key"))?;
         let mut params = CertificateParams::default();
         params.distinguished_name = distinguished_name("kubegate", &[]);
@@ -162,7 +212,7 @@ pub fn ensure(data_dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        validity(&mut params, 1);
+        validity(&mut params, LEAF_LIFETIME);
         let cert = params
             .signed_by(&key, &issuer)
             .map_err(gen_err("the serving certificate"))?;
@@ -171,7 +221,7 @@ pub fn ensure(data_dir: &Path, names: &[String]) -> Result<Pki, PkiError> {
         write_file(&names_file, wanted_names.as_bytes(), 0o644)?;
         tracing::info!(names = ?names, "issued serving certificate");
     }
-    if !pki.admin_cert.exists() || !pki.admin_key.exists() {
+    if due_for_renewal(&pki.admin_cert, now) || !pki.admin_key.exists() {
         let (cert, key) = issue_client_cert(&issuer, "kubegate-admin", &["system:masters"])?;
         write_file(&pki.admin_key, key.as_bytes(), 0o600)?;
         write_file(&pki.admin_cert, cert.as_bytes(), 0o644)?;
@@ -213,7 +263,7 @@ fn ensure_ca(
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        validity(&mut params, 10);
+        validity(&mut params, CA_LIFETIME);
         let cert = params
             .self_signed(&key)
             .map_err(gen_err("a CA certificate"))?;
@@ -261,7 +311,7 @@ pub fn ensure_front_proxy(data_dir: &Path) -> Result<FrontProxyPki, PkiError> {
         "front-proxy CA",
         &[&pki.client_cert],
     )?;
-    if !pki.client_cert.exists() || !pki.client_key.exists() {
+    if due_for_renewal(&pki.client_cert, SystemTime::now()) || !pki.client_key.exists() {
         let (cert, key) = issue_client_cert(&issuer, FRONT_PROXY_CLIENT_CN, &[])?;
         write_file(&pki.client_key, key.as_bytes(), 0o600)?;
         write_file(&pki.client_cert, cert.as_bytes(), 0o644)?;
@@ -284,14 +334,48 @@ pub fn issue_client_cert(
         KeyUsagePurpose::KeyEncipherment,
     ];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    validity(&mut params, 1);
+    validity(&mut params, LEAF_LIFETIME);
     let cert = params
         .signed_by(&key, issuer)
         .map_err(gen_err("a client certificate"))?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-/// Writes `admin.kubeconfig` (certificates embedded) pointing at `server`.
+/// How often a running kubegate looks for generated certificates due for renewal.
+pub const RENEWAL_CHECK: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// Renews the generated serving and admin certificates while kubegate runs, so that one
+/// running for longer than a certificate's life never serves an expired one: every
+/// [`RENEWAL_CHECK`] it does what a start does ([`ensure`], then `admin.kubeconfig`). New
+/// connections get a renewed serving certificate at once (the listener follows its files);
+/// the front-proxy client certificate is renewed at the next start.
+pub async fn renew_periodically(
+    data_dir: PathBuf,
+    names: Vec<String>,
+    kubeconfig_server: String,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(RENEWAL_CHECK) => {}
+            _ = stop.changed() => return,
+        }
+        let (dir, names, server) = (data_dir.clone(), names.clone(), kubeconfig_server.clone());
+        let renewed = tokio::task::spawn_blocking(move || {
+            let pki = ensure(&dir, &names)?;
+            write_kubeconfig(&pki, &pki.ca_cert, &server)
+        })
+        .await;
+        match renewed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "renewing the generated certificates"),
+            Err(e) => tracing::warn!(error = %e, "renewing the generated certificates"),
+        }
+    }
+}
+
+/// Writes `admin.kubeconfig` (certificates embedded) pointing at `server`; a file that
+/// already says the same is left alone.
 pub fn write_kubeconfig(pki: &Pki, ca_file: &Path, server: &str) -> Result<(), PkiError> {
     let b64 = |path: &Path| -> Result<String, PkiError> {
         let bytes = fs::read(path).map_err(io_err(path))?;
@@ -316,6 +400,9 @@ pub fn write_kubeconfig(pki: &Pki, ca_file: &Path, server: &str) -> Result<(), P
         path: pki.kubeconfig.clone(),
         source: std::io::Error::other(e),
     })?;
+    if fs::read(&pki.kubeconfig).is_ok_and(|current| current == text.as_bytes()) {
+        return Ok(());
+    }
     write_file(&pki.kubeconfig, text.as_bytes(), 0o600)
 }
 
@@ -398,6 +485,94 @@ mod tests {
         fs::remove_file(&pki.ca_key).unwrap();
         let fresh = ensure(dir.path(), &names).unwrap();
         assert_ne!(fs::read(&fresh.ca_key).unwrap(), key);
+    }
+
+    /// (not before, not after) of a PEM certificate file, in Unix seconds.
+    fn validity_of(path: &Path) -> (i64, i64) {
+        let pem = fs::read(path).unwrap();
+        let (_, parsed) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+        let cert = parsed.parse_x509().unwrap();
+        let validity = cert.validity();
+        (
+            validity.not_before.timestamp(),
+            validity.not_after.timestamp(),
+        )
+    }
+
+    fn unix_now() -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    }
+
+    /// A self-signed certificate valid from `from` to `to` (Unix seconds) at `path`.
+    fn write_cert_valid(path: &Path, from: i64, to: i64) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        let epoch = rcgen::date_time_ymd(1970, 1, 1);
+        params.not_before = epoch + Duration::from_secs(from as u64);
+        params.not_after = epoch + Duration::from_secs(to as u64);
+        fs::write(path, params.self_signed(&key).unwrap().pem()).unwrap();
+    }
+
+    #[test]
+    fn leaves_last_a_year_from_issue_and_cas_ten() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = ensure(dir.path(), &serving_names("127.0.0.1", &[])).unwrap();
+        let front = ensure_front_proxy(dir.path()).unwrap();
+        let now = unix_now();
+        let year = LEAF_LIFETIME.as_secs() as i64;
+        for leaf in [&pki.serving_cert, &pki.admin_cert, &front.client_cert] {
+            let (from, to) = validity_of(leaf);
+            assert!(
+                (now - 3700..=now - 3500).contains(&from),
+                "{leaf:?}: {from} vs {now}"
+            );
+            assert!(
+                (now + year - 100..=now + year + 100).contains(&to),
+                "{leaf:?}"
+            );
+        }
+        let (_, ca_to) = validity_of(&pki.ca_cert);
+        assert!(ca_to >= now + 10 * 365 * 86_400 - 100, "{ca_to}");
+    }
+
+    #[test]
+    fn leaves_near_or_past_their_end_are_issued_again_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = serving_names("127.0.0.1", &[]);
+        let pki = ensure(dir.path(), &names).unwrap();
+        let front = ensure_front_proxy(dir.path()).unwrap();
+        let ca = fs::read(&pki.ca_cert).unwrap();
+        let now = unix_now();
+        // Expired; ending in 30 days (within RENEW_BEFORE); not valid for another day.
+        write_cert_valid(&pki.serving_cert, now - 400 * 86_400, now - 86_400);
+        write_cert_valid(&pki.admin_cert, now - 300 * 86_400, now + 30 * 86_400);
+        write_cert_valid(&front.client_cert, now + 86_400, now + 300 * 86_400);
+        let again = ensure(dir.path(), &names).unwrap();
+        ensure_front_proxy(dir.path()).unwrap();
+        for leaf in [&again.serving_cert, &again.admin_cert, &front.client_cert] {
+            let (from, to) = validity_of(leaf);
+            assert!(
+                from <= now && to > now + 360 * 86_400,
+                "{leaf:?}: {from}..{to}"
+            );
+        }
+        assert_eq!(fs::read(&again.ca_cert).unwrap(), ca, "the CA stays");
+        // One with more than RENEW_BEFORE left is kept.
+        let serving = fs::read(&again.serving_cert).unwrap();
+        ensure(dir.path(), &names).unwrap();
+        assert_eq!(fs::read(&again.serving_cert).unwrap(), serving);
+        assert!(!due_for_renewal(&again.serving_cert, SystemTime::now()));
+        assert!(due_for_renewal(
+            &again.serving_cert,
+            SystemTime::now() + LEAF_LIFETIME - RENEW_BEFORE + DAY
+        ));
+        assert!(due_for_renewal(
+            &dir.path().join("missing.crt"),
+            SystemTime::now()
+        ));
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod rbac;
 mod respond;
 mod routes;
 mod server;
+mod serving_certificate;
 mod tls;
 mod version;
 mod websocket;

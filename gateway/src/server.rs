@@ -333,11 +333,8 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let (aggregator, authentication_info) = aggregator_setup(&config, &client_ca)?;
     // Written once every generated key and certificate is on disk, so its presence tells a
     // script that the data dir's `pki/` is complete (and can be copied to other replicas).
-    certs::write_kubeconfig(
-        &pki,
-        &pki.ca_cert,
-        &format!("https://{host}:{}", config.secure_port),
-    )?;
+    let kubeconfig_server = format!("https://{host}:{}", config.secure_port);
+    certs::write_kubeconfig(&pki, &pki.ca_cert, &kubeconfig_server)?;
 
     // The RBAC index exists before the registry: the authorizer chain, the access reviews and
     // the escalation checks all read it. It is loaded from the watch cache below and kept
@@ -505,6 +502,12 @@ pub fn run(config: Config) -> Result<(), StartError> {
             stop_rx.clone(),
         ));
     }
+    background.spawn(certs::renew_periodically(
+        config.data_dir.clone(),
+        names.clone(),
+        kubeconfig_server,
+        stop_rx.clone(),
+    ));
     background.spawn(crate::rbac::follow(
         registry.clone(),
         rbac_index.clone(),

@@ -1,4 +1,5 @@
-//! The HTTPS listener's TLS: rustls with TLS 1.2/1.3, ALPN h2 + http/1.1, and optional client
+//! The HTTPS listener's TLS: rustls with TLS 1.2/1.3, ALPN h2 + http/1.1, the serving
+//! certificate followed as its files change (`serving_certificate.rs`), and optional client
 //! certificates accepted when they lead to any of the configured CA bundles (the client CA and
 //! the request-header CA), which are followed as their files change. The presented chain is
 //! handed to the request through the TLS digest extension (this survives TLS 1.3 resumption),
@@ -8,6 +9,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use crate::serving_certificate::ServingCertificate;
 use kubegate_policy::authn::ca_bundle::CaBundle;
 use kubegate_policy::authn::cache::TokenMemo;
 use kubegate_policy::authn::PeerCertificate;
@@ -357,7 +359,8 @@ fn signature_by_bare_key(
     }
 }
 
-/// TLS settings for the HTTPS listener: the serving certificate and key, and the CA bundles
+/// TLS settings for the HTTPS listener: the serving certificate and key (followed as their
+/// files change), and the CA bundles
 /// whose client certificates the handshake accepts (the client CA and, when front-proxy
 /// authentication is on, the request-header CA). Share the bundles with the authenticators,
 /// so both follow the same files.
@@ -370,16 +373,11 @@ pub fn settings(
     let verifier = ReloadingClientVerifier::new(bundles)?;
     let mut tls = TlsSettings::with_callbacks(Box::new(PeerIdentityCallback))
         .map_err(|e| TlsError::Verifier(e.to_string()))?;
-    tls.set_certificate_chain_file(&cert.display().to_string())
-        .map_err(|e| TlsError::Read {
-            path: cert.display().to_string(),
-            message: e.to_string(),
-        })?;
-    tls.set_private_key_file(&key.display().to_string())
-        .map_err(|e| TlsError::Read {
-            path: key.display().to_string(),
-            message: e.to_string(),
-        })?;
+    let serving = ServingCertificate::load(cert, key).map_err(|message| TlsError::Read {
+        path: cert.display().to_string(),
+        message,
+    })?;
+    tls.set_cert_resolver(Arc::new(serving));
     tls.set_client_cert_verifier(Arc::new(verifier));
     tls.enable_h2();
     Ok(tls)

@@ -83,14 +83,15 @@ struct Roots {
 struct Watch {
     last_check: Instant,
     /// The version last read, `None` when the file could not be read.
-    seen: Option<Stamp>,
+    seen: Option<FileStamp>,
     /// Whether the file being unreadable has been reported.
     unreadable: bool,
 }
 
-/// What identifies one version of the file without reading it.
+/// What identifies one version of a file without reading it (also used by the serving
+/// certificate, which follows its files the same way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub struct FileStamp {
     modified: Option<SystemTime>,
     len: u64,
     /// Tells an atomic replacement (a new file renamed over the old, as kubelet's projected
@@ -116,7 +117,7 @@ impl CaBundle {
         let path = path.into();
         // Stat before reading: if the file changes in between, the next check sees a newer
         // stamp and reads it again, rather than the reverse where a change would be missed.
-        let seen = stamp_of(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let seen = FileStamp::of(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         let pem = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         let (der, anchors) =
             parse_bundle(&pem).map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
@@ -279,7 +280,7 @@ impl CaBundle {
 
     /// Reads the file if it is not the version last seen, and takes it if it is usable.
     fn check(&self, watch: &mut Watch) {
-        let stamp = match stamp_of(&self.path) {
+        let stamp = match FileStamp::of(&self.path) {
             Ok(stamp) => stamp,
             Err(e) => {
                 watch.seen = None;
@@ -340,17 +341,21 @@ impl CaBundle {
     }
 }
 
-fn stamp_of(path: &Path) -> std::io::Result<Stamp> {
-    let metadata = std::fs::metadata(path)?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Ok(Stamp {
-        modified: metadata.modified().ok(),
-        len: metadata.len(),
-        inode,
-    })
+impl FileStamp {
+    /// The stamp of the file at `path` now (following symbolic links, as kubelet's Secret
+    /// volumes swap their `..data` link).
+    pub fn of(path: &Path) -> std::io::Result<FileStamp> {
+        let metadata = std::fs::metadata(path)?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Ok(FileStamp {
+            modified: metadata.modified().ok(),
+            len: metadata.len(),
+            inode,
+        })
+    }
 }
 
 /// Reads every `CERTIFICATE` block of a PEM bundle, as client-go's `cert.ParseCertsPEM`:
