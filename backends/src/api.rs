@@ -168,7 +168,8 @@ impl Body {
 /// whether the chosen clause does). Nearly every `Accept` has no such parameter.
 fn asks_pretty(accept: Option<&str>) -> bool {
     accept.is_some_and(|accept| accept.contains("pretty"))
-        && crate::machinery::negotiation::negotiate_output(accept, true).is_ok_and(|n| n.pretty)
+        && crate::machinery::negotiation::negotiate_output(accept, true, || true)
+            .is_ok_and(|n| n.pretty)
 }
 
 /// A watch: the response headers, then frames until the stream ends.

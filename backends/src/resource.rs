@@ -405,6 +405,12 @@ impl std::fmt::Debug for ResourceDef {
 }
 
 impl ResourceDef {
+    /// Whether objects of this kind have a protobuf form (every built-in kind kubegate serves;
+    /// custom resources have none, as in kube).
+    pub fn has_protobuf(&self) -> bool {
+        crate::machinery::protobuf::encodes(&self.api_version(), &self.kind)
+    }
+
     /// `v1` or `coordination.k8s.io/v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

@@ -318,30 +318,207 @@ fn watches_end_when_their_clients_go_away() {
     );
 }
 
+/// A protobuf message field by field: enough of the wire format to write a request body as
+/// client-go's typed clients send it.
+fn pb_field(number: u32, value: &[u8]) -> Vec<u8> {
+    let mut out = pb_varint(u64::from(number) << 3 | 2);
+    out.extend(pb_varint(value.len() as u64));
+    out.extend_from_slice(value);
+    out
+}
+
+fn pb_bool(number: u32, value: bool) -> Vec<u8> {
+    let mut out = pb_varint(u64::from(number) << 3);
+    out.push(u8::from(value));
+    out
+}
+
+fn pb_varint(mut value: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// `k8s\0` + `runtime.Unknown{typeMeta{apiVersion, kind}, raw}`.
+fn pb_envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let type_meta = [
+        pb_field(1, api_version.as_bytes()),
+        pb_field(2, kind.as_bytes()),
+    ]
+    .concat();
+    [b"k8s\0".to_vec(), pb_field(1, &type_meta), pb_field(2, raw)].concat()
+}
+
+/// client-go's typed clients (v0.32 and later) send and accept protobuf first: they get it,
+/// for every built-in kind, CRDs and flow control included, as from kube-apiserver.
 #[test]
-fn protobuf_only_clients_get_protobuf() {
+fn clients_get_protobuf_as_their_first_preference() {
+    const CLIENT_GO: &str = "Accept: application/vnd.kubernetes.protobuf, application/json";
     let gate = Kubegate::start();
     gate.ok(&["create", "configmap", "pb", "--from-literal=a=b"]);
-    let (code, body) = gate.curl(
-        "GET",
-        "/api/v1/namespaces/default/configmaps/pb",
-        &["Accept: application/vnd.kubernetes.protobuf"],
-        None,
-    );
-    assert_eq!(code, 200);
-    assert!(body.starts_with(b"k8s\0"), "protobuf envelope expected");
-    assert!(
-        body.windows(2).any(|w| w == b"pb"),
-        "the object's name is in the message"
-    );
-    // A client that also accepts JSON gets JSON.
+    for accept in ["Accept: application/vnd.kubernetes.protobuf", CLIENT_GO] {
+        let (code, body) = gate.curl(
+            "GET",
+            "/api/v1/namespaces/default/configmaps/pb",
+            &[accept],
+            None,
+        );
+        assert_eq!(code, 200);
+        assert!(
+            body.starts_with(b"k8s\0"),
+            "{accept}: protobuf envelope expected"
+        );
+        assert!(body.windows(2).any(|w| w == b"pb"), "the object's name");
+    }
+    // JSON first, JSON answered.
     let (_, body) = gate.curl(
         "GET",
         "/api/v1/namespaces/default/configmaps/pb",
-        &["Accept: application/vnd.kubernetes.protobuf, application/json"],
+        &["Accept: application/json, application/vnd.kubernetes.protobuf"],
         None,
     );
     assert!(body.starts_with(b"{"), "{}", String::from_utf8_lossy(&body));
+    let (code, body) = gate.curl(
+        "GET",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+        &[CLIENT_GO],
+        None,
+    );
+    assert_eq!(code, 200);
+    assert!(body.starts_with(b"k8s\0") && body.windows(9).any(|w| w == b"catch-all"));
+
+    // A CRD created as ApiextensionsV1().CustomResourceDefinitions().Create sends it.
+    let names = [
+        pb_field(1, b"crontabs"),
+        pb_field(2, b"crontab"),
+        pb_field(4, b"CronTab"),
+        pb_field(5, b"CronTabList"),
+    ]
+    .concat();
+    let schema = [
+        pb_field(5, b"object"),
+        // x-kubernetes-preserve-unknown-fields: true
+        pb_bool(38, true),
+    ]
+    .concat();
+    let version = [
+        pb_field(1, b"v1"),
+        pb_bool(2, true),
+        pb_bool(3, true),
+        pb_field(4, &pb_field(1, &schema)),
+    ]
+    .concat();
+    let spec = [
+        pb_field(1, b"stable.example.com"),
+        pb_field(3, &names),
+        pb_field(4, b"Namespaced"),
+        pb_field(7, &version),
+    ]
+    .concat();
+    let crd = [
+        pb_field(1, &pb_field(1, b"crontabs.stable.example.com")),
+        pb_field(2, &spec),
+    ]
+    .concat();
+    let body = pb_envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", &crd);
+    let (code, answer) = gate.curl(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &[
+            "Content-Type: application/vnd.kubernetes.protobuf",
+            CLIENT_GO,
+        ],
+        Some(&body),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.starts_with(b"k8s\0"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    gate.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/crontabs.stable.example.com",
+        "--timeout=30s",
+    ]);
+    let crd = gate.json(&["get", "crd", "crontabs.stable.example.com", "-o", "json"]);
+    assert_eq!(crd["spec"]["names"]["listKind"], "CronTabList", "{crd}");
+    assert_eq!(
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            ["x-kubernetes-preserve-unknown-fields"],
+        true,
+        "{crd}"
+    );
+    gate.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: nightly, namespace: default}\nspec: {cron: '0 0 * * *'}\n",
+    );
+    // Custom resources have no protobuf form: JSON, the client's second choice; their
+    // metadata-only view has one, and its watch streams protobuf frames.
+    let (code, body) = gate.curl(
+        "GET",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs/nightly",
+        &[CLIENT_GO],
+        None,
+    );
+    assert_eq!(code, 200);
+    assert!(body.starts_with(b"{"), "{}", String::from_utf8_lossy(&body));
+    let (code, body) = gate.curl(
+        "GET",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs/nightly",
+        &["Accept: application/vnd.kubernetes.protobuf"],
+        None,
+    );
+    assert_eq!(code, 406, "{}", String::from_utf8_lossy(&body));
+    let metadata_only = "Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+    for path in [
+        "/apis/stable.example.com/v1/namespaces/default/crontabs/nightly",
+        "/api/v1/namespaces/default/configmaps/pb",
+    ] {
+        let (code, body) = gate.curl("GET", path, &[metadata_only], None);
+        assert_eq!(code, 200, "{path}");
+        assert!(
+            body.starts_with(b"k8s\0"),
+            "{path}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        assert!(
+            body.windows(21).any(|w| w == b"PartialObjectMetadata"),
+            "{path}"
+        );
+    }
+    let (code, body) = gate.curl(
+        "GET",
+        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0&timeoutSeconds=1",
+        &[metadata_only],
+        None,
+    );
+    assert_eq!(code, 200);
+    // Length-prefixed WatchEvent frames, each holding a PartialObjectMetadata envelope.
+    let mut rest = body.as_slice();
+    let mut frames = 0;
+    while rest.len() >= 4 {
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        assert!(rest.len() >= 4 + len, "a frame of {len} bytes is cut short");
+        let frame = &rest[4..4 + len];
+        assert!(frame.windows(4).any(|w| w == b"k8s\0"), "{frame:?}");
+        assert!(frame.windows(21).any(|w| w == b"PartialObjectMetadata"));
+        rest = &rest[4 + len..];
+        frames += 1;
+    }
+    assert!(
+        rest.is_empty() && frames >= 1,
+        "{frames} frames, {} bytes left",
+        rest.len()
+    );
 }
 
 /// A LIST bigger than one write (kubegate sends list bodies in ~64 KiB chunks straight from

@@ -330,6 +330,19 @@ mod tests {
         assert_eq!(age_at(&json!({"metadata": {}}), now), "<unknown>");
     }
 
+    /// Negotiation answers a client's first preference, protobuf included, for every kind
+    /// that has a protobuf form; every built-in kind has one, as in kube (client-go's typed
+    /// clients ask for protobuf first).
+    #[test]
+    fn every_builtin_kind_has_a_protobuf_form() {
+        let missing: Vec<String> = builtin_resources()
+            .iter()
+            .filter(|def| !def.has_protobuf())
+            .map(|def| format!("{} {}", def.api_version(), def.kind))
+            .collect();
+        assert!(missing.is_empty(), "no protobuf form: {missing:?}");
+    }
+
     #[test]
     fn builtin_resources_have_kube_names() {
         let defs = builtin_resources();

@@ -217,7 +217,12 @@ fn accept_options(
         }
     }
     let allow_table = match endpoint {
-        Endpoint::Resource { table } => table,
+        // kube's `AllowsMediaTypeTransform` without a conversion: the endpoint's standard
+        // serializers, which for custom resources leave protobuf out.
+        Endpoint::Resource {
+            protobuf: false, ..
+        } if convert.is_none() && media == MediaType::Protobuf => return None,
+        Endpoint::Resource { table, .. } => table,
         // kube's `DefaultEndpointRestrictions`: no conversion at all.
         Endpoint::Plain if convert.is_some() => return None,
         Endpoint::Plain => false,
@@ -243,44 +248,51 @@ fn accept_options(
 
 /// Negotiates the response media type from an `Accept` header, like kube's
 /// `NegotiateOutputMediaType`: the first clause (by preference) the server can serve wins;
-/// a missing header or `*/*` gives JSON; `as=Table` needs `allow_table`; accepting only
-/// protobuf gives [`MediaType::Protobuf`] (the caller decides whether it can produce it);
-/// nothing acceptable is 406.
-pub fn negotiate_output(accept: Option<&str>, allow_table: bool) -> ApiResult<Negotiated> {
-    negotiate_for(accept, Endpoint::Resource { table: allow_table })
+/// a missing header or `*/*` gives JSON; `as=Table` needs `allow_table`; a plain object in
+/// protobuf needs `protobuf()` (whether the kind has a protobuf form: custom resources have
+/// none, though their metadata-only views do); nothing acceptable is 406.
+pub fn negotiate_output(
+    accept: Option<&str>,
+    allow_table: bool,
+    protobuf: impl FnOnce() -> bool,
+) -> ApiResult<Negotiated> {
+    // What most clients send (client-go's default and plain tools): JSON, nothing to parse.
+    if is_plain_json(accept) {
+        return Ok(Negotiated::default());
+    }
+    negotiate_among(
+        accept,
+        Endpoint::Resource {
+            table: allow_table,
+            protobuf: protobuf(),
+        },
+        &SUPPORTED,
+    )
 }
 
 /// [`negotiate_output`] for an endpoint that converts nothing (kube's legacy discovery
 /// handlers, with `DefaultEndpointRestrictions`): a clause asking for `as=`/`g=`/`v=` or a
 /// server version is passed over.
 pub fn negotiate_plain_output(accept: Option<&str>) -> ApiResult<Negotiated> {
-    negotiate_for(accept, Endpoint::Plain)
-}
-
-fn negotiate_for(accept: Option<&str>, endpoint: Endpoint) -> ApiResult<Negotiated> {
-    // What most clients send (client-go's default and plain tools): JSON, nothing to parse.
-    if matches!(
-        accept.map(str::trim),
-        None | Some("" | "application/json" | "*/*" | "application/json, */*")
-    ) {
+    if is_plain_json(accept) {
         return Ok(Negotiated::default());
     }
-    let chosen = negotiate_among(accept, endpoint, &SUPPORTED)?;
-    // kubegate answers protobuf only to clients that accept nothing else: JSON is what every
-    // client decodes, and a JSON answer is served from the cache without re-encoding.
-    if chosen.media == MediaType::Protobuf {
-        if let Ok(other) = negotiate_among(accept, endpoint, &[MediaType::Json, MediaType::Yaml]) {
-            return Ok(other);
-        }
-    }
-    Ok(chosen)
+    negotiate_among(accept, Endpoint::Plain, &SUPPORTED)
+}
+
+fn is_plain_json(accept: Option<&str>) -> bool {
+    matches!(
+        accept.map(str::trim),
+        None | Some("" | "application/json" | "*/*" | "application/json, */*")
+    )
 }
 
 /// What an endpoint can convert its answer to (kube's `EndpointRestrictions`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Endpoint {
-    /// A resource: `PartialObjectMetadata`, and `Table` when `table`.
-    Resource { table: bool },
+    /// A resource: `PartialObjectMetadata`, `Table` when `table`, the plain object in
+    /// protobuf when `protobuf`.
+    Resource { table: bool, protobuf: bool },
     /// Nothing (legacy discovery): a clause asking for any conversion is not acceptable.
     Plain,
 }
@@ -499,13 +511,13 @@ mod tests {
     const KUBECTL_TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 
     fn negotiate(accept: &str, table: bool) -> Negotiated {
-        negotiate_output(Some(accept), table).expect("acceptable")
+        negotiate_output(Some(accept), table, || true).expect("acceptable")
     }
 
     #[test]
     fn missing_and_wildcard_accept_give_json() {
         assert_eq!(
-            negotiate_output(None, true).expect("ok"),
+            negotiate_output(None, true, || true).expect("ok"),
             Negotiated::default()
         );
         assert_eq!(negotiate("", true).media, MediaType::Json);
@@ -530,16 +542,23 @@ mod tests {
 
     #[test]
     fn table_needs_group_and_version_and_no_protobuf() {
-        assert!(negotiate_output(Some("application/json;as=Table"), true).is_err());
-        assert!(
-            negotiate_output(Some("application/json;as=Table;g=meta.k8s.io;v=v2"), true).is_err()
-        );
-        assert!(
-            negotiate_output(Some("application/json;as=Widget;g=meta.k8s.io;v=v1"), true).is_err()
-        );
+        assert!(negotiate_output(Some("application/json;as=Table"), true, || true).is_err());
+        assert!(negotiate_output(
+            Some("application/json;as=Table;g=meta.k8s.io;v=v2"),
+            true,
+            || true
+        )
+        .is_err());
+        assert!(negotiate_output(
+            Some("application/json;as=Widget;g=meta.k8s.io;v=v1"),
+            true,
+            || true
+        )
+        .is_err());
         assert!(negotiate_output(
             Some("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"),
-            true
+            true,
+            || true
         )
         .is_err());
     }
@@ -552,13 +571,25 @@ mod tests {
         );
         assert_eq!(n.media, MediaType::Protobuf);
         assert!(n.as_partial_metadata);
-        // With JSON acceptable too, JSON is answered, with the JSON clause's own options.
+        // The first preference wins, as in kube (client-go's metadata client sends this).
         let n = negotiate(
             "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
             false,
         );
-        assert_eq!(n.media, MediaType::Json);
-        assert!(!n.as_partial_metadata);
+        assert_eq!(n.media, MediaType::Protobuf);
+        assert!(n.as_partial_metadata);
+        // A custom resource has no protobuf form, but its metadata-only view has.
+        let custom = |accept: &str| negotiate_output(Some(accept), true, || false);
+        let n = custom(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+        )
+        .expect("acceptable");
+        assert_eq!(n.media, MediaType::Protobuf);
+        assert!(n.as_partial_metadata);
+        let n = custom("application/vnd.kubernetes.protobuf, application/json").expect("ok");
+        assert_eq!((n.media, n.as_partial_metadata), (MediaType::Json, false));
+        let e = custom("application/vnd.kubernetes.protobuf").expect_err("406");
+        assert_eq!(e.code, 406);
         let n = negotiate(
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
             false,
@@ -585,9 +616,26 @@ mod tests {
             negotiate("*/*, application/yaml", false).media,
             MediaType::Yaml
         );
-        // Protobuf only when nothing else is acceptable.
+        // The client's first preference, as kube serves it (client-go's typed clients send
+        // protobuf first).
         assert_eq!(
             negotiate("text/html, application/vnd.kubernetes.protobuf, */*", false).media,
+            MediaType::Protobuf
+        );
+        assert_eq!(
+            negotiate(
+                "application/vnd.kubernetes.protobuf,application/json",
+                false
+            )
+            .media,
+            MediaType::Protobuf
+        );
+        assert_eq!(
+            negotiate(
+                "application/json,application/vnd.kubernetes.protobuf",
+                false
+            )
+            .media,
             MediaType::Json
         );
         assert_eq!(
@@ -626,7 +674,7 @@ mod tests {
             ["application/yaml", "*/*"]
         );
         assert_eq!(
-            negotiate_output(Some("*/*, application/yaml;q=0.5"), false)
+            negotiate_output(Some("*/*, application/yaml;q=0.5"), false, || true)
                 .unwrap()
                 .media,
             MediaType::Yaml
@@ -661,7 +709,7 @@ mod tests {
             "garbage",
             "application/cbor",
         ] {
-            let e = negotiate_output(Some(accept), true).expect_err(accept);
+            let e = negotiate_output(Some(accept), true, || true).expect_err(accept);
             assert_eq!(e.code, 406);
             assert_eq!(e.reason, "NotAcceptable");
             assert_eq!(

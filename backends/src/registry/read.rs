@@ -324,7 +324,7 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let at = get_read_at(request)?;
         self.prepare_read(at).await?;
         let info = &request.info;
@@ -347,7 +347,7 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         validate_list_options(request)?;
         let filter = Filter::from_request(request, def)?;
         timeout_seconds(request)?;
@@ -489,8 +489,12 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
-        let output = negotiate_output(request.accept.as_deref(), true)?;
-        if output.media == MediaType::Protobuf && !protobuf::encodes(&def.api_version(), &def.kind)
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
+        // Negotiation offers protobuf only for what has a protobuf form; should a kind ever
+        // lack one, the watch is refused before it starts rather than mid-stream.
+        if output.media == MediaType::Protobuf
+            && !output.as_partial_metadata
+            && !protobuf::encodes(&def.api_version(), &def.kind)
         {
             return Err(ApiError::not_acceptable(format!(
                 "{} cannot be streamed as {}; accept application/json",

@@ -546,7 +546,7 @@ impl Registry {
                 "create",
             ));
         }
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let mut object = decode_request_body(request)?;
         check_kind_named(def, &object, &request.body)?;
         check_type(&mut object, def, &def.kind)?;
@@ -714,7 +714,7 @@ impl Registry {
                 &request.info.verb,
             ));
         }
-        let output = negotiate_output(request.accept.as_deref(), false)?;
+        let output = negotiate_output(request.accept.as_deref(), false, || def.has_protobuf())?;
         let mut object = decode_request_body(request)?;
         check_type(&mut object, def, &def.kind)?;
         if def.namespaced {
@@ -741,7 +741,7 @@ impl Registry {
                 &info.verb,
             ));
         }
-        let output = negotiate_output(request.accept.as_deref(), false)?;
+        let output = negotiate_output(request.accept.as_deref(), false, || def.has_protobuf())?;
         let (kind, api_version) = handler.kind();
         let mut body = decode_request_body(request)?;
         if let Some(map) = body.as_object_mut() {
@@ -787,7 +787,7 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let mut body = decode_request_body(request)?;
         check_kind_named(def, &body, &request.body)?;
         let info = &request.info;
@@ -869,7 +869,7 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
         if patch_type == PatchType::Apply {
             return self.apply_patch(def, request, &output).await;
@@ -1184,7 +1184,7 @@ impl Registry {
                 "delete",
             ));
         }
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let options = DeleteOptions::from_request(request)?;
         let info = &request.info;
         let (status, object, deleted) = self
@@ -1332,7 +1332,7 @@ impl Registry {
         def: &Arc<ResourceDef>,
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
-        let output = negotiate_output(request.accept.as_deref(), true)?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let options = DeleteOptions::from_request(request)?;
         // Reuse LIST's selection rules (selectors, limit, resourceVersion) by listing first;
         // kube answers with the list as it was read.

@@ -175,7 +175,7 @@ pub(super) trait FromJson: Sized {
 }
 
 /// The error for a JSON value of the wrong type, naming what was expected.
-fn mismatch(expected: &str, got: &Value) -> ConvError {
+pub(super) fn mismatch(expected: &str, got: &Value) -> ConvError {
     let got = match got {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -351,6 +351,55 @@ impl FromJson for i64 {
                 .ok_or_else(|| ConvError::new(format!("{n} is not a 64-bit integer"))),
             other => Err(mismatch("an integer", other)),
         }
+    }
+}
+
+/// `float64` (a schema's `maximum`, `minimum`, `multipleOf`), as Go's encoding/json writes it:
+/// an integral value without a fraction (`1`, not `1.0`).
+impl ToJson for f64 {
+    fn to_json(&self) -> Conv {
+        if !self.is_finite() {
+            return Err(ConvError::new(format!("{self} is not a JSON number")));
+        }
+        // Integral values within i64 go out as integers; the cast is exact there.
+        const I64_RANGE: f64 = 9_223_372_036_854_775_808.0;
+        if self.fract() == 0.0 && self.abs() < I64_RANGE {
+            #[allow(clippy::cast_possible_truncation)]
+            return Ok(Value::from(*self as i64));
+        }
+        Ok(Value::from(*self))
+    }
+    fn is_zero(&self) -> bool {
+        *self == 0.0
+    }
+}
+
+impl FromJson for f64 {
+    fn from_json(value: &Value) -> Result<Self, ConvError> {
+        match value {
+            Value::Null => Ok(0.0),
+            Value::Number(n) => n
+                .as_f64()
+                .ok_or_else(|| ConvError::new(format!("{n} is not a 64-bit float"))),
+            other => Err(mismatch("a number", other)),
+        }
+    }
+}
+
+/// A message k8s-pb boxes (a recursive schema's `not`, `items`, `additionalProperties`): as
+/// the message itself.
+impl<T: ToJson> ToJson for Box<T> {
+    fn to_json(&self) -> Conv {
+        self.as_ref().to_json()
+    }
+    fn is_zero(&self) -> bool {
+        self.as_ref().is_zero()
+    }
+}
+
+impl<T: FromJson> FromJson for Box<T> {
+    fn from_json(value: &Value) -> Result<Self, ConvError> {
+        T::from_json(value).map(Box::new)
     }
 }
 

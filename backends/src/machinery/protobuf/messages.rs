@@ -5,12 +5,15 @@
 
 use k8s_pb::api::authentication::v1 as authnv1;
 use k8s_pb::api::authorization::v1 as authzv1;
+use k8s_pb::api::autoscaling::v1 as autoscalingv1;
 use k8s_pb::api::coordination::v1 as coordv1;
 use k8s_pb::api::core::v1 as corev1;
 use k8s_pb::api::discovery::v1 as discv1;
 use k8s_pb::api::events::v1 as eventsv1;
+use k8s_pb::api::flowcontrol::v1 as flowv1;
 use k8s_pb::api::rbac::v1 as rbacv1;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as metav1;
+use k8s_pb::kube_aggregator::pkg::apis::apiregistration::v1 as apiregv1;
 use serde_json::Value;
 
 use super::convert::{Conv, ConvError, Fields, FromJson, Obj, ToJson};
@@ -29,6 +32,8 @@ macro_rules! messages {
 
         impl FromJson for $ty {
             fn from_json(value: &Value) -> Result<Self, ConvError> {
+                // (A message without fields, such as an empty subresource marker, reads none.)
+                #[allow(unused_variables)]
                 let fields = Fields::of(value)?;
                 Ok(Self {
                     $($field: fields.$mode($key)?,)*
@@ -37,6 +42,9 @@ macro_rules! messages {
         }
     )*};
 }
+
+/// For the groups whose tables live in modules of their own (`apiextensions.rs`).
+pub(super) use messages;
 
 // meta.k8s.io/v1
 messages! {
@@ -557,6 +565,182 @@ messages! {
         req "apiGroup" => api_group,
         req "kind" => kind,
         req "name" => name,
+    }
+}
+
+// meta.k8s.io/v1 metadata-only views (`Accept: ...;as=PartialObjectMetadata`), which
+// controller-runtime's metadata clients read as protobuf.
+messages! {
+    metav1::PartialObjectMetadata {
+        omit "metadata" => metadata,
+    }
+    metav1::PartialObjectMetadataList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+}
+
+// autoscaling/v1: the `scale` subresource of custom resources.
+messages! {
+    autoscalingv1::Scale {
+        omit "metadata" => metadata,
+        omit "spec" => spec,
+        omit "status" => status,
+    }
+    autoscalingv1::ScaleSpec {
+        omit "replicas" => replicas,
+    }
+    autoscalingv1::ScaleStatus {
+        req "replicas" => replicas,
+        omit "selector" => selector,
+    }
+}
+
+// apiregistration.k8s.io/v1: `service` is a pointer without `omitempty` (Go writes `null` for
+// a local APIService; it is left out here, which reads the same).
+messages! {
+    apiregv1::APIService {
+        omit "metadata" => metadata,
+        omit "spec" => spec,
+        omit "status" => status,
+    }
+    apiregv1::APIServiceList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    apiregv1::APIServiceSpec {
+        ptr "service" => service,
+        omit "group" => group,
+        omit "version" => version,
+        omit "insecureSkipTLSVerify" => insecure_skip_tls_verify,
+        omit "caBundle" => ca_bundle,
+        req "groupPriorityMinimum" => group_priority_minimum,
+        req "versionPriority" => version_priority,
+    }
+    apiregv1::ServiceReference {
+        omit "namespace" => namespace,
+        omit "name" => name,
+        ptr "port" => port,
+    }
+    apiregv1::APIServiceStatus {
+        omit "conditions" => conditions,
+    }
+    apiregv1::APIServiceCondition {
+        req "type" => r#type,
+        req "status" => status,
+        omit "lastTransitionTime" => last_transition_time,
+        omit "reason" => reason,
+        omit "message" => message,
+    }
+}
+
+// flowcontrol.apiserver.k8s.io/v1
+messages! {
+    flowv1::FlowSchema {
+        omit "metadata" => metadata,
+        omit "spec" => spec,
+        omit "status" => status,
+    }
+    flowv1::FlowSchemaList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    flowv1::FlowSchemaSpec {
+        req "priorityLevelConfiguration" => priority_level_configuration,
+        req "matchingPrecedence" => matching_precedence,
+        ptr "distinguisherMethod" => distinguisher_method,
+        omit "rules" => rules,
+    }
+    flowv1::FlowDistinguisherMethod {
+        req "type" => r#type,
+    }
+    flowv1::PriorityLevelConfigurationReference {
+        req "name" => name,
+    }
+    flowv1::PolicyRulesWithSubjects {
+        req "subjects" => subjects,
+        omit "resourceRules" => resource_rules,
+        omit "nonResourceRules" => non_resource_rules,
+    }
+    flowv1::Subject {
+        req "kind" => kind,
+        ptr "user" => user,
+        ptr "group" => group,
+        ptr "serviceAccount" => service_account,
+    }
+    flowv1::UserSubject {
+        req "name" => name,
+    }
+    flowv1::GroupSubject {
+        req "name" => name,
+    }
+    flowv1::ServiceAccountSubject {
+        req "namespace" => namespace,
+        req "name" => name,
+    }
+    flowv1::ResourcePolicyRule {
+        req "verbs" => verbs,
+        req "apiGroups" => api_groups,
+        req "resources" => resources,
+        omit "clusterScope" => cluster_scope,
+        req "namespaces" => namespaces,
+    }
+    flowv1::NonResourcePolicyRule {
+        req "verbs" => verbs,
+        req "nonResourceURLs" => non_resource_ur_ls,
+    }
+    flowv1::FlowSchemaStatus {
+        omit "conditions" => conditions,
+    }
+    flowv1::FlowSchemaCondition {
+        omit "type" => r#type,
+        omit "status" => status,
+        omit "lastTransitionTime" => last_transition_time,
+        omit "reason" => reason,
+        omit "message" => message,
+    }
+    flowv1::PriorityLevelConfiguration {
+        omit "metadata" => metadata,
+        omit "spec" => spec,
+        omit "status" => status,
+    }
+    flowv1::PriorityLevelConfigurationList {
+        omit "metadata" => metadata,
+        req "items" => items,
+    }
+    flowv1::PriorityLevelConfigurationSpec {
+        req "type" => r#type,
+        ptr "limited" => limited,
+        ptr "exempt" => exempt,
+    }
+    flowv1::LimitedPriorityLevelConfiguration {
+        ptr "nominalConcurrencyShares" => nominal_concurrency_shares,
+        omit "limitResponse" => limit_response,
+        ptr "lendablePercent" => lendable_percent,
+        ptr "borrowingLimitPercent" => borrowing_limit_percent,
+    }
+    flowv1::ExemptPriorityLevelConfiguration {
+        ptr "nominalConcurrencyShares" => nominal_concurrency_shares,
+        ptr "lendablePercent" => lendable_percent,
+    }
+    flowv1::LimitResponse {
+        req "type" => r#type,
+        ptr "queuing" => queuing,
+    }
+    flowv1::QueuingConfiguration {
+        req "queues" => queues,
+        req "handSize" => hand_size,
+        req "queueLengthLimit" => queue_length_limit,
+    }
+    flowv1::PriorityLevelConfigurationStatus {
+        omit "conditions" => conditions,
+    }
+    flowv1::PriorityLevelConfigurationCondition {
+        omit "type" => r#type,
+        omit "status" => status,
+        omit "lastTransitionTime" => last_transition_time,
+        omit "reason" => reason,
+        omit "message" => message,
     }
 }
 

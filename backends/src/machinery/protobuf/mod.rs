@@ -25,6 +25,7 @@
 //!
 //! The message tables are in `messages.rs`, the conversion machinery in `convert.rs`.
 
+mod apiextensions;
 mod convert;
 mod messages;
 #[cfg(test)]
@@ -32,13 +33,17 @@ mod tests;
 
 use k8s_pb::api::authentication::v1 as authnv1;
 use k8s_pb::api::authorization::v1 as authzv1;
+use k8s_pb::api::autoscaling::v1 as autoscalingv1;
 use k8s_pb::api::coordination::v1 as coordv1;
 use k8s_pb::api::core::v1 as corev1;
 use k8s_pb::api::discovery::v1 as discv1;
 use k8s_pb::api::events::v1 as eventsv1;
+use k8s_pb::api::flowcontrol::v1 as flowv1;
 use k8s_pb::api::rbac::v1 as rbacv1;
+use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as extv1;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as metav1;
 use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
+use k8s_pb::kube_aggregator::pkg::apis::apiregistration::v1 as apiregv1;
 use prost::Message;
 use serde_json::{Map, Value};
 
@@ -294,6 +299,12 @@ const REQUEST_KINDS: &[Codec] = &[
     kind::<authzv1::SubjectAccessReview>(),
     kind::<authzv1::LocalSubjectAccessReview>(),
     kind::<authzv1::SelfSubjectRulesReview>(),
+    kind::<extv1::CustomResourceDefinition>(),
+    kind::<apiregv1::APIService>(),
+    kind::<flowv1::FlowSchema>(),
+    kind::<flowv1::PriorityLevelConfiguration>(),
+    // The `scale` subresource's kind, which k8s-pb gives no `Resource` impl.
+    named::<autoscalingv1::Scale>("autoscaling/v1", "Scale"),
 ];
 
 /// Kinds that are only ever responses. `Status` is unversioned in kube (registered as `v1`
@@ -314,4 +325,15 @@ const RESPONSE_KINDS: &[Codec] = &[
     list::<rbacv1::ClusterRoleList, rbacv1::ClusterRole>("ClusterRoleList"),
     list::<rbacv1::RoleBindingList, rbacv1::RoleBinding>("RoleBindingList"),
     list::<rbacv1::ClusterRoleBindingList, rbacv1::ClusterRoleBinding>("ClusterRoleBindingList"),
+    list::<extv1::CustomResourceDefinitionList, extv1::CustomResourceDefinition>(
+        "CustomResourceDefinitionList",
+    ),
+    list::<apiregv1::APIServiceList, apiregv1::APIService>("APIServiceList"),
+    list::<flowv1::FlowSchemaList, flowv1::FlowSchema>("FlowSchemaList"),
+    list::<flowv1::PriorityLevelConfigurationList, flowv1::PriorityLevelConfiguration>(
+        "PriorityLevelConfigurationList",
+    ),
+    // The metadata-only views of any kind (`as=PartialObjectMetadata`).
+    named::<metav1::PartialObjectMetadata>("meta.k8s.io/v1", "PartialObjectMetadata"),
+    named::<metav1::PartialObjectMetadataList>("meta.k8s.io/v1", "PartialObjectMetadataList"),
 ];

@@ -761,6 +761,10 @@ const GOLDEN: &[(&str, &[u8], &[u8])] = golden![
     "authorization.k8s.io.v1.SubjectAccessReview",
     "authorization.k8s.io.v1.LocalSubjectAccessReview",
     "authorization.k8s.io.v1.SelfSubjectRulesReview",
+    "flowcontrol.apiserver.k8s.io.v1.FlowSchema",
+    "flowcontrol.apiserver.k8s.io.v1.PriorityLevelConfiguration",
+    "autoscaling.v1.Scale",
+    "apiextensions.k8s.io.v1.CustomResourceDefinition",
 ];
 
 #[test]
@@ -1347,5 +1351,124 @@ fn malformed_fields_are_internal_errors_naming_the_field() {
             .contains("spec.ports[0].targetPort: expected an integer or a string"),
         "{}",
         err.message
+    );
+}
+
+/// What kubegate stores for the kinds client-go's typed clients send as protobuf since
+/// v0.32 (CRDs, APIServices, FlowSchemas, PriorityLevelConfigurations) round-trip, schema
+/// unions and numbers included.
+#[test]
+fn extension_and_flowcontrol_kinds_round_trip() {
+    let meta = json!({"name": "crontabs.stable.example.com", "uid": "8b1f9a52-6d4c-4d7e-9f51-0d1b2c3e4f50",
+        "resourceVersion": "42", "creationTimestamp": "2024-05-01T10:00:00Z"});
+    let schema = json!({
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "description": "the spec",
+                "properties": {
+                    "replicas": {"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
+                    "ratio": {"type": "number", "multipleOf": 0.5, "maximum": 1.5, "exclusiveMaximum": true},
+                    "mode": {"type": "string", "enum": ["a", "b"], "pattern": "^[ab]$", "maxLength": 1},
+                    "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                    "pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "closed": {"type": "object", "additionalProperties": false},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "kept": {"x-kubernetes-preserve-unknown-fields": false, "x-kubernetes-int-or-string": true},
+                    "template": {"type": "object", "default": {"a": [1, "x", null, true]}, "nullable": true},
+                },
+                "dependencies": {"ratio": ["mode"], "tags": {"required": ["mode"]}},
+                "x-kubernetes-validations": [
+                    {"rule": "self.replicas <= 10", "message": "too many", "reason": "FieldValueInvalid", "fieldPath": ".replicas"},
+                    {"rule": "self.mode == oldSelf.mode", "optionalOldSelf": true},
+                ],
+            },
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        },
+    });
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": meta,
+        "spec": {
+            "group": "stable.example.com",
+            "names": {"plural": "crontabs", "singular": "crontab", "shortNames": ["ct"], "kind": "CronTab", "listKind": "CronTabList"},
+            "scope": "Namespaced",
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema},
+                 "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+                 "additionalPrinterColumns": [{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}]},
+                {"name": "v1beta1", "served": false, "storage": false, "deprecated": true, "deprecationWarning": "use v1",
+                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+            ],
+            "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"namespace": "ops", "name": "conv", "path": "/convert", "port": 443}, "caBundle": "Y2E="}, "conversionReviewVersions": ["v1"]}},
+        },
+        "status": {
+            "conditions": [{"type": "Established", "status": "True", "lastTransitionTime": "2024-05-01T10:00:01Z", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}],
+            "acceptedNames": {"plural": "crontabs", "kind": "CronTab"},
+            "storedVersions": ["v1"],
+        },
+    });
+    round_trip(&crd);
+    // A schema number is written as Go writes a float64: 1 and 0, not 1.0 and 0.0.
+    let mut floats = crd.clone();
+    floats["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["replicas"]["maximum"] = json!(10.0);
+    let decoded = decode_any(&encode(&floats).expect("encodes"));
+    assert_eq!(decoded, crd);
+    assert!(serde_json::to_string(&decoded)
+        .expect("json")
+        .contains(r#""maximum":10,"#));
+
+    let apiservices = [
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": "v1.", "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
+            "spec": {"version": "v1", "groupPriorityMinimum": 18000, "versionPriority": 1},
+            "status": {"conditions": [{"type": "Available", "status": "True", "lastTransitionTime": "2024-05-01T10:00:00Z", "reason": "Local", "message": "Local APIServices are always available"}]}}),
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": "v1alpha1.wardle.example.com"},
+            "spec": {"service": {"namespace": "wardle", "name": "api", "port": 443}, "group": "wardle.example.com", "version": "v1alpha1",
+                "caBundle": "LS0tLS1CRUdJTg==", "groupPriorityMinimum": 1000, "versionPriority": 15},
+            "status": {}}),
+    ];
+    for apiservice in &apiservices {
+        round_trip(apiservice);
+    }
+    round_trip(
+        &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": "probes"},
+        "spec": {"priorityLevelConfiguration": {"name": "exempt"}, "matchingPrecedence": 2,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:unauthenticated"}},
+                                     {"kind": "ServiceAccount", "serviceAccount": {"namespace": "*", "name": "*"}}],
+                       "resourceRules": [{"verbs": ["get"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}],
+                       "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/readyz"]}]}]},
+        "status": {"conditions": [{"type": "Dangling", "status": "False", "lastTransitionTime": "2024-05-01T10:00:00Z", "reason": "Found", "message": "This FlowSchema references the PriorityLevelConfiguration object named \"exempt\" and it exists"}]}}),
+    );
+    round_trip(
+        &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "workload-low"},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 100, "lendablePercent": 90,
+            "limitResponse": {"type": "Queue", "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}},
+        "status": {}}),
+    );
+    round_trip(
+        &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": "exempt"},
+        "spec": {"type": "Exempt", "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}},
+        "status": {}}),
+    );
+    // Metadata-only views, as controller-runtime's metadata clients read them.
+    round_trip(
+        &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {"name": "a", "namespace": "default", "resourceVersion": "7", "labels": {"x": "y"}}}),
+    );
+    round_trip(
+        &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+        "metadata": {"resourceVersion": "7"},
+        "items": [{"metadata": {"name": "a", "namespace": "default"}}]}),
     );
 }
