@@ -11,6 +11,8 @@ pub type CheckFn = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 /// The registered checks of the three endpoints.
 pub struct Health {
     live: Vec<(String, CheckFn)>,
+    /// Checks of `/readyz` alone, listed after the live ones.
+    ready: Vec<(String, CheckFn)>,
     pub shutting_down: Arc<AtomicBool>,
 }
 
@@ -25,6 +27,7 @@ impl Health {
         let ok: CheckFn = Arc::new(|| Ok(()));
         Health {
             live: vec![("ping".into(), ok.clone()), ("log".into(), ok)],
+            ready: Vec::new(),
             shutting_down: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -34,9 +37,15 @@ impl Health {
         self.live.push((name.into(), check));
     }
 
+    /// Adds a check to `/readyz` only (kube's `etcd-readiness`).
+    pub fn add_ready(&mut self, name: &str, check: CheckFn) {
+        self.ready.push((name.into(), check));
+    }
+
     fn checks_for(&self, endpoint: &str) -> Vec<(String, CheckFn)> {
         let mut checks = self.live.clone();
         if endpoint == "readyz" {
+            checks.extend(self.ready.iter().cloned());
             let flag = self.shutting_down.clone();
             checks.push((
                 "shutdown".into(),
@@ -156,6 +165,29 @@ mod tests {
         assert_eq!(h.serve("/readyz/storage", &[]).unwrap().status, 500);
         assert!(h.serve("/readyz/nope", &[]).is_none());
         assert!(h.serve("/version", &[]).is_none());
+    }
+
+    #[test]
+    fn readiness_checks_are_listed_after_the_live_ones_on_readyz_alone() {
+        let mut h = Health::new();
+        h.add_live("etcd", Arc::new(|| Ok(())));
+        h.add_ready("etcd-readiness", Arc::new(|| Err("down".into())));
+        let r = h.serve("/readyz", &q(&[("verbose", "")])).unwrap();
+        assert_eq!(r.status, 500);
+        let lines: Vec<&str> = r.body.lines().take(5).collect();
+        assert_eq!(
+            lines,
+            [
+                "[+]ping ok",
+                "[+]log ok",
+                "[+]etcd ok",
+                "[-]etcd-readiness failed: reason withheld",
+                "[+]shutdown ok"
+            ]
+        );
+        assert_eq!(h.serve("/readyz/etcd-readiness", &[]).unwrap().status, 500);
+        assert_eq!(h.serve("/livez", &[]).unwrap().status, 200);
+        assert!(h.serve("/livez/etcd-readiness", &[]).is_none());
     }
 
     #[test]

@@ -548,17 +548,17 @@ pub fn run(config: Config) -> Result<(), StartError> {
     // Health checks are synchronous; a background probe keeps the storage verdict current.
     let storage_ok = Arc::new(AtomicBool::new(true));
     background.spawn(probe_storage(store.clone(), storage_ok.clone()));
-    // kube names this check `etcd`.
-    health.add_live(
-        storage_check,
-        Arc::new(move || {
-            if storage_ok.load(Ordering::Relaxed) {
-                Ok(())
-            } else {
-                Err("storage did not answer".into())
-            }
-        }),
-    );
+    // kube names this check `etcd`, and repeats it for readiness alone as `etcd-readiness`
+    // (probes copied from kube set-ups ask for `/readyz/etcd-readiness`).
+    let storage_verdict: crate::health::CheckFn = Arc::new(move || {
+        if storage_ok.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err("storage did not answer".into())
+        }
+    });
+    health.add_live(storage_check, storage_verdict.clone());
+    health.add_ready(&format!("{storage_check}-readiness"), storage_verdict);
     let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Other(e.to_string()))?);
     conversion_metrics
         .register(&metrics)

@@ -160,6 +160,11 @@ fn kubegate_fails_fast_without_etcd_and_recovers_when_it_returns() {
         !out.status.success()
     });
     assert!(not_ready, "readyz/etcd kept passing with etcd gone");
+    // kube's readiness-only check says the same.
+    assert!(!gate
+        .kubectl(&["get", "--raw", "/readyz/etcd-readiness"])
+        .status
+        .success());
     // A request that needs storage fails with a Status instead of hanging.
     let started = Instant::now();
     let write = gate.kubectl(&["create", "configmap", "during", "--request-timeout=40s"]);
@@ -202,10 +207,12 @@ fn kubegate_fails_fast_without_etcd_and_recovers_when_it_returns() {
         names.contains("configmap/before") && names.contains("configmap/after"),
         "{names}"
     );
-    assert!(gate
-        .kubectl(&["get", "--raw", "/readyz/etcd"])
-        .status
-        .success());
+    for check in ["/readyz/etcd", "/readyz/etcd-readiness"] {
+        assert!(
+            gate.kubectl(&["get", "--raw", check]).status.success(),
+            "{check}"
+        );
+    }
 }
 
 #[test]

@@ -84,7 +84,9 @@ fn protocols_headers_health_metrics_and_documents() {
     // Health endpoints, verbose and per check.
     let (_, body) = curl(&gate, &[], "/readyz?verbose");
     assert!(
-        body.contains("[+]ping ok") && body.contains("[+]storage ok"),
+        body.contains("[+]ping ok")
+            && body.contains("[+]storage ok")
+            && body.contains("[+]storage-readiness ok"),
         "{body}"
     );
     assert!(
