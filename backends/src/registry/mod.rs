@@ -377,12 +377,28 @@ pub(crate) fn served_bytes(
     def: &ResourceDef,
     object: &crate::storage::cacher::CachedObject,
 ) -> ApiResult<bytes::Bytes> {
+    if object.corrupt {
+        return Err(corrupt_object(object));
+    }
     match def.strategy.conversion_id() {
         0 => client_bytes(def, &object.bytes),
         id => object
             .conversions
             .get_or_convert(id, &object.bytes, || client_bytes(def, &object.bytes)),
     }
+}
+
+/// kube's answer to a stored value it cannot decode (`storage.NewCorruptObjError`, interpreted
+/// as an internal error), in its words.
+pub(crate) fn corrupt_object(object: &crate::storage::cacher::CachedObject) -> ApiError {
+    let reason = match serde_json::from_slice::<serde_json::Value>(&object.bytes) {
+        Err(e) => e.to_string(),
+        Ok(_) => "the stored value is not a JSON object with object metadata".to_string(),
+    };
+    ApiError::internal(format!(
+        "StorageError: corrupt object, Code: 6, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: {reason}",
+        object.key
+    ))
 }
 
 /// Maps a storage failure to its API status.

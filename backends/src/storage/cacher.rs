@@ -53,6 +53,9 @@ pub struct CachedObject {
     /// This object as resources that convert stored objects serve it, computed on first read
     /// (see [`Conversions`]).
     pub conversions: Conversions,
+    /// The stored value is not a JSON object (written past kubegate, by etcdctl or another
+    /// server sharing the prefix): `bytes` holds it as stored, and reads answer 500.
+    pub corrupt: bool,
 }
 
 impl AsRef<CachedObject> for CachedObject {
@@ -558,6 +561,7 @@ impl Cacher {
                         bytes: rendered.bytes,
                         labels: rendered.labels,
                         conversions: Conversions::default(),
+                        corrupt: rendered.corrupt,
                     });
                     state.objects.insert(ev.key, Arc::clone(&object));
                     let kind = if ev.kind == EventKind::Modified && prev.is_some() {
@@ -587,6 +591,7 @@ impl Cacher {
                         bytes: rendered.bytes,
                         labels: rendered.labels,
                         conversions: Conversions::default(),
+                        corrupt: rendered.corrupt,
                     });
                     CacheEvent {
                         kind: CacheEventKind::Deleted,
@@ -710,6 +715,7 @@ fn object_from(kv: KeyValue) -> CachedObject {
         bytes: rendered.bytes,
         labels: rendered.labels,
         conversions: Conversions::default(),
+        corrupt: rendered.corrupt,
     }
 }
 

@@ -18,22 +18,26 @@ use super::Revision;
 pub(super) struct Rendered {
     pub bytes: Bytes,
     pub labels: BTreeMap<String, String>,
+    /// The stored value is not a JSON object (or its metadata is not one): kube's corrupt
+    /// object, which reads answer with a 500 rather than with the bytes.
+    pub corrupt: bool,
 }
 
 /// Sets `metadata.resourceVersion` and extracts the labels. A stored value that is not a JSON
-/// object (or whose metadata is not one) is served as it is, and logged: the cache must not
-/// drop what the store holds.
+/// object (or whose metadata is not one) is kept as it is, marked corrupt, and logged: the
+/// cache must not drop what the store holds, and reads must not pass it off as an object.
 pub(super) fn render(value: &[u8], revision: Revision) -> Rendered {
     match stamp(value, revision) {
         Some(rendered) => rendered,
         None => {
             tracing::warn!(
                 revision,
-                "stored value is not a JSON object; serving it as is"
+                "stored value is not a JSON object; reads of it answer 500"
             );
             Rendered {
                 bytes: Bytes::copy_from_slice(value),
                 labels: BTreeMap::new(),
+                corrupt: true,
             }
         }
     }
@@ -149,6 +153,7 @@ fn stamp(value: &[u8], revision: Revision) -> Option<Rendered> {
     Some(Rendered {
         bytes: Bytes::from(out.into_bytes()),
         labels,
+        corrupt: false,
     })
 }
 
