@@ -163,15 +163,84 @@ fn socket_address(ip: &str, port: u16) -> String {
     }
 }
 
+/// Where kubegate listens for `--bind-address` `ip`: as kube-apiserver (Go's `net.Listen`),
+/// an unspecified address (`0.0.0.0` or `::`) means every interface of both families, so it
+/// listens on `[::]` with `IPV6_V6ONLY` off, which takes IPv4 connections too (as
+/// IPv4-mapped addresses), on a host that has IPv6; on one without, on `0.0.0.0`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ListenAddress {
+    address: String,
+    dual_stack: bool,
+}
+
+fn listen_address(ip: &str, port: u16) -> ListenAddress {
+    let unspecified = ip
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified());
+    if unspecified && ipv6_available() {
+        return ListenAddress {
+            address: format!("[::]:{port}"),
+            dual_stack: true,
+        };
+    }
+    let address = if unspecified {
+        format!("0.0.0.0:{port}")
+    } else {
+        socket_address(ip, port)
+    };
+    ListenAddress {
+        address,
+        dual_stack: false,
+    }
+}
+
+/// Whether this host can open an IPv6 socket (kernels booted with `ipv6.disable=1` cannot).
+fn ipv6_available() -> bool {
+    socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).is_ok()
+}
+
+impl ListenAddress {
+    /// pingora's listener for it.
+    fn config(&self) -> ListenerConfig {
+        let config = ListenerConfig::tcp(&self.address);
+        if !self.dual_stack {
+            return config;
+        }
+        let mut options = pingora::listeners::TcpSocketOptions::default();
+        options.ipv6_only = Some(false);
+        config.tcp_socket_options(options)
+    }
+
+    /// Binds and closes a listener as pingora's will be, so a taken address fails the start.
+    /// `SO_REUSEADDR` is set as pingora sets it, so the address is free for pingora right
+    /// after.
+    fn probe(&self) -> std::io::Result<()> {
+        let address: std::net::SocketAddr = self
+            .address
+            .parse()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(address),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        if self.dual_stack {
+            socket.set_only_v6(false)?;
+        }
+        socket.set_reuse_address(true)?;
+        socket.bind(&address.into())?;
+        socket.listen(1)
+    }
+}
+
 /// Fails at once, as kube-apiserver does, when an address kubegate must listen on is taken
 /// or cannot be bound: pingora would instead retry a taken address for half a minute (it
 /// waits out a process it replaces, which kubegate never does) while kubegate looked started.
-/// Each probe listener is closed at once; std sets `SO_REUSEADDR` on it as pingora does on
-/// its own, so the address is free for pingora right after.
-fn ensure_can_listen(addresses: &[String]) -> Result<(), StartError> {
+fn ensure_can_listen(addresses: &[ListenAddress]) -> Result<(), StartError> {
     for address in addresses {
-        std::net::TcpListener::bind(address.as_str())
-            .map_err(|e| StartError::Listen(format!("failed to listen on {address}: {e}")))?;
+        address.probe().map_err(|e| {
+            StartError::Listen(format!("failed to listen on {}: {e}", address.address))
+        })?;
     }
     Ok(())
 }
@@ -298,10 +367,13 @@ fn disabled_group_versions(
 /// Starts kubegate and blocks until it has shut down.
 pub fn run(config: Config) -> Result<(), StartError> {
     config.validate()?;
-    let mut listen_addresses = vec![socket_address(&config.bind_address, config.secure_port)];
-    if let Some(port) = config.insecure_port {
-        listen_addresses.push(socket_address(&config.insecure_bind_address, port));
-    }
+    let secure_address = listen_address(&config.bind_address, config.secure_port);
+    let insecure_address = config
+        .insecure_port
+        .map(|port| listen_address(&config.insecure_bind_address, port));
+    let listen_addresses: Vec<ListenAddress> = std::iter::once(secure_address.clone())
+        .chain(insecure_address.clone())
+        .collect();
     ensure_can_listen(&listen_addresses)?;
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| StartError::Other(format!("creating {}: {e}", config.data_dir.display())))?;
@@ -653,19 +725,18 @@ pub fn run(config: Config) -> Result<(), StartError> {
         "kubegate".to_string(),
         crate::front::Front::new(gateway, proxy, upstream, config.idle_timeout),
     );
-    let secure_addr = socket_address(&config.bind_address, config.secure_port);
     service.add_listener(
-        ListenerConfig::tcp(&secure_addr)
+        secure_address
+            .config()
             .tls(tls_settings)
             .l4_buffer(client_buffers()),
     );
-    if let Some(port) = config.insecure_port {
-        let address = socket_address(&config.insecure_bind_address, port);
-        service.add_listener(ListenerConfig::tcp(&address).l4_buffer(client_buffers()));
+    if let Some(address) = &insecure_address {
+        service.add_listener(address.config().l4_buffer(client_buffers()));
     }
     server.add_service(service);
     tracing::info!(
-        address = %secure_addr,
+        address = %secure_address.address,
         kubeconfig = %pki.kubeconfig.display(),
         "kubegate serving"
     );

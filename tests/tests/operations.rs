@@ -955,3 +955,56 @@ fn bodies_are_indented_and_errors_negotiated_as_kube_writes_them() {
     assert!(head.starts_with("http/2 404"), "{head}");
     assert!(text.ends_with("\n  \"code\": 404\n}"), "{text}");
 }
+
+/// `--bind-address 0.0.0.0` listens on every interface of both families, as kube-apiserver
+/// (Go's listener) does: IPv6 clients (single-stack IPv6 clusters, whose kubelet probes the
+/// pod's IPv6 address) reach it too. Run in a private network namespace whose loopback holds
+/// an extra address of each family, so nothing outside it is listened on.
+#[test]
+fn an_unspecified_bind_address_serves_both_families() {
+    use std::net::IpAddr;
+    let v4: IpAddr = "10.77.0.1".parse().unwrap();
+    let v6: IpAddr = "fd00:77::1".parse().unwrap();
+    kubegate_tests::netns::enter_private_network(&[v4, v6]);
+    let port = kubegate_tests::free_port();
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut child = Command::new(kubegate_tests::binary())
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .args([
+            "--secure-port",
+            &port.to_string(),
+            "--bind-address",
+            "0.0.0.0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = |host: &str| {
+        Command::new("curl")
+            .args(["-sS", "-g", "--max-time", "5", "--cacert"])
+            .arg(data_dir.join("pki/ca.crt"))
+            // The serving certificate names loopback and kube's names, not these addresses.
+            .args(["--resolve", &format!("localhost:{port}:{host}")])
+            .arg(format!("https://localhost:{port}/readyz"))
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let started = kubegate_tests::eventually(std::time::Duration::from_secs(30), || {
+        ready("127.0.0.1") == "ok"
+    });
+    let answers: Vec<(String, String)> = ["127.0.0.1", "10.77.0.1", "::1", "fd00:77::1"]
+        .iter()
+        .map(|host| (host.to_string(), ready(host)))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started, "kubegate did not start");
+    for (host, answer) in &answers {
+        assert_eq!(answer, "ok", "{host}: {answers:?}");
+    }
+}
