@@ -341,7 +341,7 @@ pub fn with_identity_as(
     groups: &[&str],
 ) -> reqwest::RequestBuilder {
     let request = match &identity.bearer {
-        Some(bearer) => request.header(http::header::AUTHORIZATION, bearer.clone()),
+        Some(bearer) => request.header(http::header::AUTHORIZATION, bearer.header()),
         None => request,
     };
     match identity.forwarding {

@@ -16,6 +16,7 @@ pub mod namespaces;
 pub mod proxy;
 pub mod resolve;
 pub mod table;
+pub mod token_file;
 
 use std::sync::Arc;
 use std::time::Duration;

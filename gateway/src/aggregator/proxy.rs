@@ -32,8 +32,8 @@ pub struct ProxyIdentity {
     pub cert_key: Option<Arc<CertKey>>,
     /// The same certificate and key as PEM, for kubegate's own HTTPS clients (probes).
     pub pem: Option<(Vec<u8>, Vec<u8>)>,
-    /// `Bearer <token>`, marked sensitive so it is never logged.
-    pub bearer: Option<http::HeaderValue>,
+    /// `Bearer <token>` from a token file, read again as client-go reads it.
+    pub bearer: Option<super::token_file::TokenFile>,
     pub forwarding: Forwarding,
 }
 
@@ -63,21 +63,9 @@ impl ProxyIdentity {
             }
             None => (None, None),
         };
-        let bearer = match token_file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("token file {}: {e}", path.display()))?;
-                let token = text.trim();
-                if token.is_empty() {
-                    return Err(format!("token file {}: empty", path.display()));
-                }
-                let mut value = http::HeaderValue::from_str(&format!("Bearer {token}"))
-                    .map_err(|_| format!("token file {}: not a valid token", path.display()))?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-            None => None,
-        };
+        let bearer = token_file
+            .map(super::token_file::TokenFile::load)
+            .transpose()?;
         Ok(ProxyIdentity {
             cert_key,
             pem,
@@ -284,7 +272,7 @@ pub fn rewrite_parts(
     }
     let identity = &backend.identity;
     if let Some(bearer) = &identity.bearer {
-        headers.insert(http::header::AUTHORIZATION, bearer.clone());
+        headers.insert(http::header::AUTHORIZATION, bearer.header());
     }
     let names = match identity.forwarding {
         Forwarding::FrontProxy => &FRONT_PROXY_HEADERS,
