@@ -114,8 +114,30 @@ fn when_unresponsive(mut health: signal::Receiver<Health>) -> WentDown {
     })
 }
 
-/// The [`WentDown`] of a request sent to a member chosen although it does not answer (or the
-/// only one): never, so it runs to its own deadline.
+/// The [`WentDown`] of a request sent to a member chosen although it does not answer (none
+/// did: an outage of every member): not while that lasts, so the request waits out its
+/// deadline there or finds the member back; but once the member has answered again, when it
+/// next stops answering. A watch opened during an outage outlives it, and must still leave
+/// its member when that one later hangs.
+fn once_it_answers_again(mut health: signal::Receiver<Health>) -> WentDown {
+    Box::pin(async move {
+        let back = health
+            .wait_for(|h| *h != Health::Unresponsive)
+            .await
+            .is_ok();
+        if !back
+            || health
+                .wait_for(|h| *h == Health::Unresponsive)
+                .await
+                .is_err()
+        {
+            // The store is gone; so is the request.
+            std::future::pending::<()>().await
+        }
+    })
+}
+
+/// The [`WentDown`] of a request to the only member: never, so it runs to its own deadline.
 fn never() -> WentDown {
     Box::pin(std::future::pending())
 }
@@ -179,7 +201,10 @@ impl Members {
             }
         }
         let member = &self.members[start % count];
-        (Arc::clone(member), never())
+        (
+            Arc::clone(member),
+            once_it_answers_again(member.health.subscribe()),
+        )
     }
 
     /// Each member's endpoint and whether it answers, in configuration order.
@@ -265,11 +290,25 @@ mod tests {
         assert!(!fires(went_down).await);
         let (third, _) = members.pick();
         assert!(third.endpoint != member.endpoint && third.endpoint != other.endpoint);
-        // None answering: picked anyway, and never cut off.
+        // None answering: picked anyway, and not cut off while the outage lasts...
         third.mark_down("test");
         other.mark_down("test");
-        let (_, went_down) = members.pick();
-        assert!(!fires(went_down).await);
+        let (picked, mut went_down) = members.pick();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), &mut went_down)
+                .await
+                .is_err()
+        );
+        // ...but once it answers again, cut off when it next stops (a watch opened during the
+        // outage leaves a member that hangs later).
+        picked.set(Health::Answering, "test");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), &mut went_down)
+                .await
+                .is_err()
+        );
+        picked.mark_down("test");
+        assert!(fires(went_down).await);
     }
 
     #[tokio::test]
