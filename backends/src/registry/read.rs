@@ -301,7 +301,30 @@ fn split_key<'a>(def: &ResourceDef, key: &'a str) -> (&'a str, &'a str) {
     }
 }
 
+/// How long a consistent GET waits for the watch cache before reading the store itself
+/// (kube's cacher waits 3 s for freshness, then delegates to etcd).
+const CONSISTENT_GET_WAIT: Duration = Duration::from_secs(3);
+
 impl Registry {
+    /// The current object at `key`: from the watch cache once it holds every write the store
+    /// has acknowledged, or, when the cache is late past [`CONSISTENT_GET_WAIT`] (its watch
+    /// stalled on a member that hangs, or it re-lists), from the store, so a slow cache costs
+    /// a GET seconds, not a 503.
+    async fn consistent_get(&self, key: &str) -> ApiResult<Option<Arc<CachedObject>>> {
+        let revision = self.store().current_revision().await.map_err(store_error)?;
+        match self
+            .cacher
+            .wait_for_revision(revision, CONSISTENT_GET_WAIT)
+            .await
+        {
+            Ok(()) => Ok(self.cacher.get(key)),
+            Err(error) => {
+                tracing::warn!(%error, "the watch cache is late; reading the store for a GET");
+                self.cacher.read_through(key).await.map_err(store_error)
+            }
+        }
+    }
+
     /// Brings the cache to the revision the read needs.
     async fn prepare_read(&self, at: ReadAt) -> ApiResult<()> {
         match at {
@@ -326,13 +349,16 @@ impl Registry {
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let at = get_read_at(request)?;
-        self.prepare_read(at).await?;
         let info = &request.info;
         let key = def.key(&info.namespace, &info.name);
-        let cached = self
-            .cacher
-            .get(&key)
-            .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
+        let cached = match at {
+            ReadAt::Consistent => self.consistent_get(&key).await?,
+            at => {
+                self.prepare_read(at).await?;
+                self.cacher.get(&key)
+            }
+        }
+        .ok_or_else(|| ApiError::not_found(&def.group_resource(), &info.name))?;
         let bytes = if info.subresource.is_empty() || info.subresource == "status" {
             super::convert::prepare(def, &[&cached]).await?;
             super::served_bytes(def, &cached)?

@@ -335,6 +335,17 @@ impl Cacher {
         }
     }
 
+    /// The object at `key` read from the store itself, rendered as the cache renders it: for
+    /// a consistent read the cache is too far behind to serve (kube's fallback to etcd when
+    /// its watch cache is not fresh in time).
+    pub async fn read_through(&self, key: &str) -> Result<Option<Arc<CachedObject>>, StoreError> {
+        Ok(self
+            .store
+            .get(key)
+            .await?
+            .map(|kv| Arc::new(object_from(kv))))
+    }
+
     /// The current object at `key`.
     pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
         self.read().objects.get(key).cloned()
@@ -1576,6 +1587,36 @@ mod tests {
         assert_eq!(next(&mut w).await.revision, r2);
         cacher.wait_for_revision(r2, WAIT).await.unwrap();
         assert!(cacher.get("/cm/ns/b").is_some());
+    }
+
+    /// A cache that missed events (a stalled watch) is behind the store; a read through it
+    /// gets the store's current object, stamped with its revision as the cache would.
+    #[tokio::test]
+    async fn a_read_through_gets_what_a_stalled_cache_has_not_seen() {
+        let f = fixture(1000);
+        let (flaky, cacher) = flaky_cacher(&f).await;
+        let r1 = flaky
+            .create("/cm/ns/a", obj("a", json!({}), "1"))
+            .await
+            .unwrap();
+        cacher.wait_for_revision(r1, WAIT).await.unwrap();
+        flaky.lose_events.store(true, Ordering::SeqCst);
+        let r2 = flaky
+            .update("/cm/ns/a", obj("a", json!({}), "2"), r1)
+            .await
+            .unwrap();
+        assert!(cacher
+            .wait_for_revision(r2, Duration::from_millis(100))
+            .await
+            .is_err());
+        let stale = cacher.get("/cm/ns/a").unwrap();
+        assert_eq!(stale.revision, r1);
+        let fresh = cacher.read_through("/cm/ns/a").await.unwrap().unwrap();
+        assert_eq!(fresh.revision, r2);
+        let value: serde_json::Value = serde_json::from_slice(&fresh.bytes).unwrap();
+        assert_eq!(value["metadata"]["resourceVersion"], r2.to_string());
+        assert_eq!(value["data"]["v"], "2", "{value}");
+        assert!(cacher.read_through("/cm/ns/gone").await.unwrap().is_none());
     }
 
     /// etcd deletes every key of an expired lease in one transaction: one revision, several
