@@ -519,7 +519,7 @@ tolerations: [{key: dedicated, operator: Equal, value: control, effect: NoSchedu
 affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: []}}
 persistence: {size: 5Gi, storageClass: fast}
 tls: {existingSecret: my-tls, clientCAKey: client-ca.crt}
-service: {port: 8443, type: LoadBalancer}
+service: {port: 8443, type: LoadBalancer, nodePort: 30443, externalTrafficPolicy: Local, loadBalancerSourceRanges: [10.0.0.0/8], loadBalancerClass: example.com/lb}
 securePort: 7443
 "#,
     );
@@ -549,6 +549,10 @@ securePort: 7443
     let service = object(&docs, "Service");
     assert_eq!(service["spec"]["type"], "LoadBalancer");
     assert_eq!(service["spec"]["ports"][0]["port"], 8443);
+    assert_eq!(service["spec"]["ports"][0]["nodePort"], 30443);
+    assert_eq!(service["spec"]["externalTrafficPolicy"], "Local");
+    assert_eq!(service["spec"]["loadBalancerSourceRanges"][0], "10.0.0.0/8");
+    assert_eq!(service["spec"]["loadBalancerClass"], "example.com/lb");
     let (_, cfg) = config(&docs);
     assert_eq!(cfg["securePort"], 7443);
 }
@@ -583,6 +587,14 @@ fn invalid_combinations_fail_with_what_to_change() {
         (
             "etcd: {endpoints: [http://etcd:2379]}\n",
             "etcd.endpoints is set but storage.type is embedded",
+        ),
+        (
+            "tls: {existingSecret: t, sans: [kube.example.com]}\n",
+            "tls.sans names the generated serving certificate, but tls.existingSecret serves the Secret's certificate",
+        ),
+        (
+            "service: {type: ClusterIP, port: 443, nodePort: 30443}\n",
+            "service.nodePort is set but service.type is ClusterIP",
         ),
         (
             "podDisruptionBudget: {enabled: true}\n",
@@ -626,6 +638,11 @@ fn schema_rejects_bad_values() {
         (
             "service: {port: 70000}\n",
             "service.port: Must be less than or equal to 65535",
+        ),
+        (
+            // A non-root container without capabilities cannot bind it.
+            "securePort: 443\n",
+            "securePort: Must be greater than or equal to 1024",
         ),
         (
             "replicas: 2\n",

@@ -108,6 +108,12 @@ Checks the combinations values.schema.json cannot express; fails with what to ch
 {{- if and $v.podDisruptionBudget.enabled (ge (int $v.podDisruptionBudget.minAvailable) (int $v.replicaCount)) }}
 {{- fail (printf "podDisruptionBudget.minAvailable is %d with replicaCount %d: no pod could ever be evicted, so node drains would hang. Set minAvailable below replicaCount (several replicas need storage.type: etcd), or leave podDisruptionBudget.enabled false." (int $v.podDisruptionBudget.minAvailable) (int $v.replicaCount)) }}
 {{- end }}
+{{- if and $v.tls.existingSecret $v.tls.sans }}
+{{- fail "tls.sans names the generated serving certificate, but tls.existingSecret serves the Secret's certificate: put the names in that certificate and leave tls.sans empty." }}
+{{- end }}
+{{- if and $v.service.nodePort (eq $v.service.type "ClusterIP") }}
+{{- fail "service.nodePort is set but service.type is ClusterIP: set service.type NodePort or LoadBalancer." }}
+{{- end }}
 {{- if and $v.frontProxy.existingSecret (not $v.frontProxy.allowedNames) }}
 {{- fail "frontProxy.allowedNames is empty: kubegate would take X-Remote-User from any client certificate the front-proxy CA signed. Name the proxy certificates' common names (kubeadm's is front-proxy-client)." }}
 {{- end }}
