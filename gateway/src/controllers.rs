@@ -8,6 +8,7 @@
 
 pub mod event_ttl;
 pub mod service_accounts;
+pub mod service_allocations;
 pub mod upkeep;
 
 use std::sync::Arc;

@@ -31,6 +31,7 @@ use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pipeline::Gateway;
 use crate::routes::Routes;
+use kubegate_backends::core::service_allocations::ServiceAllocations;
 
 /// Errors that stop kubegate from starting.
 #[derive(Debug, thiserror::Error)]
@@ -107,12 +108,18 @@ fn served_resources(
     lookup: Arc<crate::authn::LateLookup>,
     authorizer: &Arc<dyn Authorizer>,
     rbac_index: &Arc<RbacIndex>,
+    service_allocations: &Arc<ServiceAllocations>,
 ) -> Vec<kubegate_backends::ResourceDef> {
     use kubegate_backends::core::authentication::{selfsubjectreviews_def, tokenreviews_def};
     use kubegate_backends::core::tokenrequest::TokenRequestHandler;
     use kubegate_backends::resource::SubresourceDef;
     let mut resources = builtin_resources();
     for def in resources.iter_mut() {
+        if def.group.is_empty() && def.plural == "services" {
+            *def = kubegate_backends::core::services::def_with_allocations(
+                service_allocations.clone(),
+            );
+        }
         if def.group.is_empty() && def.plural == "serviceaccounts" {
             def.subresources.push(SubresourceDef {
                 name: "token",
@@ -457,7 +464,15 @@ pub fn run(config: Config) -> Result<(), StartError> {
             (store, "storage")
         }
     };
-    let all_resources = served_resources(&authentication, lookup.clone(), &authorizer, &rbac_index);
+    // Which cluster IPs and node ports Services hold, kept from the watch cache below.
+    let service_allocations = Arc::new(ServiceAllocations::default());
+    let all_resources = served_resources(
+        &authentication,
+        lookup.clone(),
+        &authorizer,
+        &rbac_index,
+        &service_allocations,
+    );
     let disabled = disabled_group_versions(&config, &all_resources)?;
     let conversion_metrics = Arc::new(
         crate::conversion::ConversionMetrics::new()
@@ -573,6 +588,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
             config.event_ttl,
             stop_rx.clone(),
         ));
+    }
+    if let Some(follow) = crate::controllers::service_allocations::start(
+        registry.clone(),
+        service_allocations,
+        stop_rx.clone(),
+    ) {
+        background.spawn(follow);
     }
     background.spawn(certs::renew_periodically(
         config.data_dir.clone(),

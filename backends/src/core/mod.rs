@@ -36,6 +36,7 @@ mod netutil;
 pub mod rbac;
 mod rbac_validation;
 pub mod secrets;
+pub mod service_allocations;
 pub mod serviceaccounts;
 pub mod services;
 mod services_alloc;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::service_allocations::{conflicts, ServiceAllocations};
 use super::services_alloc::{prepare_create, prepare_update};
 use super::services_validation::{validate_create, validate_update};
 use super::{age, base_def, entries, field_at, items, str_at, Names};
@@ -60,6 +61,16 @@ pub async fn ensure_kubernetes_service(
     }
 }
 
+/// The Service resource, whose cluster IPs and node ports are unique among the Services
+/// `allocations` records (fed from the watch cache by the server).
+pub fn def_with_allocations(allocations: Arc<ServiceAllocations>) -> ResourceDef {
+    let mut def = def();
+    def.strategy = Arc::new(ServiceStrategy {
+        allocations: Some(allocations),
+    });
+    def
+}
+
 /// The Service resource.
 pub fn def() -> ResourceDef {
     let mut def = base_def(
@@ -72,7 +83,7 @@ pub fn def() -> ResourceDef {
             namespaced: true,
             definition: "io.k8s.api.core.v1.Service",
         },
-        Arc::new(ServiceStrategy),
+        Arc::new(ServiceStrategy::default()),
     );
     def.short_names = vec!["svc".into()];
     def.categories = vec!["all".into()];
@@ -116,7 +127,11 @@ fn columns() -> Vec<TableColumn> {
 }
 
 /// kube's service strategy (and, for `status`, the default status strategy).
-pub struct ServiceStrategy;
+/// kube's Service strategy; with `allocations`, cluster IPs and node ports are unique.
+#[derive(Default)]
+pub struct ServiceStrategy {
+    allocations: Option<Arc<ServiceAllocations>>,
+}
 
 impl Strategy for ServiceStrategy {
     /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
@@ -129,7 +144,7 @@ impl Strategy for ServiceStrategy {
             // A non-pointer struct in Go: a new service always shows `loadBalancer: {}`.
             map.insert("status".into(), json!({"loadBalancer": {}}));
         }
-        prepare_create(object);
+        prepare_create(object, self.allocations.as_deref());
     }
 
     fn prepare_for_update(&self, object: &mut Value, old: &Value) {
@@ -139,7 +154,7 @@ impl Strategy for ServiceStrategy {
                 None => map.remove("status"),
             };
         }
-        prepare_update(object, old);
+        prepare_update(object, old, self.allocations.as_deref());
     }
 
     fn name_rule(&self) -> NameRule {
@@ -147,11 +162,19 @@ impl Strategy for ServiceStrategy {
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
-        validate_create(object)
+        let mut causes = validate_create(object);
+        if let Some(allocations) = &self.allocations {
+            causes.extend(conflicts(allocations, object, None));
+        }
+        causes
     }
 
     fn validate_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
-        validate_update(object, old)
+        let mut causes = validate_update(object, old);
+        if let Some(allocations) = &self.allocations {
+            causes.extend(conflicts(allocations, object, Some(old)));
+        }
+        causes
     }
 
     fn table_cells(&self, object: &Value) -> Vec<Value> {
@@ -250,8 +273,8 @@ mod tests {
     fn table_row_matches_kubectl() {
         let mut s = json!({"metadata": {"namespace": "default", "name": "web", "creationTimestamp": "2020-01-01T00:00:00Z"},
             "spec": {"type": "NodePort", "selector": {"tier": "fe", "app": "web"}, "ports": [{"port": 80, "nodePort": 30080}, {"name": "b", "port": 53, "protocol": "UDP"}]}});
-        ServiceStrategy.prepare_for_create(&mut s);
-        let cells = ServiceStrategy.table_cells(&s);
+        ServiceStrategy::default().prepare_for_create(&mut s);
+        let cells = ServiceStrategy::default().table_cells(&s);
         assert_eq!(cells.len(), 6);
         assert_eq!(cells[0], "NodePort");
         assert_eq!(
@@ -281,22 +304,27 @@ mod tests {
             "x.y"
         );
         let headless = json!({"spec": {"type": "ClusterIP", "clusterIPs": ["None"]}});
-        assert_eq!(ServiceStrategy.table_cells(&headless)[1], "None");
-        assert_eq!(ServiceStrategy.table_cells(&headless)[3], "<none>");
+        assert_eq!(ServiceStrategy::default().table_cells(&headless)[1], "None");
+        assert_eq!(
+            ServiceStrategy::default().table_cells(&headless)[3],
+            "<none>"
+        );
     }
 
     #[test]
     fn status_survives_update_and_selectors_work() {
         let mut s = json!({"metadata": {"namespace": "n", "name": "lb"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}});
-        ServiceStrategy.prepare_for_create(&mut s);
+        ServiceStrategy::default().prepare_for_create(&mut s);
         assert_eq!(s["status"], json!({"loadBalancer": {}}));
         let mut old = s.clone();
         old["status"] = json!({"loadBalancer": {"ingress": [{"ip": "9.9.9.9"}]}});
         let mut new = s.clone();
         new["status"] = json!({});
-        ServiceStrategy.prepare_for_update(&mut new, &old);
+        ServiceStrategy::default().prepare_for_update(&mut new, &old);
         assert_eq!(new["status"], old["status"]);
-        assert!(ServiceStrategy.validate_update(&new, &old).is_empty());
+        assert!(ServiceStrategy::default()
+            .validate_update(&new, &old)
+            .is_empty());
         let d = def();
         assert_eq!(
             d.field_extractor("spec.type").and_then(|f| f(&new)),

@@ -3,11 +3,10 @@
 //! `NormalizeClusterIPs`, and allocation of the cluster IP, IP families, node ports and
 //! health-check node port.
 //!
-//! Limitation: kubegate has no service network and no allocator state, so cluster IPs and
-//! node ports are derived from a hash of namespace/name. Two services may hash to the same
-//! address or node port; that is harmless because nothing routes them, and it keeps
-//! allocation free of shared state across replicas. For the same reason a user-chosen IP
-//! or node port is checked against the range but not for being already in use.
+//! Cluster IPs and node ports start from a hash of namespace/name and move on past values
+//! other Services hold (`service_allocations.rs`, which also makes validation refuse a
+//! user-chosen value already in use); without that record (a registry built without it, as
+//! in unit tests) the hash alone decides.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -16,6 +15,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::netutil::{is_ipv6, parse_ip};
+use super::service_allocations::{allocations_of, owner_of, Allocated, ServiceAllocations};
 use super::{child_object, items, namespace_and_name, str_at};
 
 /// The service network kube-apiserver uses by default (`--service-cluster-ip-range`).
@@ -101,19 +101,45 @@ pub(crate) fn is_headless(object: &Value) -> bool {
 }
 
 /// Defaults, then allocation, for a new service.
-pub(crate) fn prepare_create(object: &mut Value) {
+pub(crate) fn prepare_create(object: &mut Value, allocations: Option<&ServiceAllocations>) {
     set_defaults(object);
     normalize_cluster_ips(object, None);
-    allocate(object, None);
+    allocate(object, None, allocations);
+    reserve_chosen(object, allocations);
 }
 
 /// Defaults, carried-over allocations, then allocation of anything new, for an update.
-pub(crate) fn prepare_update(object: &mut Value, old: &Value) {
+pub(crate) fn prepare_update(
+    object: &mut Value,
+    old: &Value,
+    allocations: Option<&ServiceAllocations>,
+) {
     set_defaults(object);
     drop_type_dependent_fields(object, old);
     patch_allocated_values(object, old);
     normalize_cluster_ips(object, Some(old));
-    allocate(object, Some(old));
+    allocate(object, Some(old), allocations);
+    reserve_chosen(object, allocations);
+}
+
+/// Reserves the values the client chose, where no other Service holds them, so a concurrent
+/// write asking for the same is refused; one held elsewhere is left for validation to refuse.
+fn reserve_chosen(object: &Value, allocations: Option<&ServiceAllocations>) {
+    if let Some(allocations) = allocations {
+        let owner = owner_of(object);
+        for value in allocations_of(object) {
+            allocations.reserve(value, &owner);
+        }
+    }
+}
+
+/// Addresses of the range from `start` on (wrapping), without the network, `kubernetes` and
+/// broadcast addresses.
+fn cluster_ip_candidates(start: Ipv4Addr) -> impl Iterator<Item = Allocated> {
+    let usable = CIDR_SIZE - 3;
+    let first = u32::from(start).wrapping_sub(CIDR_BASE).saturating_sub(2) % usable;
+    (0..usable)
+        .map(move |i| Allocated::ClusterIp(Ipv4Addr::from(CIDR_BASE + 2 + (first + i) % usable)))
 }
 
 /// `SetDefaults_Service`.
@@ -358,12 +384,14 @@ fn normalize_cluster_ips(object: &mut Value, old: Option<&Value>) {
 
 /// Fills in the cluster IP, IP families and policy, node ports and health-check node port
 /// a service still lacks. On update, the family policy the client left out is kept.
-fn allocate(object: &mut Value, old: Option<&Value>) {
+fn allocate(object: &mut Value, old: Option<&Value>, allocations: Option<&ServiceAllocations>) {
     if !needs_cluster_ip(object) {
         return;
     }
     let (namespace, name) = namespace_and_name(object);
     let (namespace, name) = (namespace.to_string(), name.to_string());
+    let owner = owner_of(object);
+    let allocator = allocations.map(|a| (a, owner.as_str()));
     let ip_unset = str_at(object, "/spec/clusterIP").is_empty();
     let ips_unset = items(object.pointer("/spec/clusterIPs")).is_empty();
     let headless_selectorless = is_headless(object)
@@ -393,7 +421,17 @@ fn allocate(object: &mut Value, old: Option<&Value>) {
         return;
     };
     if ip_unset && ips_unset {
-        let ip = cluster_ip_for(&namespace, &name).to_string();
+        let start = cluster_ip_for(&namespace, &name);
+        let ip = match allocator {
+            Some((allocations, owner)) if start != KUBERNETES_SERVICE_IP => {
+                match allocations.pick(owner, cluster_ip_candidates(start)) {
+                    Allocated::ClusterIp(ip) => ip,
+                    Allocated::NodePort(_) => start,
+                }
+            }
+            _ => start,
+        }
+        .to_string();
         spec.insert("clusterIP".into(), json!(ip));
         spec.insert("clusterIPs".into(), json!([ip]));
     }
@@ -434,7 +472,7 @@ fn allocate(object: &mut Value, old: Option<&Value>) {
         default_str(spec, "ipFamilyPolicy", "SingleStack");
     }
     if node_port_wanted {
-        allocate_node_ports(spec, &namespace, &name);
+        allocate_node_ports(spec, &namespace, &name, allocator);
     }
     if wants_hc
         && spec
@@ -447,13 +485,22 @@ fn allocate(object: &mut Value, old: Option<&Value>) {
             .iter()
             .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
             .collect();
-        let port = next_free(node_port_for(&namespace, &name, "healthCheck"), &mut used);
+        let port = next_free(
+            node_port_for(&namespace, &name, "healthCheck"),
+            &mut used,
+            allocator,
+        );
         spec.insert("healthCheckNodePort".into(), json!(port));
     }
 }
 
 /// Gives every port without a node port one, distinct within the service.
-fn allocate_node_ports(spec: &mut Map<String, Value>, namespace: &str, name: &str) {
+fn allocate_node_ports(
+    spec: &mut Map<String, Value>,
+    namespace: &str,
+    name: &str,
+    allocator: Option<(&ServiceAllocations, &str)>,
+) {
     let mut used: HashSet<i64> = items(spec.get("ports"))
         .iter()
         .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
@@ -477,23 +524,33 @@ fn allocate_node_ports(spec: &mut Map<String, Value>, namespace: &str, name: &st
                 .and_then(Value::as_str)
                 .unwrap_or("TCP"),
         );
-        let chosen = next_free(node_port_for(namespace, name, &key), &mut used);
+        let chosen = next_free(node_port_for(namespace, name, &key), &mut used, allocator);
         port.insert("nodePort".into(), json!(chosen));
     }
 }
 
-/// The first port at or after `start` (wrapping in the range) not yet used; records it.
-fn next_free(start: i64, used: &mut HashSet<i64>) -> i64 {
+/// The first port at or after `start` (wrapping in the range) not used by this service nor
+/// (with `allocator`) held by another, reserved for it; records it.
+fn next_free(
+    start: i64,
+    used: &mut HashSet<i64>,
+    allocator: Option<(&ServiceAllocations, &str)>,
+) -> i64 {
     let span = NODE_PORT_MAX - NODE_PORT_MIN + 1;
-    let mut candidate = start;
-    for _ in 0..span {
-        if !used.contains(&candidate) {
-            break;
+    let mut candidates = (0..span)
+        .map(|i| NODE_PORT_MIN + (start - NODE_PORT_MIN + i).rem_euclid(span))
+        .filter(|candidate| !used.contains(candidate));
+    let chosen = match allocator {
+        Some((allocations, owner)) => {
+            match allocations.pick(owner, candidates.map(Allocated::NodePort)) {
+                Allocated::NodePort(port) if port != 0 => port,
+                _ => start,
+            }
         }
-        candidate = NODE_PORT_MIN + (candidate - NODE_PORT_MIN + 1) % span;
-    }
-    used.insert(candidate);
-    candidate
+        None => candidates.next().unwrap_or(start),
+    };
+    used.insert(chosen);
+    chosen
 }
 
 #[cfg(test)]
@@ -507,7 +564,7 @@ mod tests {
     #[test]
     fn defaults_and_cluster_ip() {
         let mut s = svc(json!({"ports": [{"port": 80}], "selector": {"app": "web"}}));
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         let spec = &s["spec"];
         assert_eq!(spec["type"], "ClusterIP");
         assert_eq!(spec["sessionAffinity"], "None");
@@ -530,18 +587,18 @@ mod tests {
     #[test]
     fn headless_and_external_name() {
         let mut s = svc(json!({"clusterIP": "None", "ports": [{"port": 80}]}));
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         assert_eq!(s["spec"]["clusterIPs"], json!(["None"]));
         assert_eq!(s["spec"]["ipFamilyPolicy"], "RequireDualStack");
         assert_eq!(s["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
 
         let mut s = svc(json!({"clusterIP": "None", "selector": {"a": "b"}}));
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         assert_eq!(s["spec"]["ipFamilyPolicy"], "SingleStack");
         assert_eq!(s["spec"]["ipFamilies"], json!(["IPv4"]));
 
         let mut s = svc(json!({"type": "ExternalName", "externalName": "example.com"}));
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         assert!(s["spec"].get("clusterIP").is_none());
         assert!(s["spec"].get("ipFamilies").is_none());
         assert!(s["spec"].get("internalTrafficPolicy").is_none());
@@ -552,7 +609,7 @@ mod tests {
         let mut s = svc(
             json!({"type": "NodePort", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 443}]}),
         );
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         let a = s["spec"]["ports"][0]["nodePort"].as_i64().unwrap_or(0);
         let b = s["spec"]["ports"][1]["nodePort"].as_i64().unwrap_or(0);
         assert!((NODE_PORT_MIN..=NODE_PORT_MAX).contains(&a));
@@ -564,7 +621,7 @@ mod tests {
         let mut update = svc(
             json!({"type": "NodePort", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 443}]}),
         );
-        prepare_update(&mut update, &old);
+        prepare_update(&mut update, &old, None);
         assert_eq!(update["spec"]["clusterIP"], old["spec"]["clusterIP"]);
         assert_eq!(update["spec"]["clusterIPs"], old["spec"]["clusterIPs"]);
         assert_eq!(update["spec"]["ports"][0]["nodePort"], json!(a));
@@ -573,7 +630,7 @@ mod tests {
         // Switching back to ClusterIP drops the node ports and the traffic policy.
         let mut back = old.clone();
         back["spec"]["type"] = json!("ClusterIP");
-        prepare_update(&mut back, &old);
+        prepare_update(&mut back, &old, None);
         assert!(back["spec"]["ports"][0].get("nodePort").is_none());
         assert!(back["spec"].get("externalTrafficPolicy").is_none());
     }
@@ -583,7 +640,7 @@ mod tests {
         let mut s = svc(
             json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}),
         );
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         assert_eq!(s["spec"]["allocateLoadBalancerNodePorts"], true);
         let hc = s["spec"]["healthCheckNodePort"].as_i64().unwrap_or(0);
         assert!((NODE_PORT_MIN..=NODE_PORT_MAX).contains(&hc));
@@ -593,7 +650,7 @@ mod tests {
     #[test]
     fn client_ip_affinity_gets_timeout() {
         let mut s = svc(json!({"sessionAffinity": "ClientIP", "ports": [{"port": 80}]}));
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         assert_eq!(
             s["spec"]["sessionAffinityConfig"],
             json!({"clientIP": {"timeoutSeconds": 10800}})
@@ -603,7 +660,7 @@ mod tests {
     #[test]
     fn normalize_singular_and_plural() {
         let mut s = svc(json!({"clusterIP": "10.96.5.5", "ports": [{"port": 80}]}));
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         assert_eq!(s["spec"]["clusterIPs"], json!(["10.96.5.5"]));
     }
 }

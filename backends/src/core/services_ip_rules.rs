@@ -216,7 +216,7 @@ mod tests {
 
     fn created(spec: Value) -> Value {
         let mut s = json!({"metadata": {"namespace": "default", "name": "web"}, "spec": spec});
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         s
     }
 
@@ -257,7 +257,7 @@ mod tests {
         let mut new = old.clone();
         new["spec"]["clusterIP"] = json!("10.96.0.50");
         new["spec"]["clusterIPs"] = json!(["10.96.0.50"]);
-        prepare_update(&mut new, &old);
+        prepare_update(&mut new, &old, None);
         assert_eq!(
             messages(&validate_update(&new, &old)),
             vec!["spec.clusterIPs[0]: Invalid value: []string{\"10.96.0.50\"}: may not change once set"]
@@ -265,7 +265,7 @@ mod tests {
         // Setting only the singular field is normalized into the plural, then refused.
         let mut new = old.clone();
         new["spec"]["clusterIP"] = json!("10.96.0.51");
-        prepare_update(&mut new, &old);
+        prepare_update(&mut new, &old, None);
         assert_eq!(new["spec"]["clusterIPs"], json!(["10.96.0.51"]));
         assert_eq!(validate_update(&new, &old).len(), 1);
     }

@@ -547,7 +547,7 @@ mod tests {
 
     fn created(spec: Value) -> Value {
         let mut s = json!({"metadata": {"namespace": "default", "name": "web"}, "spec": spec});
-        prepare_create(&mut s);
+        prepare_create(&mut s, None);
         s
     }
 

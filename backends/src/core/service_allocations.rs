@@ -1,0 +1,333 @@
+//! Which cluster IPs and node ports Services hold, so that none is given to two Services, as
+//! kube's service IP and node port allocators ensure: a user's `clusterIP` or `nodePort`
+//! already held by another Service is refused with kube's words (`provided IP is already
+//! allocated`, `provided port is already allocated`), and values kubegate picks skip those in
+//! use.
+//!
+//! What Services hold comes from the watch cache (a follower calls [`ServiceAllocations::observe`]
+//! and [`ServiceAllocations::forget`] for every Service event), plus what creates and updates
+//! have just been given and the cache has not shown yet, reserved for [`RESERVATION`]. On one
+//! server that makes allocation exclusive; replicas on etcd learn each other's allocations as
+//! fast as writes reach their caches (kube keeps a bitmap in etcd instead, which kubegate does
+//! not: two replicas handing out the same value within those milliseconds is not excluded).
+
+use std::collections::{HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{items, namespace_and_name, str_at};
+
+/// How long a value handed to a create or update stays reserved for its Service before the
+/// cache must have shown it (it shows it within milliseconds; a create that failed releases
+/// its value when this ends).
+pub const RESERVATION: Duration = Duration::from_secs(10);
+
+/// One allocated value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Allocated {
+    ClusterIp(Ipv4Addr),
+    /// A node port (of a port, or the health check node port: one range, as in kube).
+    NodePort(i64),
+}
+
+/// The values Services hold; see the module documentation.
+#[derive(Default)]
+pub struct ServiceAllocations {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Value → the Service (`namespace/name`) holding it, as the cache shows them.
+    held: HashMap<Allocated, String>,
+    /// Service → the values it holds, to release them when it changes or goes.
+    by_service: HashMap<String, Vec<Allocated>>,
+    /// Values handed out and not yet seen in the cache: value → (Service, until).
+    reserved: HashMap<Allocated, (String, Instant)>,
+}
+
+impl State {
+    /// The Service holding `value` (or holding its reservation), if any.
+    fn holder(&self, value: &Allocated, now: Instant) -> Option<&str> {
+        if let Some(owner) = self.held.get(value) {
+            return Some(owner);
+        }
+        self.reserved
+            .get(value)
+            .filter(|(_, until)| *until > now)
+            .map(|(owner, _)| owner.as_str())
+    }
+
+    fn free_for(&self, value: &Allocated, owner: &str, now: Instant) -> bool {
+        self.holder(value, now).is_none_or(|holder| holder == owner)
+    }
+}
+
+/// `namespace/name` of a Service object.
+pub fn owner_of(service: &Value) -> String {
+    let (namespace, name) = namespace_and_name(service);
+    format!("{namespace}/{name}")
+}
+
+/// The values `service` holds: its IPv4 cluster IPs (not `None`), its ports' node ports and
+/// its health check node port.
+pub fn allocations_of(service: &Value) -> Vec<Allocated> {
+    let mut values: Vec<Allocated> = items(service.pointer("/spec/clusterIPs"))
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(|ip| ip.parse::<Ipv4Addr>().ok())
+        .map(Allocated::ClusterIp)
+        .collect();
+    if values.is_empty() {
+        if let Ok(ip) = str_at(service, "/spec/clusterIP").parse::<Ipv4Addr>() {
+            values.push(Allocated::ClusterIp(ip));
+        }
+    }
+    values.extend(
+        items(service.pointer("/spec/ports"))
+            .iter()
+            .filter_map(|port| port.get("nodePort").and_then(Value::as_i64))
+            .chain(
+                service
+                    .pointer("/spec/healthCheckNodePort")
+                    .and_then(Value::as_i64),
+            )
+            .filter(|port| *port > 0)
+            .map(Allocated::NodePort),
+    );
+    values
+}
+
+impl ServiceAllocations {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records what `service` holds now (as the cache shows it), releasing what it held before.
+    pub fn observe(&self, service: &Value) {
+        let owner = owner_of(service);
+        let values = allocations_of(service);
+        let mut state = self.state();
+        release(&mut state, &owner);
+        for value in &values {
+            state.held.insert(*value, owner.clone());
+            if state
+                .reserved
+                .get(value)
+                .is_some_and(|(reserved_for, _)| *reserved_for == owner)
+            {
+                state.reserved.remove(value);
+            }
+        }
+        state.by_service.insert(owner, values);
+    }
+
+    /// Releases what the Service `namespace/name` held (it was deleted).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        release(&mut self.state(), &format!("{namespace}/{name}"));
+    }
+
+    /// Replaces everything held with what `services` hold (a re-list); reservations stay.
+    pub fn resync<'a>(&self, services: impl IntoIterator<Item = &'a Value>) {
+        {
+            let mut state = self.state();
+            state.held.clear();
+            state.by_service.clear();
+        }
+        for service in services {
+            self.observe(service);
+        }
+    }
+
+    /// Whether another Service than `owner` holds (or has just been given) `value`.
+    pub fn held_by_other(&self, value: &Allocated, owner: &str) -> bool {
+        !self.state().free_for(value, owner, Instant::now())
+    }
+
+    /// Reserves `value` for `owner` if no other Service holds it; false when one does.
+    pub fn reserve(&self, value: Allocated, owner: &str) -> bool {
+        let now = Instant::now();
+        let mut state = self.state();
+        if !state.free_for(&value, owner, now) {
+            return false;
+        }
+        if state.held.get(&value).is_none_or(|holder| holder != owner) {
+            state
+                .reserved
+                .insert(value, (owner.to_string(), now + RESERVATION));
+        }
+        state.reserved.retain(|_, (_, until)| *until > now);
+        true
+    }
+
+    /// The first value of `candidates` (tried in order) free for `owner`, reserved for it; the
+    /// first candidate when every one is taken (validation then refuses it).
+    pub fn pick(&self, owner: &str, candidates: impl IntoIterator<Item = Allocated>) -> Allocated {
+        let mut first = None;
+        for candidate in candidates {
+            first.get_or_insert(candidate);
+            if self.reserve(candidate, owner) {
+                return candidate;
+            }
+        }
+        first.unwrap_or(Allocated::NodePort(0))
+    }
+}
+
+fn release(state: &mut State, owner: &str) {
+    if let Some(values) = state.by_service.remove(owner) {
+        for value in values {
+            if state.held.get(&value).is_some_and(|holder| holder == owner) {
+                state.held.remove(&value);
+            }
+        }
+    }
+}
+
+/// The node ports of `service` other Services hold, as kube's field errors for them
+/// (`spec.ports[i].nodePort`, `spec.healthCheckNodePort`), and the cluster IPs (one error on
+/// `spec.clusterIPs`, kube's `allocIPs` wording).
+pub fn conflicts(
+    allocations: &ServiceAllocations,
+    service: &Value,
+    old: Option<&Value>,
+) -> Vec<crate::status::StatusCause> {
+    use crate::status::StatusCause;
+    let owner = owner_of(service);
+    // On update, only values new to the Service are allocated (kube keeps the old ones).
+    let before: HashSet<Allocated> = old
+        .map(allocations_of)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let taken =
+        |value: &Allocated| !before.contains(value) && allocations.held_by_other(value, &owner);
+    let mut causes = Vec::new();
+    let ips: Vec<&str> = items(service.pointer("/spec/clusterIPs"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for ip in &ips {
+        if let Ok(parsed) = ip.parse::<Ipv4Addr>() {
+            if taken(&Allocated::ClusterIp(parsed)) {
+                causes.push(StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!(
+                        "Invalid value: {}: failed to allocate IP {ip}: provided IP is already allocated",
+                        super::causes::go_string_slice(&ips)
+                    ),
+                    field: "spec.clusterIPs".into(),
+                });
+                break;
+            }
+        }
+    }
+    for (i, port) in items(service.pointer("/spec/ports")).iter().enumerate() {
+        let Some(node_port) = port.get("nodePort").and_then(Value::as_i64) else {
+            continue;
+        };
+        if node_port > 0 && taken(&Allocated::NodePort(node_port)) {
+            causes.push(invalid_port(
+                &format!("spec.ports[{i}].nodePort"),
+                node_port,
+            ));
+        }
+    }
+    if let Some(port) = service
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+    {
+        if port > 0 && taken(&Allocated::NodePort(port)) {
+            causes.push(invalid_port("spec.healthCheckNodePort", port));
+        }
+    }
+    causes
+}
+
+fn invalid_port(field: &str, port: i64) -> crate::status::StatusCause {
+    crate::status::StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {port}: provided port is already allocated"),
+        field: field.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn service(name: &str, ip: &str, node_ports: &[i64]) -> Value {
+        let ports: Vec<Value> = node_ports
+            .iter()
+            .map(|p| json!({"port": 80, "nodePort": p}))
+            .collect();
+        json!({"metadata": {"namespace": "default", "name": name},
+               "spec": {"clusterIP": ip, "clusterIPs": [ip], "ports": ports}})
+    }
+
+    fn ip(text: &str) -> Allocated {
+        Allocated::ClusterIp(text.parse().expect("ip"))
+    }
+
+    #[test]
+    fn values_held_by_one_service_are_refused_to_another_until_it_lets_them_go() {
+        let allocations = ServiceAllocations::default();
+        let a = service("a", "10.96.5.5", &[30080]);
+        allocations.observe(&a);
+        let b = service("b", "10.96.5.5", &[30080, 30081]);
+        let causes = conflicts(&allocations, &b, None);
+        let messages: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "spec.clusterIPs: Invalid value: []string{\"10.96.5.5\"}: failed to allocate IP 10.96.5.5: provided IP is already allocated",
+                "spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated",
+            ]
+        );
+        // The holder itself may keep them (an update), and an update keeps what it had.
+        assert!(conflicts(&allocations, &a, Some(&a)).is_empty());
+        assert!(conflicts(&allocations, &a, None).is_empty());
+        // Released when the holder changes or goes.
+        allocations.observe(&service("a", "10.96.5.6", &[]));
+        assert!(conflicts(&allocations, &b, None).is_empty());
+        allocations.observe(&a);
+        allocations.forget("default", "a");
+        assert!(conflicts(&allocations, &b, None).is_empty());
+    }
+
+    #[test]
+    fn picks_skip_held_and_reserved_values_and_reserve_theirs() {
+        let allocations = ServiceAllocations::default();
+        allocations.observe(&service("a", "10.96.0.10", &[30000]));
+        let picked = allocations.pick(
+            "default/b",
+            [ip("10.96.0.10"), ip("10.96.0.11"), ip("10.96.0.12")],
+        );
+        assert_eq!(picked, ip("10.96.0.11"));
+        // Reserved for b until the cache shows it: c cannot have it, b can again.
+        assert!(allocations.held_by_other(&ip("10.96.0.11"), "default/c"));
+        assert!(!allocations.held_by_other(&ip("10.96.0.11"), "default/b"));
+        let for_c = allocations.pick("default/c", [ip("10.96.0.11"), ip("10.96.0.12")]);
+        assert_eq!(for_c, ip("10.96.0.12"));
+        // Node ports likewise.
+        assert_eq!(
+            allocations.pick(
+                "default/b",
+                [Allocated::NodePort(30000), Allocated::NodePort(30001)]
+            ),
+            Allocated::NodePort(30001)
+        );
+        // Seen in the cache, the reservation gives way to the holding.
+        allocations.observe(&service("b", "10.96.0.11", &[30001]));
+        assert!(allocations.held_by_other(&ip("10.96.0.11"), "default/c"));
+        allocations.resync([&service("a", "10.96.0.10", &[30000])]);
+        assert!(!allocations.held_by_other(&ip("10.96.0.11"), "default/c"));
+    }
+}
