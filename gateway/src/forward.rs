@@ -100,6 +100,7 @@ fn upstream_request(
         &mut parts,
         raw_target_is_uri,
         &plan.user,
+        &plan.impersonation,
         &plan.backend,
         &plan.escaped_path,
         plan.raw_query.as_deref(),

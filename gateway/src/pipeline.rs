@@ -21,6 +21,7 @@ use pingora::protocols::http::ServerSession;
 use pingora::proxy::{ProxyHttp, Session};
 
 use crate::aggregator::apiservice::Target;
+use crate::aggregator::proxy::Forwarding;
 use crate::aggregator::table::Backend;
 use crate::aggregator::{proxy, Aggregator};
 use crate::flowcontrol::{is_read_only, Admit};
@@ -110,7 +111,12 @@ impl RequestCtx {
 /// What the proxy phases need to send an authorized request to its backend.
 pub struct ProxyPlan {
     pub(crate) backend: Arc<Backend>,
+    /// The identity forwarded: the impersonated user, or, for a delegate cluster that decides
+    /// impersonation itself, the real one.
     pub(crate) user: Arc<UserInfo>,
+    /// The client's `Impersonate-*` headers, passed on to a delegate cluster that decides
+    /// impersonation (empty otherwise).
+    pub(crate) impersonation: Vec<(http::HeaderName, http::HeaderValue)>,
     pub(crate) escaped_path: String,
     pub(crate) raw_query: Option<String>,
     /// An HTTP/1.1 `Upgrade` request (exec, attach, port-forward).
@@ -122,6 +128,12 @@ pub struct ProxyPlan {
     dial_failures: usize,
     /// Counts the request as in flight (shutdown drains it) until the plan is dropped.
     _in_flight: Option<InFlight>,
+}
+
+/// A request's impersonation as the client asked for it: who asked, and the headers.
+struct Impersonation {
+    requester: Arc<UserInfo>,
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 /// What the pipeline decided for a request.
@@ -268,7 +280,9 @@ impl Gateway {
         }
 
         // 5. impersonation: each requested attribute is authorized for the real user; the
-        // headers are removed afterwards so nothing later can read them.
+        // headers are removed afterwards so nothing later can read them (a copy is kept with
+        // the real user for a request the delegate cluster is to decide, see `Passthrough`).
+        let mut impersonation = None;
         let user = match impersonate(
             &session.req_header().headers,
             &user,
@@ -276,7 +290,25 @@ impl Gateway {
         )
         .await
         {
-            Ok(Some(impersonated)) => Arc::new(impersonated),
+            Ok(Some(impersonated)) => {
+                impersonation = Some(Box::new(Impersonation {
+                    requester: user,
+                    headers: impersonation_header_names(&session.req_header().headers)
+                        .into_iter()
+                        .flat_map(|name| {
+                            let values: Vec<http::HeaderValue> = session
+                                .req_header()
+                                .headers
+                                .get_all(&name)
+                                .iter()
+                                .cloned()
+                                .collect();
+                            values.into_iter().map(move |value| (name.clone(), value))
+                        })
+                        .collect(),
+                }));
+                Arc::new(impersonated)
+            }
             Ok(None) => user,
             Err(ImpersonationError::Forbidden(denied)) => {
                 // kube's `NewForbidden`: the object the denial names is in the details.
@@ -386,9 +418,23 @@ impl Gateway {
                     self.routes.metrics.inflight_gauge(is_read_only(&info.verb)),
                 )
             });
+            // In front of a cluster with front-proxy headers, the cluster decides
+            // impersonation as kube-apiserver does: the real user goes as X-Remote-* with the
+            // client's Impersonate-* headers, so a user kubegate's authorizer lets impersonate
+            // (AlwaysAllow lets anyone) can act on the cluster only as the cluster allows.
+            let (user, impersonation) = match impersonation {
+                Some(impersonation)
+                    if matches!(backend.service.target, Target::Delegate)
+                        && matches!(backend.identity.forwarding, Forwarding::FrontProxy) =>
+                {
+                    (impersonation.requester, impersonation.headers)
+                }
+                _ => (user, Vec::new()),
+            };
             return Handled::Proxy(ProxyPlan {
                 backend,
                 user,
+                impersonation,
                 escaped_path: info.escaped_path(),
                 raw_query: (!raw_query.is_empty()).then_some(raw_query),
                 upgrade,
@@ -884,6 +930,7 @@ impl ProxyHttp for ProxyPhases {
             &mut parts,
             raw_target_is_uri,
             &plan.user,
+            &plan.impersonation,
             &plan.backend,
             &plan.escaped_path,
             plan.raw_query.as_deref(),

@@ -776,19 +776,24 @@ pub fn run(config: Config) -> Result<(), StartError> {
 }
 
 /// Warns about authorization set-ups in front of a cluster that do not do what they seem to.
-/// kubegate authorizes impersonation itself and forwards only the resulting identity, so
-/// `AlwaysAllow` lets anyone act as anyone on the cluster; and kubegate's RBAC reads its own
-/// store, which RBAC writes no longer reach once the RBAC group is the cluster's.
+/// With `impersonate` forwarding kubegate authorizes impersonation itself and forwards only
+/// the resulting identity (its own credential already impersonates), so `AlwaysAllow` lets
+/// anyone act as anyone on the cluster (with front-proxy headers the cluster decides); and
+/// kubegate's RBAC reads its own store, which RBAC writes no longer reach once the RBAC group
+/// is the cluster's.
 fn warn_about_delegate_authorization(config: &kubegate_config::Config) {
-    if config.delegate.is_none() {
+    let Some(delegate) = &config.delegate else {
         return;
-    }
+    };
     let modes = &config.authorization.modes;
-    if modes.first().map(String::as_str) == Some("AlwaysAllow") {
+    if modes.first().map(String::as_str) == Some("AlwaysAllow")
+        && delegate.identity_forwarding == "impersonate"
+    {
         tracing::warn!(
-            "authorization mode AlwaysAllow in front of a cluster: kubegate authorizes impersonation itself, \
-             so any authenticated user can impersonate anyone (system:masters included) on the cluster; \
-             authorize with Webhook against the cluster instead"
+            "authorization mode AlwaysAllow in front of a cluster with identityForwarding impersonate: \
+             kubegate authorizes impersonation itself, so any authenticated user can impersonate anyone \
+             (system:masters included) on the cluster; authorize with Webhook against the cluster, or \
+             forward identities with frontProxy (the cluster then decides impersonation)"
         );
     }
     let rbac_served = kubegate_config::group_version_enabled(

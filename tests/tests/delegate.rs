@@ -336,7 +336,8 @@ fn fronting_a_cluster_with_front_proxy_headers() {
     assert_eq!(review["status"]["userInfo"]["username"], "alice");
     assert_eq!(review["status"]["userInfo"]["uid"], "alice-uid");
 
-    // Impersonation is decided by the front, and the cluster sees the impersonated user.
+    // Impersonation is decided by the front and, for the cluster's requests, by the cluster
+    // too (the real user goes with the Impersonate-* headers): the admin may on both.
     let out = front.kubectl_fresh(&[
         "auth",
         "whoami",
@@ -419,6 +420,73 @@ fn fronting_a_cluster_with_front_proxy_headers() {
     ]);
     let allowed = eventually(Duration::from_secs(10), || list(&front).status.success());
     assert!(allowed, "{}", stderr(&list(&front)));
+
+    // The cluster decides impersonation on its requests, as kube-apiserver does: alice may
+    // impersonate on the front, not on the cluster, so the cluster refuses her...
+    let grant = |gate: &Kubegate| {
+        gate.ok(&[
+            "create",
+            "clusterrole",
+            "impersonator",
+            "--verb=impersonate",
+            "--resource=users",
+        ]);
+        gate.ok(&[
+            "create",
+            "clusterrolebinding",
+            "alice-impersonates",
+            "--clusterrole=impersonator",
+            "--user=alice",
+        ]);
+    };
+    grant(&front);
+    // (authorization.k8s.io is the front's: its answer is the front's RBAC.)
+    let front_allows = eventually(Duration::from_secs(10), || {
+        stdout(&as_alice(
+            &front,
+            &["auth", "can-i", "impersonate", "users"],
+        ))
+        .trim()
+            == "yes"
+    });
+    assert!(
+        front_allows,
+        "the front's RBAC never allowed alice to impersonate"
+    );
+    // (A SelfSubjectReview created as such: `kubectl auth whoami` hides a 403's message.)
+    let review = dir.path().join("review.json");
+    std::fs::write(
+        &review,
+        r#"{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}"#,
+    )
+    .expect("review");
+    let review = review.to_string_lossy().to_string();
+    let as_bob = || {
+        as_alice(
+            &front,
+            &[
+                "create",
+                "-f",
+                &review,
+                "--validate=false",
+                "-o",
+                "json",
+                "--as=bob",
+            ],
+        )
+    };
+    let refused = eventually(Duration::from_secs(10), || {
+        stderr(&as_bob()).contains(
+            "users \"bob\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+        )
+    });
+    assert!(refused, "{}", stderr(&as_bob()));
+    // ...until the cluster allows it too.
+    grant(&cluster);
+    let allowed = eventually(Duration::from_secs(10), || as_bob().status.success());
+    assert!(allowed, "{}", stderr(&as_bob()));
+    let review: Value = serde_json::from_slice(&as_bob().stdout).expect("json");
+    assert_eq!(review["status"]["userInfo"]["username"], "bob");
 }
 
 #[test]
@@ -491,7 +559,8 @@ fn a_crd_written_through_the_front_is_served_through_it_at_once() {
     std::fs::write(&config, slow).expect("config");
     let front = Kubegate::start_with(&["--config", &config.to_string_lossy()]);
     wait_delegated(&front, &["v1.apiextensions.k8s.io"]);
-    // AlwaysAllow in front of a cluster lets anyone impersonate anyone there: said at start.
+    // AlwaysAllow with impersonate forwarding lets anyone impersonate anyone on the cluster:
+    // said at start.
     assert!(
         front
             .log()

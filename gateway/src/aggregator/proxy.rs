@@ -252,6 +252,7 @@ pub fn rewrite_parts(
     parts: &mut http::request::Parts,
     raw_target_is_uri: bool,
     user: &UserInfo,
+    impersonation: &[(http::HeaderName, http::HeaderValue)],
     backend: &Backend,
     escaped_path: &str,
     raw_query: Option<&str>,
@@ -301,6 +302,11 @@ pub fn rewrite_parts(
         for value in values {
             headers.append(name.clone(), header_value(value)?);
         }
+    }
+    // The client's own impersonation, for a delegate cluster to decide (as sent, after the
+    // stripping above).
+    for (name, value) in impersonation {
+        headers.append(name.clone(), value.clone());
     }
     Ok(())
 }
@@ -536,6 +542,7 @@ mod tests {
             &mut parts,
             raw_target_is_uri,
             user,
+            &[],
             backend,
             escaped_path,
             raw_query,
