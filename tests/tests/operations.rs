@@ -497,30 +497,56 @@ fn clients_get_protobuf_as_their_first_preference() {
             "{path}"
         );
     }
+    // Metadata-only watches (client-go's metadata informers: bookmarks on, watch-list) are
+    // length-prefixed protobuf WatchEvents throughout, each holding a PartialObjectMetadata
+    // envelope: the events, and the bookmark that ends the initial ones.
+    for collection in [
+        "/api/v1/namespaces/default/configmaps",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs",
+    ] {
+        let (code, body) = gate.curl(
+            "GET",
+            &format!(
+                "{collection}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
+            ),
+            &[metadata_only],
+            None,
+        );
+        assert_eq!(code, 200, "{collection}");
+        let mut rest = body.as_slice();
+        let mut frames = 0;
+        while rest.len() >= 4 {
+            let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            assert!(
+                rest.len() >= 4 + len,
+                "{collection}: a frame of {len} bytes is cut short: {}",
+                String::from_utf8_lossy(rest)
+            );
+            let frame = &rest[4..4 + len];
+            assert!(frame.windows(4).any(|w| w == b"k8s\0"), "{frame:?}");
+            assert!(frame.windows(21).any(|w| w == b"PartialObjectMetadata"));
+            rest = &rest[4 + len..];
+            frames += 1;
+        }
+        assert!(rest.is_empty(), "{collection}: {} bytes left", rest.len());
+        // At least one object and the bookmark.
+        assert!(frames >= 2, "{collection}: {frames} frames");
+    }
+    // A delete answers a metadata-only client in its form too (the object went).
     let (code, body) = gate.curl(
-        "GET",
-        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0&timeoutSeconds=1",
+        "DELETE",
+        "/apis/stable.example.com/v1/namespaces/default/crontabs/nightly",
         &[metadata_only],
         None,
     );
-    assert_eq!(code, 200);
-    // Length-prefixed WatchEvent frames, each holding a PartialObjectMetadata envelope.
-    let mut rest = body.as_slice();
-    let mut frames = 0;
-    while rest.len() >= 4 {
-        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        assert!(rest.len() >= 4 + len, "a frame of {len} bytes is cut short");
-        let frame = &rest[4..4 + len];
-        assert!(frame.windows(4).any(|w| w == b"k8s\0"), "{frame:?}");
-        assert!(frame.windows(21).any(|w| w == b"PartialObjectMetadata"));
-        rest = &rest[4 + len..];
-        frames += 1;
-    }
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     assert!(
-        rest.is_empty() && frames >= 1,
-        "{frames} frames, {} bytes left",
-        rest.len()
+        body.starts_with(b"k8s\0"),
+        "{}",
+        String::from_utf8_lossy(&body)
     );
+    let gone = gate.kubectl(&["get", "crontab", "nightly"]);
+    assert!(!gone.status.success(), "the delete did not happen");
 }
 
 /// A LIST bigger than one write (kubegate sends list bodies in ~64 KiB chunks straight from

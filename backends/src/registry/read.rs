@@ -171,7 +171,10 @@ fn read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
 /// `includeObject`, a Table option: read (and refused when bad, as kube's
 /// `ValidateTableOptions` refuses it) only when a Table is asked for; any other answer
 /// ignores it, as kube's does.
-fn include_object(request: &ApiRequest, output: &Negotiated) -> ApiResult<IncludeObject> {
+pub(super) fn include_object(
+    request: &ApiRequest,
+    output: &Negotiated,
+) -> ApiResult<IncludeObject> {
     if !output.as_table {
         return Ok(IncludeObject::default());
     }
@@ -884,12 +887,20 @@ impl FrameEncoder {
         encode::watch_frame(kind, table.to_string().as_bytes())
     }
 
-    /// A frame for a value that is not a stored object (bookmarks, errors).
+    /// A frame for a value that is not a stored object (bookmarks, errors). A protobuf
+    /// stream only ever carries protobuf frames: a value that cannot be encoded goes out as
+    /// an ERROR event with its 500 `Status` (a JSON frame there would read as a length).
     fn value_frame(&self, kind: &str, value: &Value) -> Bytes {
         if self.output.media == MediaType::Protobuf {
             match protobuf::encode_watch_event(kind, value) {
                 Ok(frame) => return Bytes::from(frame),
-                Err(e) => tracing::warn!(error = %e.message, "encoding a protobuf watch frame"),
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "encoding a protobuf watch frame");
+                    let status = ApiError::internal(e.message).to_status();
+                    return protobuf::encode_watch_event("ERROR", &status)
+                        .map(Bytes::from)
+                        .unwrap_or_default();
+                }
             }
         }
         encode::watch_frame(kind, value.to_string().as_bytes())
@@ -907,8 +918,13 @@ impl FrameEncoder {
                 "kubernetes.io/initial-events-list-blueprint": self.list_blueprint(),
             });
         }
+        // Transformed as the events are (kube's watch encoder transforms every object), so a
+        // metadata-only or Table watch never carries the resource's own kind, which a
+        // protobuf stream of a custom resource could not encode.
         let object = if self.output.as_table {
             json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": null, "rows": null})
+        } else if self.output.as_partial_metadata {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
         } else {
             json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": metadata})
         };

@@ -27,7 +27,7 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let info = &request.info;
-        let output = negotiate_output(request.accept.as_deref(), false, || true)?;
+        let output = negotiate_output(request.accept.as_deref(), false, || def.has_protobuf())?;
         let view = |object: &Value| {
             def.strategy
                 .scale_of(object)

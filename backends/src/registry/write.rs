@@ -1195,7 +1195,16 @@ impl Registry {
             let body = status::success_status(Some((&def.group_resource(), &info.name, &uid)));
             return encode::json_value_response(200, &body, &output);
         }
-        encode::json_value_response(status, &object, &output)
+        // The object as a read answers it (kube's `transformResponseObject`): a metadata-only
+        // or Table client gets that, not the object in a form it did not ask for.
+        let bytes = serde_json::to_vec(&object).map_err(ApiError::internal)?;
+        encode::object_response(
+            status,
+            def,
+            bytes.into(),
+            &output,
+            super::read::include_object(request, &output)?,
+        )
     }
 
     /// Deletes one object: immediately when it has no finalizers, otherwise by setting
@@ -1370,8 +1379,28 @@ impl Registry {
             }
         }
         list["items"] = Value::Array(deleted);
-        let body = list;
-        encode::json_value_response(200, &body, &output)
+        if output.as_partial_metadata {
+            // A metadata-only client's deleted items, as a PartialObjectMetadataList.
+            let meta = encode::ListMeta {
+                resource_version: list
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .and_then(|rv| rv.parse().ok())
+                    .unwrap_or_default(),
+                continue_token: None,
+                remaining: None,
+            };
+            let items: Vec<bytes::Bytes> = list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|item| serde_json::to_vec(item).map(bytes::Bytes::from))
+                .collect::<Result<_, _>>()
+                .map_err(ApiError::internal)?;
+            let partial = encode::partial_list(&items, &meta)?;
+            return encode::json_value_response(200, &partial, &output);
+        }
+        encode::json_value_response(200, &list, &output)
     }
 }
 
