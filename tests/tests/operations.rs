@@ -532,6 +532,18 @@ fn clients_get_protobuf_as_their_first_preference() {
         // At least one object and the bookmark.
         assert!(frames >= 2, "{collection}: {frames} frames");
     }
+    // YAML has no watch stream: a watch whose first choice is YAML is refused, as kube
+    // refuses it, rather than answered in another type.
+    let (code, body) = gate.curl(
+        "GET",
+        "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1",
+        &["Accept: application/yaml, application/json"],
+        None,
+    );
+    assert_eq!(code, 406, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains(
+        "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+    ));
     // A delete answers a metadata-only client in its form too (the object went).
     let (code, body) = gate.curl(
         "DELETE",

@@ -519,6 +519,13 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
+        // kube's `NegotiateOutputMediaTypeStream`: the client's first choice must have a
+        // stream serializer, which YAML has not (it does not move on to the next choice).
+        if output.media == MediaType::Yaml {
+            return Err(ApiError::not_acceptable(
+                "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch",
+            ));
+        }
         // Negotiation offers protobuf only for what has a protobuf form; should a kind ever
         // lack one, the watch is refused before it starts rather than mid-stream.
         if output.media == MediaType::Protobuf
