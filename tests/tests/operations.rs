@@ -761,6 +761,30 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
     assert_eq!(result["closed"], true, "{result}");
 }
 
+/// `kubegate serve` on `port` and `bind_address` with `data_dir`, its stderr to `stderr`, for
+/// tests that watch the process itself rather than a started server.
+fn serve(
+    data_dir: &std::path::Path,
+    port: u16,
+    bind_address: &str,
+    stderr: std::process::Stdio,
+) -> std::process::Child {
+    Command::new(kubegate_tests::binary())
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args([
+            "--secure-port",
+            &port.to_string(),
+            "--bind-address",
+            bind_address,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start kubegate")
+}
+
 #[test]
 fn a_taken_port_stops_the_start_at_once_with_kubes_message() {
     // Another process listens on the port kubegate is told to serve on.
@@ -768,20 +792,7 @@ fn a_taken_port_stops_the_start_at_once_with_kubes_message() {
     let port = taken.local_addr().unwrap().port();
     let temp = tempfile::tempdir().unwrap();
     let data_dir = temp.path().join("data");
-    let mut child = Command::new(kubegate_tests::binary())
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(&data_dir)
-        .args([
-            "--secure-port",
-            &port.to_string(),
-            "--bind-address",
-            "127.0.0.1",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = serve(&data_dir, port, "127.0.0.1", std::process::Stdio::piped());
     // pingora alone would retry the bind for ~30 s while the process looked started; a
     // liveness guard, far beyond a start-up, so a regression fails instead of hanging.
     let guard = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -1007,20 +1018,7 @@ fn an_unspecified_bind_address_serves_both_families() {
     let port = kubegate_tests::free_port();
     let temp = tempfile::tempdir().unwrap();
     let data_dir = temp.path().join("data");
-    let mut child = Command::new(kubegate_tests::binary())
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(&data_dir)
-        .args([
-            "--secure-port",
-            &port.to_string(),
-            "--bind-address",
-            "0.0.0.0",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = serve(&data_dir, port, "0.0.0.0", std::process::Stdio::null());
     let ready = |host: &str| {
         Command::new("curl")
             .args(["-sS", "-g", "--max-time", "5", "--cacert"])
