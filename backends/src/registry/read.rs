@@ -304,28 +304,36 @@ fn split_key<'a>(def: &ResourceDef, key: &'a str) -> (&'a str, &'a str) {
     }
 }
 
-/// How long a consistent GET waits for the watch cache before reading the store itself
+/// How long a consistent read waits for the watch cache before reading the store itself
 /// (kube's cacher waits 3 s for freshness, then delegates to etcd).
-const CONSISTENT_GET_WAIT: Duration = Duration::from_secs(3);
+const CONSISTENT_READ_WAIT: Duration = Duration::from_secs(3);
 
 impl Registry {
-    /// The current object at `key`: from the watch cache once it holds every write the store
-    /// has acknowledged, or, when the cache is late past [`CONSISTENT_GET_WAIT`] (its watch
-    /// stalled on a member that hangs, or it re-lists), from the store, so a slow cache costs
-    /// a GET seconds, not a 503.
-    async fn consistent_get(&self, key: &str) -> ApiResult<Option<Arc<CachedObject>>> {
+    /// Whether the watch cache holds every write the store has acknowledged, waiting up to
+    /// [`CONSISTENT_READ_WAIT`]; false when it is later than that (its watch stalled on a
+    /// member that hangs, or it re-lists): a consistent read then goes to the store, so a
+    /// slow cache costs a read seconds, not a 503.
+    async fn cache_is_fresh(&self) -> ApiResult<bool> {
         let revision = self.store().current_revision().await.map_err(store_error)?;
         match self
             .cacher
-            .wait_for_revision(revision, CONSISTENT_GET_WAIT)
+            .wait_for_revision(revision, CONSISTENT_READ_WAIT)
             .await
         {
-            Ok(()) => Ok(self.cacher.get(key)),
+            Ok(()) => Ok(true),
             Err(error) => {
-                tracing::warn!(%error, "the watch cache is late; reading the store for a GET");
-                self.cacher.read_through(key).await.map_err(store_error)
+                tracing::warn!(%error, "the watch cache is late; reading the store");
+                Ok(false)
             }
         }
+    }
+
+    /// The current object at `key`, from the cache when it is fresh, else from the store.
+    async fn consistent_get(&self, key: &str) -> ApiResult<Option<Arc<CachedObject>>> {
+        if self.cache_is_fresh().await? {
+            return Ok(self.cacher.get(key));
+        }
+        self.cacher.read_through(key).await.map_err(store_error)
     }
 
     /// Brings the cache to the revision the read needs.
@@ -424,16 +432,25 @@ impl Registry {
                 at => (at, None),
             },
         };
-        self.prepare_read(at).await?;
+        // A consistent LIST reads the store when the cache is late, as a GET does.
+        let through_store = at == ReadAt::Consistent && !self.cache_is_fresh().await?;
+        if at != ReadAt::Consistent {
+            self.prepare_read(at).await?;
+        }
         let at_revision = match at {
             ReadAt::Exact(rev) => Some(rev),
             _ => None,
         };
-        let (items, revision) = self
-            .cacher
-            .list_at(&prefix, start_after.as_deref(), at_revision)
-            .await
-            .map_err(|e| match e {
+        let listed = if through_store {
+            self.cacher
+                .list_through(&prefix, start_after.as_deref())
+                .await
+        } else {
+            self.cacher
+                .list_at(&prefix, start_after.as_deref(), at_revision)
+                .await
+        };
+        let (items, revision) = listed.map_err(|e| match e {
                 crate::storage::StoreError::Compacted { .. } if continued.is_some() => {
                     // kube's `handleCompactedErrorForPaging`: the 410 carries a token that
                     // goes on from the same key at the latest revision.
