@@ -47,6 +47,10 @@ pub struct Gateway {
     pub max_request_bytes: usize,
     pub request_timeout: Duration,
     pub lifecycle: Arc<crate::server::Lifecycle>,
+    /// In front of a cluster with `impersonate` forwarding: the cluster's own authorizer
+    /// (SubjectAccessReviews with kubegate's credential), which must also allow a caller's
+    /// impersonation on requests for the cluster, as the cluster would decide it.
+    pub delegate_impersonation: Option<Arc<dyn Authorizer>>,
 }
 
 /// Counts a request as in flight until dropped: shutdown drains non-long-running requests,
@@ -128,6 +132,20 @@ pub struct ProxyPlan {
     dial_failures: usize,
     /// Counts the request as in flight (shutdown drains it) until the plan is dropped.
     _in_flight: Option<InFlight>,
+}
+
+/// The answer to an impersonation that is not allowed (403, kube's `NewForbidden` with the
+/// object the denial names in the details) or not well formed (400).
+fn impersonation_refused(error: ImpersonationError) -> ApiError {
+    match error {
+        ImpersonationError::Forbidden(denied) => {
+            let gr = kubegate_backends::GroupResource::new(denied.group, denied.resource);
+            let mut error = ApiError::forbidden_resource(&gr, &denied.name, "");
+            error.message = denied.message;
+            error
+        }
+        ImpersonationError::Invalid(message) => ApiError::bad_request(message),
+    }
 }
 
 /// A request's impersonation as the client asked for it: who asked, and the headers.
@@ -291,6 +309,18 @@ impl Gateway {
         .await
         {
             Ok(Some(impersonated)) => {
+                // kubegate's credential impersonates on the cluster, so the cluster cannot
+                // see who asked: it is asked whether the caller may (SubjectAccessReviews).
+                let to_delegate = remote
+                    .as_ref()
+                    .is_some_and(|b| matches!(b.service.target, Target::Delegate));
+                if let (true, Some(cluster)) = (to_delegate, &self.delegate_impersonation) {
+                    if let Err(error) =
+                        impersonate(&session.req_header().headers, &user, cluster.as_ref()).await
+                    {
+                        return impersonation_refused(error).into();
+                    }
+                }
                 impersonation = Some(Box::new(Impersonation {
                     requester: user,
                     headers: impersonation_header_names(&session.req_header().headers)
@@ -310,16 +340,7 @@ impl Gateway {
                 Arc::new(impersonated)
             }
             Ok(None) => user,
-            Err(ImpersonationError::Forbidden(denied)) => {
-                // kube's `NewForbidden`: the object the denial names is in the details.
-                let gr = kubegate_backends::GroupResource::new(denied.group, denied.resource);
-                let mut error = ApiError::forbidden_resource(&gr, &denied.name, "");
-                error.message = denied.message;
-                return error.into();
-            }
-            Err(ImpersonationError::Invalid(message)) => {
-                return ApiError::bad_request(message).into()
-            }
+            Err(error) => return impersonation_refused(error).into(),
         };
         for name in impersonation_header_names(&session.req_header().headers) {
             session.req_header_mut().remove_header(&name);

@@ -707,6 +707,8 @@ pub fn run(config: Config) -> Result<(), StartError> {
         max_request_bytes: config.max_request_bytes,
         request_timeout: config.request_timeout,
         lifecycle: lifecycle.clone(),
+        delegate_impersonation: delegate_impersonation_authorizer(&config)
+            .map_err(StartError::Other)?,
     });
 
     // One pingora worker thread per CPU this process may run on (its affinity mask): more
@@ -775,27 +777,67 @@ pub fn run(config: Config) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Warns about authorization set-ups in front of a cluster that do not do what they seem to.
-/// With `impersonate` forwarding kubegate authorizes impersonation itself and forwards only
-/// the resulting identity (its own credential already impersonates), so `AlwaysAllow` lets
-/// anyone act as anyone on the cluster (with front-proxy headers the cluster decides); and
-/// kubegate's RBAC reads its own store, which RBAC writes no longer reach once the RBAC group
-/// is the cluster's.
-fn warn_about_delegate_authorization(config: &kubegate_config::Config) {
+/// With `identityForwarding: impersonate`, the cluster's authorizer for the impersonation a
+/// caller asks for: SubjectAccessReviews posted to the cluster with kubegate's delegate
+/// credential (kube's webhook authorizer, its caching included), so a caller may impersonate
+/// on the cluster only what the cluster would let it. kubegate's credential needs
+/// `create subjectaccessreviews` there (system:masters has it).
+fn delegate_impersonation_authorizer(
+    config: &kubegate_config::Config,
+) -> Result<Option<Arc<dyn Authorizer>>, String> {
     let Some(delegate) = &config.delegate else {
-        return;
+        return Ok(None);
     };
-    let modes = &config.authorization.modes;
-    if modes.first().map(String::as_str) == Some("AlwaysAllow")
-        && delegate.identity_forwarding == "impersonate"
-    {
-        tracing::warn!(
-            "authorization mode AlwaysAllow in front of a cluster with identityForwarding impersonate: \
-             kubegate authorizes impersonation itself, so any authenticated user can impersonate anyone \
-             (system:masters included) on the cluster; authorize with Webhook against the cluster, or \
-             forward identities with frontProxy (the cluster then decides impersonation)"
-        );
+    if delegate.identity_forwarding != "impersonate" {
+        return Ok(None);
     }
+    let mut cluster = serde_json::json!({
+        "server": format!(
+            "{}/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            delegate.server.trim_end_matches('/')
+        ),
+    });
+    if let Some(ca) = &delegate.ca_file {
+        cluster["certificate-authority"] = serde_json::json!(ca);
+    }
+    if let Some(name) = &delegate.tls_server_name {
+        cluster["tls-server-name"] = serde_json::json!(name);
+    }
+    let mut user = serde_json::json!({});
+    if let (Some(cert), Some(key)) = (&delegate.client_cert_file, &delegate.client_key_file) {
+        user["client-certificate"] = serde_json::json!(cert);
+        user["client-key"] = serde_json::json!(key);
+    }
+    if let Some(token) = &delegate.token_file {
+        user["tokenFile"] = serde_json::json!(token);
+    }
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "delegate", "cluster": cluster}],
+        "users": [{"name": "kubegate", "user": user}],
+        "contexts": [{"name": "delegate", "context": {"cluster": "delegate", "user": "kubegate"}}],
+        "current-context": "delegate",
+    });
+    let endpoint = kubegate_policy::authn::webhook::WebhookEndpoint::from_kubeconfig_str(
+        &kubeconfig.to_string(),
+        std::path::Path::new("."),
+    )
+    .map_err(|e| format!("delegate: the cluster's SubjectAccessReview client: {e}"))?;
+    Ok(Some(Arc::new(
+        kubegate_policy::authz::webhook::WebhookAuthorizer::new(endpoint),
+    )))
+}
+
+/// Warns about authorization set-ups in front of a cluster that do not do what they seem to:
+/// kubegate's RBAC reads its own store, which RBAC writes no longer reach once the RBAC group
+/// is the cluster's. (Impersonation on the cluster's requests is the cluster's to allow in
+/// either forwarding mode, so `AlwaysAllow` no longer needs a warning.)
+fn warn_about_delegate_authorization(config: &kubegate_config::Config) {
+    if config.delegate.is_none() {
+        return;
+    }
+    let modes = &config.authorization.modes;
     let rbac_served = kubegate_config::group_version_enabled(
         &config.runtime_config,
         "rbac.authorization.k8s.io",
