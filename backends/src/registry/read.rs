@@ -314,12 +314,20 @@ impl Registry {
     /// member that hangs, or it re-lists): a consistent read then goes to the store, so a
     /// slow cache costs a read seconds, not a 503.
     async fn cache_is_fresh(&self) -> ApiResult<bool> {
-        let revision = self.store().current_revision().await.map_err(store_error)?;
-        match self
-            .cacher
-            .wait_for_revision(revision, CONSISTENT_READ_WAIT)
-            .await
-        {
+        let started = tokio::time::Instant::now();
+        // On etcd the current revision comes from a watch's progress; a stalled watch must
+        // not hold the read longer than the cache may (the store's own reads still answer).
+        let revision =
+            match tokio::time::timeout(CONSISTENT_READ_WAIT, self.store().current_revision()).await
+            {
+                Ok(revision) => revision.map_err(store_error)?,
+                Err(_) => {
+                    tracing::warn!("the store's current revision is late; reading the store");
+                    return Ok(false);
+                }
+            };
+        let left = CONSISTENT_READ_WAIT.saturating_sub(started.elapsed());
+        match self.cacher.wait_for_revision(revision, left).await {
             Ok(()) => Ok(true),
             Err(error) => {
                 tracing::warn!(%error, "the watch cache is late; reading the store");
@@ -432,9 +440,19 @@ impl Registry {
                 at => (at, None),
             },
         };
-        // A consistent LIST reads the store when the cache is late, as a GET does.
-        let through_store = at == ReadAt::Consistent && !self.cache_is_fresh().await?;
-        if at != ReadAt::Consistent {
+        // A consistent LIST reads the store when the cache is late, as a GET does; so does a
+        // continued page whose revision the cache has not reached (kube sends continued pages
+        // to etcd).
+        let through_store = match at {
+            ReadAt::Consistent => !self.cache_is_fresh().await?,
+            ReadAt::Exact(rev) if continued.is_some() => self
+                .cacher
+                .wait_for_revision(rev, CONSISTENT_READ_WAIT)
+                .await
+                .is_err(),
+            _ => false,
+        };
+        if at != ReadAt::Consistent && !through_store {
             self.prepare_read(at).await?;
         }
         let at_revision = match at {
@@ -443,7 +461,7 @@ impl Registry {
         };
         let listed = if through_store {
             self.cacher
-                .list_through(&prefix, start_after.as_deref())
+                .list_through(&prefix, start_after.as_deref(), at_revision)
                 .await
         } else {
             self.cacher

@@ -347,15 +347,17 @@ impl Cacher {
     }
 
     /// Every object under `prefix` after `start_after`, read from the store itself page by
-    /// page at one revision and rendered as the cache renders them, with that revision: for a
-    /// consistent LIST the cache is too far behind to serve (as [`Cacher::read_through`]).
+    /// page at one revision (`at_revision`, or the current one) and rendered as the cache
+    /// renders them, with that revision: for a LIST the cache is too far behind to serve (as
+    /// [`Cacher::read_through`]).
     pub async fn list_through(
         &self,
         prefix: &str,
         start_after: Option<&str>,
+        at_revision: Option<Revision>,
     ) -> Result<(Vec<Arc<CachedObject>>, Revision), StoreError> {
         let mut objects = Vec::new();
-        let mut at = None;
+        let mut at = at_revision;
         let mut after = start_after.map(str::to_string);
         loop {
             let page = self
@@ -1650,7 +1652,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let (objects, revision) = cacher.list_through("/cm/ns/", None).await.unwrap();
+        let (objects, revision) = cacher.list_through("/cm/ns/", None, None).await.unwrap();
         assert_eq!(objects.len(), LOAD_PAGE + 4);
         assert_eq!(revision, flaky.current_revision().await.unwrap());
         assert_eq!(objects[0].key, "/cm/ns/a");
@@ -1659,7 +1661,7 @@ mod tests {
             "the store's, not the stale cache's"
         );
         let (after_a, _) = cacher
-            .list_through("/cm/ns/", Some("/cm/ns/a"))
+            .list_through("/cm/ns/", Some("/cm/ns/a"), Some(revision))
             .await
             .unwrap();
         assert_eq!(after_a.len(), LOAD_PAGE + 3);
