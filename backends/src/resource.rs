@@ -54,6 +54,11 @@ pub trait Strategy: Send + Sync {
     /// Clears or defaults fields before a create (e.g. resets `status`, merges `stringData`).
     fn prepare_for_create(&self, _object: &mut Value) {}
 
+    /// A create or update this strategy prepared for `namespace`/`name` did not reach the
+    /// store (a dry run, a refusal after preparing, a failed write): what it set aside for
+    /// the object is given back (kube's allocation transaction reverting). Default: nothing.
+    fn write_abandoned(&self, _namespace: &str, _name: &str) {}
+
     /// Carries fields over from the old object on update (e.g. keeps `status` on a main
     /// resource update).
     fn prepare_for_update(&self, _object: &mut Value, _old: &Value) {}

@@ -88,6 +88,24 @@ fn cluster_ips_and_node_ports_are_never_given_twice() {
     assert!(!patched.status.success());
     assert!(String::from_utf8_lossy(&patched.stderr).contains("provided port is already allocated"));
 
+    // A dry run, or a create refused for another reason, keeps nothing for itself.
+    ok(&[
+        "clusterip",
+        "dry",
+        "--tcp=80",
+        "--clusterip=10.96.24.24",
+        "--dry-run=server",
+    ]);
+    let err = refused(&[
+        "clusterip",
+        "Bad_Name",
+        "--tcp=80",
+        "--clusterip=10.96.24.25",
+    ]);
+    assert!(err.contains("Invalid value: \"Bad_Name\""), "{err}");
+    ok(&["clusterip", "real-1", "--tcp=80", "--clusterip=10.96.24.24"]);
+    ok(&["clusterip", "real-2", "--tcp=80", "--clusterip=10.96.24.25"]);
+
     // A deleted Service's values are free again.
     gate.ok(&["-n", "svc", "delete", "service", "x1", "c1"]);
     ok(&["nodeport", "x2", "--tcp=80", "--node-port=30080"]);

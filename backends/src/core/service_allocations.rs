@@ -41,8 +41,9 @@ pub struct ServiceAllocations {
 
 #[derive(Default)]
 struct State {
-    /// Value → the Service (`namespace/name`) holding it, as the cache shows them.
-    held: HashMap<Allocated, String>,
+    /// Value → the Services (`namespace/name`) holding it, as the cache shows them (more than
+    /// one only for duplicates written before values were checked, or by two replicas at once).
+    held: HashMap<Allocated, Vec<String>>,
     /// Service → the values it holds, to release them when it changes or goes.
     by_service: HashMap<String, Vec<Allocated>>,
     /// Values handed out and not yet seen in the cache: value → (Service, until).
@@ -50,19 +51,17 @@ struct State {
 }
 
 impl State {
-    /// The Service holding `value` (or holding its reservation), if any.
-    fn holder(&self, value: &Allocated, now: Instant) -> Option<&str> {
-        if let Some(owner) = self.held.get(value) {
-            return Some(owner);
-        }
-        self.reserved
-            .get(value)
-            .filter(|(_, until)| *until > now)
-            .map(|(owner, _)| owner.as_str())
-    }
-
+    /// Whether no Service but `owner` holds `value` or has it reserved.
     fn free_for(&self, value: &Allocated, owner: &str, now: Instant) -> bool {
-        self.holder(value, now).is_none_or(|holder| holder == owner)
+        let held_elsewhere = self
+            .held
+            .get(value)
+            .is_some_and(|holders| holders.iter().any(|holder| holder != owner));
+        let reserved_elsewhere = self
+            .reserved
+            .get(value)
+            .is_some_and(|(holder, until)| *until > now && holder != owner);
+        !held_elsewhere && !reserved_elsewhere
     }
 }
 
@@ -113,7 +112,7 @@ impl ServiceAllocations {
         let mut state = self.state();
         release(&mut state, &owner);
         for value in &values {
-            state.held.insert(*value, owner.clone());
+            state.held.entry(*value).or_default().push(owner.clone());
             if state
                 .reserved
                 .get(value)
@@ -142,6 +141,14 @@ impl ServiceAllocations {
         }
     }
 
+    /// Gives back what was reserved for `owner` and is not what it holds: its write did not
+    /// reach the store (a dry run, a refusal, a failure), so nothing will show it.
+    pub fn release_reservations(&self, owner: &str) {
+        self.state()
+            .reserved
+            .retain(|_, (holder, _)| holder != owner);
+    }
+
     /// Whether another Service than `owner` holds (or has just been given) `value`.
     pub fn held_by_other(&self, value: &Allocated, owner: &str) -> bool {
         !self.state().free_for(value, owner, Instant::now())
@@ -154,7 +161,11 @@ impl ServiceAllocations {
         if !state.free_for(&value, owner, now) {
             return false;
         }
-        if state.held.get(&value).is_none_or(|holder| holder != owner) {
+        let holds_it = state
+            .held
+            .get(&value)
+            .is_some_and(|holders| holders.iter().any(|holder| holder == owner));
+        if !holds_it {
             state
                 .reserved
                 .insert(value, (owner.to_string(), now + RESERVATION));
@@ -180,8 +191,11 @@ impl ServiceAllocations {
 fn release(state: &mut State, owner: &str) {
     if let Some(values) = state.by_service.remove(owner) {
         for value in values {
-            if state.held.get(&value).is_some_and(|holder| holder == owner) {
-                state.held.remove(&value);
+            if let Some(holders) = state.held.get_mut(&value) {
+                holders.retain(|holder| holder != owner);
+                if holders.is_empty() {
+                    state.held.remove(&value);
+                }
             }
         }
     }
@@ -329,5 +343,26 @@ mod tests {
         assert!(allocations.held_by_other(&ip("10.96.0.11"), "default/c"));
         allocations.resync([&service("a", "10.96.0.10", &[30000])]);
         assert!(!allocations.held_by_other(&ip("10.96.0.11"), "default/c"));
+        // A write that did not reach the store gives its reservations back.
+        assert_eq!(
+            allocations.pick("default/d", [ip("10.96.0.20")]),
+            ip("10.96.0.20")
+        );
+        assert!(allocations.held_by_other(&ip("10.96.0.20"), "default/e"));
+        allocations.release_reservations("default/d");
+        assert!(!allocations.held_by_other(&ip("10.96.0.20"), "default/e"));
+    }
+
+    #[test]
+    fn a_value_two_services_hold_stays_held_until_both_let_it_go() {
+        let allocations = ServiceAllocations::default();
+        // Duplicates written before values were checked (or by two replicas at once).
+        allocations.observe(&service("x4", "10.96.31.31", &[31310]));
+        allocations.observe(&service("x5", "10.96.31.31", &[31310]));
+        allocations.forget("default", "x4");
+        let y = service("y", "10.96.31.31", &[31310]);
+        assert_eq!(conflicts(&allocations, &y, None).len(), 2);
+        allocations.forget("default", "x5");
+        assert!(conflicts(&allocations, &y, None).is_empty());
     }
 }

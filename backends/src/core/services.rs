@@ -161,6 +161,12 @@ impl Strategy for ServiceStrategy {
         NameRule::Dns1035Label
     }
 
+    fn write_abandoned(&self, namespace: &str, name: &str) {
+        if let Some(allocations) = &self.allocations {
+            allocations.release_reservations(&format!("{namespace}/{name}"));
+        }
+    }
+
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
         let mut causes = validate_create(object);
         if let Some(allocations) = &self.allocations {

@@ -208,6 +208,39 @@ async fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<(Bytes, O
 /// for a custom resource converted by its CRD's webhook means through the webhook both ways
 /// (kube's dry-run storage runs the object through the storage codec), so a dry run fails
 /// where the write would.
+/// Tells a strategy that a create or update it prepared did not reach the store, unless
+/// [`Abandoned::stored`] says it did: dropped on every early return (a dry run, a refusal, a
+/// failed write, a conflict retried with a fresh preparation).
+struct Abandoned<'a> {
+    strategy: &'a dyn crate::resource::Strategy,
+    namespace: String,
+    name: String,
+    stored: bool,
+}
+
+impl<'a> Abandoned<'a> {
+    fn new(def: &'a ResourceDef, object: &Value) -> Self {
+        Abandoned {
+            strategy: def.strategy.as_ref(),
+            namespace: super::object_namespace(object).to_string(),
+            name: object_name(object).to_string(),
+            stored: false,
+        }
+    }
+
+    fn stored(&mut self) {
+        self.stored = true;
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.stored {
+            self.strategy.write_abandoned(&self.namespace, &self.name);
+        }
+    }
+}
+
 async fn dry_run_answer(def: &ResourceDef, object: Value) -> ApiResult<Value> {
     match super::convert::storage_form(def, &object).await? {
         Some(stored) => super::convert::served_after_write(def, stored).await,
@@ -646,6 +679,7 @@ impl Registry {
         check_decoding(def, &mut object)?;
         super::meta::drop_empty_meta_collections(&mut object);
         def.strategy.prepare_for_create(&mut object);
+        let mut abandoned = Abandoned::new(def, &object);
         if let Some(tracker) = mode.tracker {
             tracker.created(&mut object);
         }
@@ -695,6 +729,7 @@ impl Registry {
                 StoreError::AlreadyExists(_) => self.already_exists(def, &namespace, &name),
                 other => store_error(other),
             })?;
+        abandoned.stored();
         Ok(Written {
             object: answer_after_write(def, object, stored, revision).await?,
             warnings: Vec::new(),
@@ -1096,6 +1131,7 @@ impl Registry {
                 "finalize" => def.strategy.prepare_for_finalize(&mut object, &current),
                 _ => def.strategy.prepare_for_update(&mut object, &current),
             }
+            let mut abandoned = Abandoned::new(def, &object);
             if let Some(tracker) = mode.tracker {
                 tracker.updated(&current, &mut object);
             }
@@ -1139,6 +1175,8 @@ impl Registry {
                 };
             }
             if unchanged(&object, &current) {
+                // Nothing to write: the stored object already holds what was prepared.
+                abandoned.stored();
                 return Ok(Written {
                     object: with_revision(current, cached.revision),
                     warnings: Vec::new(),
@@ -1153,10 +1191,11 @@ impl Registry {
             let (bytes, stored) = storage_bytes(def, &object).await?;
             match self.store().update(&key, bytes, cached.revision).await {
                 Ok(revision) => {
+                    abandoned.stored();
                     return Ok(Written {
                         object: answer_after_write(def, object, stored, revision).await?,
                         warnings: Vec::new(),
-                    })
+                    });
                 }
                 Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
                 Err(StoreError::Conflict { .. }) => {
