@@ -178,26 +178,31 @@ fn socket_address(ip: &str, port: u16) -> String {
 struct ListenAddress {
     address: String,
     dual_stack: bool,
+    /// The address as the flag gave it (`0.0.0.0:6443`), which messages name as kube's do.
+    named: String,
 }
 
 fn listen_address(ip: &str, port: u16) -> ListenAddress {
     let unspecified = ip
         .parse::<std::net::IpAddr>()
         .is_ok_and(|ip| ip.is_unspecified());
+    let named = socket_address(ip, port);
     if unspecified && ipv6_available() {
         return ListenAddress {
             address: format!("[::]:{port}"),
             dual_stack: true,
+            named,
         };
     }
     let address = if unspecified {
         format!("0.0.0.0:{port}")
     } else {
-        socket_address(ip, port)
+        named.clone()
     };
     ListenAddress {
         address,
         dual_stack: false,
+        named,
     }
 }
 
@@ -246,7 +251,7 @@ impl ListenAddress {
 fn ensure_can_listen(addresses: &[ListenAddress]) -> Result<(), StartError> {
     for address in addresses {
         address.probe().map_err(|e| {
-            StartError::Listen(format!("failed to listen on {}: {e}", address.address))
+            StartError::Listen(format!("failed to listen on {}: {e}", address.named))
         })?;
     }
     Ok(())
