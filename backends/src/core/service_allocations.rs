@@ -239,22 +239,31 @@ pub fn conflicts(
             }
         }
     }
+    // Within the Service, as kube's node port operation allocates them: ports of one number
+    // may share a node port, ports of different numbers may not.
+    let mut own: HashMap<i64, i64> = HashMap::new();
     for (i, port) in items(service.pointer("/spec/ports")).iter().enumerate() {
         let Some(node_port) = port.get("nodePort").and_then(Value::as_i64) else {
             continue;
         };
-        if node_port > 0 && taken(&Allocated::NodePort(node_port)) {
+        if node_port <= 0 {
+            continue;
+        }
+        let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
+        let shared_within = own.get(&node_port).is_some_and(|other| *other != number);
+        if shared_within || taken(&Allocated::NodePort(node_port)) {
             causes.push(invalid_port(
                 &format!("spec.ports[{i}].nodePort"),
                 node_port,
             ));
         }
+        own.entry(node_port).or_insert(number);
     }
     if let Some(port) = service
         .pointer("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
     {
-        if port > 0 && taken(&Allocated::NodePort(port)) {
+        if port > 0 && (own.contains_key(&port) || taken(&Allocated::NodePort(port))) {
             causes.push(invalid_port("spec.healthCheckNodePort", port));
         }
     }
@@ -351,6 +360,38 @@ mod tests {
         assert!(allocations.held_by_other(&ip("10.96.0.20"), "default/e"));
         allocations.release_reservations("default/d");
         assert!(!allocations.held_by_other(&ip("10.96.0.20"), "default/e"));
+    }
+
+    #[test]
+    fn inside_one_service_only_ports_of_one_number_share_a_node_port() {
+        let allocations = ServiceAllocations::default();
+        let service = |ports: Value, health: Option<i64>| {
+            let mut spec = json!({"type": "LoadBalancer", "ports": ports});
+            if let Some(port) = health {
+                spec["healthCheckNodePort"] = json!(port);
+            }
+            json!({"metadata": {"namespace": "default", "name": "s"}, "spec": spec})
+        };
+        let fields = |service: &Value| -> Vec<String> {
+            conflicts(&allocations, service, None)
+                .into_iter()
+                .map(|c| c.field)
+                .collect()
+        };
+        let same_number = service(
+            json!([{"port": 53, "protocol": "TCP", "nodePort": 30053},
+                   {"port": 53, "protocol": "UDP", "nodePort": 30053}]),
+            None,
+        );
+        assert!(fields(&same_number).is_empty());
+        let other_number = service(
+            json!([{"port": 80, "protocol": "TCP", "nodePort": 31800},
+                   {"port": 81, "protocol": "UDP", "nodePort": 31800}]),
+            None,
+        );
+        assert_eq!(fields(&other_number), ["spec.ports[1].nodePort"]);
+        let health = service(json!([{"port": 80, "nodePort": 30610}]), Some(30610));
+        assert_eq!(fields(&health), ["spec.healthCheckNodePort"]);
     }
 
     #[test]

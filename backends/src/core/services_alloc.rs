@@ -512,8 +512,23 @@ fn allocate_node_ports(
     let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
         return;
     };
+    // kube's `findRequestedNodePort`: ports of one number (TCP and UDP, say) share one node
+    // port, the one a port of that number asks for.
+    let port_number = |port: &Value| port.get("port").and_then(Value::as_i64).unwrap_or(0);
+    let mut by_number: std::collections::HashMap<i64, i64> = ports
+        .iter()
+        .filter_map(|port| {
+            let node_port = port.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
+            (node_port != 0).then(|| (port_number(port), node_port))
+        })
+        .collect();
     for port in ports.iter_mut().filter_map(Value::as_object_mut) {
         if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+            continue;
+        }
+        let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
+        if let Some(shared) = by_number.get(&number) {
+            port.insert("nodePort".into(), json!(shared));
             continue;
         }
         let key = format!(
@@ -525,6 +540,7 @@ fn allocate_node_ports(
                 .unwrap_or("TCP"),
         );
         let chosen = next_free(node_port_for(namespace, name, &key), &mut used, allocator);
+        by_number.insert(number, chosen);
         port.insert("nodePort".into(), json!(chosen));
     }
 }
@@ -559,6 +575,20 @@ mod tests {
 
     fn svc(spec: Value) -> Value {
         json!({"metadata": {"namespace": "default", "name": "web"}, "spec": spec})
+    }
+
+    #[test]
+    fn ports_of_one_number_share_their_node_port() {
+        let mut s = svc(json!({"type": "NodePort", "ports": [
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
+            {"name": "dns-udp", "port": 53, "protocol": "UDP"},
+            {"name": "http", "port": 80, "protocol": "TCP"},
+        ]}));
+        prepare_create(&mut s, None);
+        let node_port = |i: usize| s["spec"]["ports"][i]["nodePort"].as_i64().unwrap_or(0);
+        assert_eq!(node_port(0), node_port(1));
+        assert_ne!(node_port(0), node_port(2));
+        assert!((NODE_PORT_MIN..=NODE_PORT_MAX).contains(&node_port(2)));
     }
 
     #[test]
