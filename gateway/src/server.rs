@@ -784,7 +784,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
 
 /// With `identityForwarding: impersonate`, the cluster's authorizer for the impersonation a
 /// caller asks for: SubjectAccessReviews posted to the cluster with kubegate's delegate
-/// credential (kube's webhook authorizer, its caching included), so a caller may impersonate
+/// credential (kube's webhook authorizer, answers reused for 10 s), so a caller may impersonate
 /// on the cluster only what the cluster would let it. kubegate's credential needs
 /// `create subjectaccessreviews` there (system:masters has it).
 fn delegate_impersonation_authorizer(
@@ -829,10 +829,17 @@ fn delegate_impersonation_authorizer(
         std::path::Path::new("."),
     )
     .map_err(|e| format!("delegate: the cluster's SubjectAccessReview client: {e}"))?;
+    // Short cache lifetimes: the cluster checks impersonation against its RBAC on every
+    // request, so a revoked grant must stop working within seconds here too, not after kube's
+    // webhook default of 5 minutes.
     Ok(Some(Arc::new(
-        kubegate_policy::authz::webhook::WebhookAuthorizer::new(endpoint),
+        kubegate_policy::authz::webhook::WebhookAuthorizer::new(endpoint)
+            .with_cache_ttls(DELEGATE_SAR_CACHE, DELEGATE_SAR_CACHE),
     )))
 }
+
+/// How long the cluster's answers about a caller's impersonation are reused.
+const DELEGATE_SAR_CACHE: Duration = Duration::from_secs(10);
 
 /// Warns about authorization set-ups in front of a cluster that do not do what they seem to:
 /// kubegate's RBAC reads its own store, which RBAC writes no longer reach once the RBAC group
