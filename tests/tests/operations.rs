@@ -559,6 +559,27 @@ fn clients_get_protobuf_as_their_first_preference() {
     );
     let gone = gate.kubectl(&["get", "crontab", "nightly"]);
     assert!(!gone.status.success(), "the delete did not happen");
+    // A delete-collection answers a Table client with the deleted items as rows.
+    for name in ["t1", "t2"] {
+        gate.ok(&["create", "configmap", name]);
+        gate.ok(&["label", "configmap", name, "batch=tables"]);
+    }
+    let (code, body) = gate.curl(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps?labelSelector=batch%3Dtables",
+        &["Accept: application/json;as=Table;v=v1;g=meta.k8s.io, application/json"],
+        None,
+    );
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let table: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(table["kind"], "Table", "{table}");
+    let names: Vec<&str> = table["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row["cells"][0].as_str())
+        .collect();
+    assert_eq!(names, ["t1", "t2"], "{table}");
 }
 
 /// A LIST bigger than one write (kubegate sends list bodies in ~64 KiB chunks straight from

@@ -1418,14 +1418,39 @@ impl Registry {
             }
         }
         list["items"] = Value::Array(deleted);
+        let resource_version = list
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if output.as_table {
+            // The deleted items as a Table, as kube's `transformResponseObject` answers it.
+            let mut keyed: Vec<_> = list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|item| {
+                    (
+                        def.strategy.table_sort_key(item),
+                        encode::table_row(def, item.clone()),
+                    )
+                })
+                .collect();
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            let table = crate::machinery::table::table(
+                &def.columns,
+                keyed.into_iter().map(|(_, row)| row).collect(),
+                &resource_version,
+                None,
+                None,
+                super::read::include_object(request, &output)?,
+            );
+            return encode::json_value_response(200, &table, &output);
+        }
         if output.as_partial_metadata {
             // A metadata-only client's deleted items, as a PartialObjectMetadataList.
             let meta = encode::ListMeta {
-                resource_version: list
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .and_then(|rv| rv.parse().ok())
-                    .unwrap_or_default(),
+                resource_version: resource_version.parse().unwrap_or_default(),
                 continue_token: None,
                 remaining: None,
             };
