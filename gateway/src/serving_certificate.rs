@@ -8,10 +8,11 @@
 //! at most once per [`CHECK_INTERVAL`] and reads them only when they moved.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, TryLockError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use kubegate_policy::authn::ca_bundle::FileStamp;
+use kubegate_policy::throttle::Throttled;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
@@ -22,13 +23,12 @@ pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 pub struct ServingCertificate {
     cert_path: PathBuf,
     key_path: PathBuf,
-    check_interval: Duration,
     current: RwLock<Arc<CertifiedKey>>,
-    watch: Mutex<Watch>,
+    /// Looked at on a handshake, at most once per [`CHECK_INTERVAL`].
+    watch: Throttled<Watch>,
 }
 
 struct Watch {
-    last_check: Instant,
     /// The files' versions last read; `None` when they could not be.
     seen: Option<(FileStamp, FileStamp)>,
     /// Whether the current problem with the files has been reported.
@@ -52,20 +52,21 @@ impl ServingCertificate {
         Ok(ServingCertificate {
             cert_path: cert_path.to_path_buf(),
             key_path: key_path.to_path_buf(),
-            check_interval: CHECK_INTERVAL,
             current: RwLock::new(Arc::new(certified)),
-            watch: Mutex::new(Watch {
-                last_check: Instant::now(),
-                seen: Some(stamps),
-                complained: false,
-            }),
+            watch: Throttled::new(
+                CHECK_INTERVAL,
+                Watch {
+                    seen: Some(stamps),
+                    complained: false,
+                },
+            ),
         })
     }
 
     /// Changes how often the files are compared (tests use zero).
     #[cfg(test)]
     pub fn with_check_interval(mut self, interval: Duration) -> ServingCertificate {
-        self.check_interval = interval;
+        self.watch.set_interval(interval);
         self
     }
 
@@ -81,21 +82,16 @@ impl ServingCertificate {
     /// Looks at the files if the check interval has passed; handshakes never wait for each
     /// other: while one looks, the others go on with the loaded pair.
     fn maybe_reload(&self) {
-        let mut watch = match self.watch.try_lock() {
-            Ok(watch) => watch,
-            Err(TryLockError::WouldBlock) => return,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        };
-        let now = Instant::now();
-        if now.duration_since(watch.last_check) < self.check_interval {
-            return;
-        }
-        watch.last_check = now;
+        self.watch.when_due(|watch| self.check(watch));
+    }
+
+    /// Reads the files if they are not the versions last seen, and takes a pair that loads.
+    fn check(&self, watch: &mut Watch) {
         let stamps = match stamps(&self.cert_path, &self.key_path) {
             Ok(stamps) => stamps,
             Err(e) => {
                 watch.seen = None;
-                self.complain_once(&mut watch, &e);
+                self.complain_once(watch, &e);
                 return;
             }
         };
@@ -115,7 +111,7 @@ impl ServingCertificate {
             }
             // Not remembered as seen: the certificate and key are often written one after the
             // other, and the pair that does not match now will at the next look.
-            Err(e) => self.complain_once(&mut watch, &e),
+            Err(e) => self.complain_once(watch, &e),
         }
     }
 

@@ -17,6 +17,7 @@ pub mod https;
 pub mod impersonation;
 pub mod quote;
 pub mod request_info;
+pub mod throttle;
 pub mod user;
 
 pub use authn::{Authenticator, AuthnOutcome, AuthnRequest};

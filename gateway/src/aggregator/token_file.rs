@@ -4,8 +4,10 @@
 //! restart, and a file that cannot be read keeps the last good token.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError, RwLock, TryLockError};
-use std::time::{Duration, Instant};
+use std::sync::{PoisonError, RwLock};
+use std::time::Duration;
+
+use kubegate_policy::throttle::Throttled;
 
 /// client-go's period for re-reading a token file.
 pub const REREAD_PERIOD: Duration = Duration::from_secs(60);
@@ -13,9 +15,9 @@ pub const REREAD_PERIOD: Duration = Duration::from_secs(60);
 /// `Authorization: Bearer <token>` from a file.
 pub struct TokenFile {
     path: PathBuf,
-    period: Duration,
     current: RwLock<http::HeaderValue>,
-    last_read: Mutex<Instant>,
+    /// Read again at most once per [`REREAD_PERIOD`].
+    reread: Throttled<()>,
 }
 
 impl std::fmt::Debug for TokenFile {
@@ -32,38 +34,29 @@ impl TokenFile {
     pub fn load(path: &Path) -> Result<TokenFile, String> {
         Ok(TokenFile {
             path: path.to_path_buf(),
-            period: REREAD_PERIOD,
             current: RwLock::new(read_header(path)?),
-            last_read: Mutex::new(Instant::now()),
+            reread: Throttled::new(REREAD_PERIOD, ()),
         })
     }
 
     /// Changes how often the file is read again (tests use zero).
     #[cfg(test)]
     pub fn with_period(mut self, period: Duration) -> TokenFile {
-        self.period = period;
+        self.reread.set_interval(period);
         self
     }
 
     /// The header value to send now (marked sensitive, so it is never logged), after reading
     /// the file again if the period has passed. Callers never wait for each other's read.
     pub fn header(&self) -> http::HeaderValue {
-        match self.last_read.try_lock() {
-            Ok(mut last) => self.maybe_reread(&mut last),
-            Err(TryLockError::Poisoned(poisoned)) => self.maybe_reread(&mut poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => {}
-        }
+        self.reread.when_due(|()| self.reread_now());
         self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    fn maybe_reread(&self, last: &mut Instant) {
-        if last.elapsed() < self.period {
-            return;
-        }
-        *last = Instant::now();
+    fn reread_now(&self) {
         match read_header(&self.path) {
             Ok(value) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = value;

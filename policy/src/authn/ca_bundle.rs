@@ -15,13 +15,15 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, TryLockError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls_pki_types::{CertificateDer, SignatureVerificationAlgorithm, TrustAnchor, UnixTime};
 use sha2::{Digest, Sha256};
 use webpki::{EndEntityCert, ExtendedKeyUsageValidator, KeyPurposeIdIter, KeyUsage};
 use x509_parser::prelude::{FromDer, X509Certificate};
+
+use crate::throttle::Throttled;
 
 /// How often a bundle in use is compared with its file by default.
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
@@ -52,9 +54,9 @@ static SIGNATURE_ALGORITHMS: &[&dyn SignatureVerificationAlgorithm] = &[
 /// A PEM CA bundle file, re-read when it changes; see the module documentation.
 pub struct CaBundle {
     path: PathBuf,
-    check_interval: Duration,
     roots: RwLock<Arc<Roots>>,
-    watch: Mutex<Watch>,
+    /// Looked at on use, at most once per check interval.
+    watch: Throttled<Watch>,
     /// Chains that verified for client authentication, by [`chain_digest`].
     verified: Mutex<HashMap<[u8; 32], Verified>>,
 }
@@ -81,7 +83,6 @@ struct Roots {
 
 /// What the last look at the file saw.
 struct Watch {
-    last_check: Instant,
     /// The version last read, `None` when the file could not be read.
     seen: Option<FileStamp>,
     /// Whether the file being unreadable has been reported.
@@ -123,25 +124,26 @@ impl CaBundle {
             parse_bundle(&pem).map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
         Ok(CaBundle {
             path,
-            check_interval: DEFAULT_CHECK_INTERVAL,
             roots: RwLock::new(Arc::new(Roots {
                 generation: 0,
                 pem,
                 der,
                 anchors,
             })),
-            watch: Mutex::new(Watch {
-                last_check: Instant::now(),
-                seen: Some(seen),
-                unreadable: false,
-            }),
+            watch: Throttled::new(
+                DEFAULT_CHECK_INTERVAL,
+                Watch {
+                    seen: Some(seen),
+                    unreadable: false,
+                },
+            ),
             verified: Mutex::new(HashMap::new()),
         })
     }
 
     /// Changes how often the file is compared on use (tests use zero, or a long interval).
     pub fn with_check_interval(mut self, interval: Duration) -> CaBundle {
-        self.check_interval = interval;
+        self.watch.set_interval(interval);
         self
     }
 
@@ -165,9 +167,7 @@ impl CaBundle {
     /// Compares the file now, whatever the check interval; true when the roots changed.
     pub fn refresh(&self) -> bool {
         let before = self.current().generation;
-        let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
-        watch.last_check = Instant::now();
-        self.check(&mut watch);
+        self.watch.now(|watch| self.check(watch));
         self.current().generation != before
     }
 
@@ -265,17 +265,7 @@ impl CaBundle {
     /// Looks at the file if the check interval has passed. Callers never wait for each other:
     /// while one looks, the others go on with the current roots.
     fn maybe_reload(&self) {
-        let mut watch = match self.watch.try_lock() {
-            Ok(watch) => watch,
-            Err(TryLockError::WouldBlock) => return,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        };
-        let now = Instant::now();
-        if now.duration_since(watch.last_check) < self.check_interval {
-            return;
-        }
-        watch.last_check = now;
-        self.check(&mut watch);
+        self.watch.when_due(|watch| self.check(watch));
     }
 
     /// Reads the file if it is not the version last seen, and takes it if it is usable.
