@@ -77,6 +77,24 @@ fn as_alice(gate: &Kubegate, args: &[&str]) -> Output {
     gate.kubectl(&refs)
 }
 
+/// RBAC on `gate` letting alice impersonate any user (`alice-impersonates`).
+fn let_alice_impersonate_users(gate: &Kubegate) {
+    gate.ok(&[
+        "create",
+        "clusterrole",
+        "impersonator",
+        "--verb=impersonate",
+        "--resource=users",
+    ]);
+    gate.ok(&[
+        "create",
+        "clusterrolebinding",
+        "alice-impersonates",
+        "--clusterrole=impersonator",
+        "--user=alice",
+    ]);
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -277,20 +295,7 @@ fn fronting_a_cluster_with_impersonation() {
         "{}",
         stderr(&refused)
     );
-    cluster.ok(&[
-        "create",
-        "clusterrole",
-        "impersonator",
-        "--verb=impersonate",
-        "--resource=users",
-    ]);
-    cluster.ok(&[
-        "create",
-        "clusterrolebinding",
-        "alice-impersonates",
-        "--clusterrole=impersonator",
-        "--user=alice",
-    ]);
+    let_alice_impersonate_users(&cluster);
     cluster.ok(&[
         "create",
         "rolebinding",
@@ -483,23 +488,7 @@ fn fronting_a_cluster_with_front_proxy_headers() {
 
     // The cluster decides impersonation on its requests, as kube-apiserver does: alice may
     // impersonate on the front, not on the cluster, so the cluster refuses her...
-    let grant = |gate: &Kubegate| {
-        gate.ok(&[
-            "create",
-            "clusterrole",
-            "impersonator",
-            "--verb=impersonate",
-            "--resource=users",
-        ]);
-        gate.ok(&[
-            "create",
-            "clusterrolebinding",
-            "alice-impersonates",
-            "--clusterrole=impersonator",
-            "--user=alice",
-        ]);
-    };
-    grant(&front);
+    let_alice_impersonate_users(&front);
     // (authorization.k8s.io is the front's: its answer is the front's RBAC.)
     let front_allows = eventually(Duration::from_secs(10), || {
         stdout(&as_alice(
@@ -542,7 +531,7 @@ fn fronting_a_cluster_with_front_proxy_headers() {
     });
     assert!(refused, "{}", stderr(&as_bob()));
     // ...until the cluster allows it too.
-    grant(&cluster);
+    let_alice_impersonate_users(&cluster);
     let allowed = eventually(Duration::from_secs(10), || as_bob().status.success());
     assert!(allowed, "{}", stderr(&as_bob()));
     let review: Value = serde_json::from_slice(&as_bob().stdout).expect("json");
