@@ -299,7 +299,8 @@ impl Gateway {
 
         // 5. impersonation: each requested attribute is authorized for the real user; the
         // headers are removed afterwards so nothing later can read them (a copy is kept with
-        // the real user for a request the delegate cluster is to decide, see `Passthrough`).
+        // the real user for a delegate cluster that decides too, see `ProxyPlan::impersonation`).
+        let impersonation_headers = impersonation_header_names(&session.req_header().headers);
         let mut impersonation = None;
         let user = match impersonate(
             &session.req_header().headers,
@@ -321,28 +322,25 @@ impl Gateway {
                         return impersonation_refused(error).into();
                     }
                 }
-                impersonation = Some(Box::new(Impersonation {
+                let headers = &session.req_header().headers;
+                impersonation = Some(Impersonation {
                     requester: user,
-                    headers: impersonation_header_names(&session.req_header().headers)
-                        .into_iter()
+                    headers: impersonation_headers
+                        .iter()
                         .flat_map(|name| {
-                            let values: Vec<http::HeaderValue> = session
-                                .req_header()
-                                .headers
-                                .get_all(&name)
+                            headers
+                                .get_all(name)
                                 .iter()
-                                .cloned()
-                                .collect();
-                            values.into_iter().map(move |value| (name.clone(), value))
+                                .map(move |value| (name.clone(), value.clone()))
                         })
                         .collect(),
-                }));
+                });
                 Arc::new(impersonated)
             }
             Ok(None) => user,
             Err(error) => return impersonation_refused(error).into(),
         };
-        for name in impersonation_header_names(&session.req_header().headers) {
+        for name in impersonation_headers {
             session.req_header_mut().remove_header(&name);
         }
 
