@@ -344,15 +344,18 @@ pub fn issue_client_cert(
 /// How often a running kubegate looks for generated certificates due for renewal.
 pub const RENEWAL_CHECK: Duration = Duration::from_secs(12 * 60 * 60);
 
-/// Renews the generated serving and admin certificates while kubegate runs, so that one
-/// running for longer than a certificate's life never serves an expired one: every
-/// [`RENEWAL_CHECK`] it does what a start does ([`ensure`], then `admin.kubeconfig`). New
-/// connections get a renewed serving certificate at once (the listener follows its files);
-/// the front-proxy client certificate is renewed at the next start.
+/// Renews the generated serving, admin and (when `front_proxy`, kubegate's own proxy
+/// identity being in use) front-proxy client certificates while kubegate runs, so that one
+/// running for longer than a certificate's life never presents an expired one: every
+/// [`RENEWAL_CHECK`] it does what a start does ([`ensure`], [`ensure_front_proxy`], then
+/// `admin.kubeconfig`). New connections get a renewed serving certificate at once (the
+/// listener follows its files), backends the renewed proxy certificate within seconds (the
+/// proxy identity follows its files too).
 pub async fn renew_periodically(
     data_dir: PathBuf,
     names: Vec<String>,
     kubeconfig_server: String,
+    front_proxy: bool,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -363,6 +366,11 @@ pub async fn renew_periodically(
         let (dir, names, server) = (data_dir.clone(), names.clone(), kubeconfig_server.clone());
         let renewed = tokio::task::spawn_blocking(move || {
             let pki = ensure(&dir, &names)?;
+            // The proxy follows its certificate's files, so a renewed one is presented to
+            // backends from the next routing table on.
+            if front_proxy {
+                ensure_front_proxy(&dir)?;
+            }
             write_kubeconfig(&pki, &pki.ca_cert, &server)
         })
         .await;

@@ -18,6 +18,7 @@ mod flowcontrol;
 mod forward;
 mod front;
 mod health;
+mod key_pair_files;
 mod metrics;
 mod migrate;
 mod pipeline;

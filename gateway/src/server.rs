@@ -601,10 +601,19 @@ pub fn run(config: Config) -> Result<(), StartError> {
     ) {
         background.spawn(follow);
     }
+    // kubegate's own front-proxy PKI is used unless a proxy certificate is configured.
+    let own_front_proxy = !matches!(
+        (
+            &config.aggregator.proxy_client_cert_file,
+            &config.aggregator.proxy_client_key_file
+        ),
+        (Some(_), Some(_))
+    );
     background.spawn(certs::renew_periodically(
         config.data_dir.clone(),
         names.clone(),
         kubeconfig_server,
+        own_front_proxy,
         stop_rx.clone(),
     ));
     background.spawn(crate::rbac::follow(

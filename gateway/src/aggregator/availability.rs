@@ -300,8 +300,11 @@ pub fn https_client_to(
         }
         _ => None,
     };
-    let client_auth = match &identity.pem {
-        Some((cert, key)) => Some(ClientIdentity::from_pem(cert, key)?),
+    let client_auth = match identity.client_certificate() {
+        Some(client_cert) => Some(ClientIdentity::from_pem(
+            &client_cert.pem.0,
+            &client_cert.pem.1,
+        )?),
         None => None,
     };
     let resolve = if server_name.parse::<std::net::IpAddr>().is_ok() {

@@ -14,6 +14,7 @@ use pingora::upstreams::peer::{H1UpgradePolicy, HttpPeer, Peer, PeerOptions, Pro
 use pingora::utils::tls::CertKey;
 
 use super::table::Backend;
+use crate::key_pair_files::{certified_key_from_pem, FollowedPair, KeyPairFiles};
 
 /// How a backend learns who the caller is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,25 +30,68 @@ pub enum Forwarding {
 /// kubegate's identity towards one kind of backend: the client certificate it presents, the
 /// bearer token it sends, and how it forwards the caller.
 pub struct ProxyIdentity {
-    pub cert_key: Option<Arc<CertKey>>,
-    /// The same certificate and key as PEM, for kubegate's own HTTPS clients (probes).
-    pub pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// The client certificate and key, followed as their files change.
+    client_cert: Option<FollowedPair<ClientCertificate>>,
     /// `Bearer <token>` from a token file, read again as client-go reads it.
     pub bearer: Option<super::token_file::TokenFile>,
     pub forwarding: Forwarding,
 }
 
-impl ProxyIdentity {
-    /// The front-proxy identity: the certificate chain and key, checked to parse (pingora
-    /// panics on bad ones).
-    pub fn load(cert_file: &Path, key_file: &Path) -> Result<ProxyIdentity, String> {
-        let (cert_key, pem) = load_cert_key(cert_file, key_file)?;
-        Ok(ProxyIdentity {
-            cert_key: Some(cert_key),
-            pem: Some(pem),
-            bearer: None,
-            forwarding: Forwarding::FrontProxy,
+/// How often the client certificate's files are compared with what is loaded, when a new
+/// routing table, a probe or a document fetch asks for it. kube-aggregator follows
+/// `--proxy-client-cert-file` the same way (its `dynamiccertificates` look every minute), and
+/// client-go re-reads a kubeconfig's client certificate files (every five minutes).
+const CLIENT_CERT_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A client certificate chain and key as loaded from their files.
+pub struct ClientCertificate {
+    /// For pingora's connector (forwarded requests).
+    pub cert_key: Arc<CertKey>,
+    /// The leaf certificate, DER.
+    leaf: Vec<u8>,
+    /// The same certificate and key as PEM, for kubegate's own HTTPS clients (probes).
+    pub pem: (Vec<u8>, Vec<u8>),
+}
+
+impl KeyPairFiles for ClientCertificate {
+    const WHAT: &'static str = "proxy client certificate";
+
+    /// The chain and key, checked to parse (pingora panics on bad ones) and to belong
+    /// together (a certificate renewed before its key is not used until the key follows).
+    fn read(cert_file: &Path, key_file: &Path) -> Result<Self, String> {
+        let read = |path: &Path, what: &str| {
+            std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))
+        };
+        let cert_pem = read(cert_file, "client certificate")?;
+        let key_pem = read(key_file, "client key")?;
+        let certified = certified_key_from_pem(&cert_pem, &key_pem, cert_file, key_file)
+            .map_err(|e| format!("client certificate: {e}"))?;
+        for cert in &certified.cert {
+            x509_parser::parse_x509_certificate(cert.as_ref())
+                .map_err(|e| format!("client certificate {}: {e}", cert_file.display()))?;
+        }
+        let key = rustls_pemfile::private_key(&mut &key_pem[..])
+            .map_err(|e| format!("client key {}: {e}", key_file.display()))?
+            .ok_or_else(|| format!("client key {}: no private key found", key_file.display()))?;
+        let chain: Vec<Vec<u8>> = certified.cert.iter().map(|c| c.as_ref().to_vec()).collect();
+        let leaf = chain.first().cloned().unwrap_or_default();
+        let cert_key = CertKey::new(chain, key.secret_der().to_vec());
+        Ok(ClientCertificate {
+            cert_key: Arc::new(cert_key),
+            leaf,
+            pem: (cert_pem, key_pem),
         })
+    }
+
+    fn leaf(&self) -> &[u8] {
+        &self.leaf
+    }
+}
+
+impl ProxyIdentity {
+    /// The front-proxy identity: the certificate chain and key.
+    pub fn load(cert_file: &Path, key_file: &Path) -> Result<ProxyIdentity, String> {
+        Self::with_credentials(Some((cert_file, key_file)), None, Forwarding::FrontProxy)
     }
 
     /// An identity from a client certificate and/or a token file, forwarding as `forwarding`.
@@ -56,53 +100,44 @@ impl ProxyIdentity {
         token_file: Option<&Path>,
         forwarding: Forwarding,
     ) -> Result<ProxyIdentity, String> {
-        let (cert_key, pem) = match cert {
-            Some((cert_file, key_file)) => {
-                let (cert_key, pem) = load_cert_key(cert_file, key_file)?;
-                (Some(cert_key), Some(pem))
-            }
-            None => (None, None),
-        };
+        let client_cert = cert
+            .map(|(cert_file, key_file)| {
+                FollowedPair::load(cert_file, key_file, CLIENT_CERT_CHECK_INTERVAL)
+            })
+            .transpose()?;
         let bearer = token_file
             .map(super::token_file::TokenFile::load)
             .transpose()?;
         Ok(ProxyIdentity {
-            cert_key,
-            pem,
+            client_cert,
             bearer,
             forwarding,
         })
     }
-}
 
-type LoadedCert = (Arc<CertKey>, (Vec<u8>, Vec<u8>));
+    /// An identity without credentials (tests).
+    #[cfg(test)]
+    pub fn without_credentials(forwarding: Forwarding) -> ProxyIdentity {
+        ProxyIdentity {
+            client_cert: None,
+            bearer: None,
+            forwarding,
+        }
+    }
 
-fn load_cert_key(cert_file: &Path, key_file: &Path) -> Result<LoadedCert, String> {
-    let cert_pem = std::fs::read(cert_file)
-        .map_err(|e| format!("client certificate {}: {e}", cert_file.display()))?;
-    let key_pem =
-        std::fs::read(key_file).map_err(|e| format!("client key {}: {e}", key_file.display()))?;
-    let chain = rustls_pemfile::certs(&mut &cert_pem[..])
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("client certificate {}: {e}", cert_file.display()))?;
-    if chain.is_empty() {
-        return Err(format!(
-            "client certificate {}: no certificate found",
-            cert_file.display()
-        ));
+    /// The client certificate to present now (the files looked at if the check is due).
+    pub fn client_certificate(&self) -> Option<Arc<ClientCertificate>> {
+        self.client_cert.as_ref().map(FollowedPair::current)
     }
-    for cert in &chain {
-        x509_parser::parse_x509_certificate(cert.as_ref())
-            .map_err(|e| format!("client certificate {}: {e}", cert_file.display()))?;
+
+    /// Changes how often the certificate's files are compared (tests use zero).
+    #[cfg(test)]
+    pub fn with_check_interval(mut self, interval: Duration) -> ProxyIdentity {
+        self.client_cert = self
+            .client_cert
+            .map(|pair| pair.with_check_interval(interval));
+        self
     }
-    let key = rustls_pemfile::private_key(&mut &key_pem[..])
-        .map_err(|e| format!("client key {}: {e}", key_file.display()))?
-        .ok_or_else(|| format!("client key {}: no private key found", key_file.display()))?;
-    let cert_key = CertKey::new(
-        chain.iter().map(|c| c.as_ref().to_vec()).collect(),
-        key.secret_der().to_vec(),
-    );
-    Ok((Arc::new(cert_key), (cert_pem, key_pem)))
 }
 
 /// How long dialling a backend may take (kube-aggregator's dialer uses 30s; a backend that
@@ -122,7 +157,7 @@ pub fn peer(
         .map(|l| l.server_name.clone())
         .unwrap_or_default();
     let mut peer = HttpPeer::new(address, true, server_name);
-    peer.client_cert_key = backend.identity.cert_key.clone();
+    peer.client_cert_key = backend.client_cert.as_ref().map(|c| c.cert_key.clone());
     peer.group_key = backend.pool_key;
     let options = &mut peer.options;
     options.connection_timeout = Some(CONNECT_TIMEOUT);
@@ -554,12 +589,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn no_credentials(forwarding: Forwarding) -> Arc<ProxyIdentity> {
-        Arc::new(ProxyIdentity {
-            cert_key: None,
-            pem: None,
-            bearer: None,
-            forwarding,
-        })
+        Arc::new(ProxyIdentity::without_credentials(forwarding))
     }
 
     fn backend() -> Backend {
@@ -751,6 +781,65 @@ mod tests {
                 peer(&first, address, upgrade, None).reuse_hash()
             );
         }
+    }
+
+    #[test]
+    fn a_renewed_proxy_certificate_is_presented_by_the_next_backends_and_a_broken_one_never() {
+        pingora::tls::install_default_crypto_provider();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let front = crate::certs::ensure_front_proxy(dir.path()).expect("front-proxy pki");
+        let identity = Arc::new(
+            ProxyIdentity::load(&front.client_cert, &front.client_key)
+                .expect("identity")
+                .with_check_interval(Duration::ZERO),
+        );
+        let leaf_of = |backend: &Backend| {
+            let cert = backend.client_cert.as_ref().expect("a client certificate");
+            let address = "127.0.0.1:8443".parse().expect("addr");
+            let peer = peer(backend, address, false, None);
+            let presented = peer
+                .client_cert_key
+                .expect("the peer presents a certificate");
+            assert!(Arc::ptr_eq(&presented, &cert.cert_key));
+            cert.leaf().to_vec()
+        };
+        let before = backend_with(identity.clone());
+        let first_leaf = leaf_of(&before);
+        assert_eq!(
+            backend_with(identity.clone()).fingerprint,
+            before.fingerprint,
+            "an unchanged certificate changes nothing"
+        );
+
+        // Renewed as the periodic renewal renews it (here: its files gone, issued again).
+        let (old_cert, old_key) = (
+            std::fs::read(&front.client_cert).expect("cert"),
+            std::fs::read(&front.client_key).expect("key"),
+        );
+        std::fs::remove_file(&front.client_cert).expect("remove cert");
+        std::fs::remove_file(&front.client_key).expect("remove key");
+        crate::certs::ensure_front_proxy(dir.path()).expect("renewed");
+        let after = backend_with(identity.clone());
+        let second_leaf = leaf_of(&after);
+        assert_ne!(
+            first_leaf, second_leaf,
+            "the renewed certificate is presented"
+        );
+        assert_ne!(after.fingerprint, before.fingerprint, "probes start again");
+        let address = "127.0.0.1:8443".parse().expect("addr");
+        assert_ne!(
+            peer(&after, address, false, None).reuse_hash(),
+            peer(&before, address, false, None).reuse_hash(),
+            "connections made with the old certificate are not reused"
+        );
+        // The backend made before keeps presenting the certificate it was made with.
+        assert_eq!(leaf_of(&before), first_leaf);
+
+        // Half a renewal (the old certificate back next to the new key) is not used.
+        std::fs::write(&front.client_cert, &old_cert).expect("old cert");
+        assert_eq!(leaf_of(&backend_with(identity.clone())), second_leaf);
+        std::fs::write(&front.client_key, &old_key).expect("old key");
+        assert_eq!(leaf_of(&backend_with(identity.clone())), first_leaf);
     }
 
     #[test]

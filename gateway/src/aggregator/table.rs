@@ -12,7 +12,7 @@ use std::time::Duration;
 use pingora::utils::tls::{parse_x509, WrappedX509};
 
 use super::apiservice::ApiService;
-use super::proxy::{PooledPeer, ProxyIdentity};
+use super::proxy::{ClientCertificate, PooledPeer, ProxyIdentity};
 use super::resolve::{Dialing, Location, ResolveError};
 
 /// One remote APIService with where its requests go right now.
@@ -36,6 +36,9 @@ pub struct Backend {
     pub fingerprint: u64,
     /// How kubegate authenticates to this backend and forwards the caller.
     pub identity: Arc<ProxyIdentity>,
+    /// The identity's client certificate when this backend was made: its peers present it
+    /// (a renewed one comes with the next table, whose fingerprints change with it).
+    pub client_cert: Option<Arc<ClientCertificate>>,
     next: AtomicUsize,
     /// The peers of forwarded requests, one per address, made on the first one.
     forward_peers: OnceLock<Vec<PooledPeer>>,
@@ -62,7 +65,8 @@ impl Backend {
             service.insecure_skip_tls_verify.hash(&mut hasher);
             hasher.finish()
         };
-        let fingerprint = fingerprint(&service, &location, &identity);
+        let client_cert = identity.client_certificate();
+        let fingerprint = fingerprint(&service, &location, &identity, client_cert.as_ref());
         Backend {
             service,
             location,
@@ -71,6 +75,7 @@ impl Backend {
             pool_key,
             fingerprint,
             identity,
+            client_cert,
             next: AtomicUsize::new(0),
             forward_peers: OnceLock::new(),
         }
@@ -183,6 +188,7 @@ fn fingerprint(
     service: &ApiService,
     location: &Result<Location, ResolveError>,
     identity: &Arc<ProxyIdentity>,
+    client_cert: Option<&Arc<ClientCertificate>>,
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -207,8 +213,11 @@ fn fingerprint(
             error.message.hash(&mut hasher);
         }
     }
-    // A reloaded proxy certificate is a new identity.
+    // Another identity, or a renewed certificate of this one, is probed and fetched with again.
     (Arc::as_ptr(identity) as usize).hash(&mut hasher);
+    client_cert
+        .map(|c| Arc::as_ptr(c) as usize)
+        .hash(&mut hasher);
     hasher.finish()
 }
 
@@ -276,12 +285,7 @@ mod tests {
     use crate::aggregator::proxy::Forwarding;
 
     fn backend(group: &str, version: &str) -> Arc<Backend> {
-        let identity = Arc::new(ProxyIdentity {
-            cert_key: None,
-            pem: None,
-            bearer: None,
-            forwarding: Forwarding::FrontProxy,
-        });
+        let identity = Arc::new(ProxyIdentity::without_credentials(Forwarding::FrontProxy));
         Arc::new(Backend::new(
             ApiService::remote_for_tests(group, version, "ns"),
             Ok(Location {
@@ -296,12 +300,7 @@ mod tests {
 
     /// A backend at two addresses, dialled as `dialing` says.
     fn two_addresses(dialing: Dialing) -> Backend {
-        let identity = Arc::new(ProxyIdentity {
-            cert_key: None,
-            pem: None,
-            bearer: None,
-            forwarding: Forwarding::FrontProxy,
-        });
+        let identity = Arc::new(ProxyIdentity::without_credentials(Forwarding::FrontProxy));
         Backend::new(
             ApiService::remote_for_tests("a.example.com", "v1", "ns"),
             Ok(Location {
