@@ -391,7 +391,8 @@ fn a_continue_token_is_served_by_a_replica_started_after_it_was_issued() {
 
 /// A value in etcd that is not an object (written past kubegate: etcdctl, a restore, another
 /// server sharing the prefix) is kube's corrupt object: reads of it answer a 500 `Status`
-/// naming its key, never its bytes with a 200; the other objects are served as before.
+/// naming its key as etcd holds it (prefix included, as kube's message), never its bytes with
+/// a 200; the other objects are served as before.
 #[test]
 fn a_corrupt_value_in_etcd_is_a_500_not_its_bytes() {
     let etcd = Etcd::start();
@@ -436,7 +437,7 @@ fn a_corrupt_value_in_etcd_is_a_500_not_its_bytes() {
     let message = status["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with("Internal error occurred: StorageError: corrupt object")
-            && message.contains("configmaps/default/bad"),
+            && message.contains("Key: /registry/configmaps/default/bad,"),
         "{message}"
     );
     let (code, status) = status_of("/api/v1/namespaces/default/configmaps");

@@ -377,8 +377,8 @@ pub(crate) fn served_bytes(
     def: &ResourceDef,
     object: &crate::storage::cacher::CachedObject,
 ) -> ApiResult<bytes::Bytes> {
-    if object.corrupt {
-        return Err(corrupt_object(object));
+    if let Some(key) = &object.corrupt {
+        return Err(corrupt_object(key, &object.bytes));
     }
     match def.strategy.conversion_id() {
         0 => client_bytes(def, &object.bytes),
@@ -390,14 +390,13 @@ pub(crate) fn served_bytes(
 
 /// kube's answer to a stored value it cannot decode (`storage.NewCorruptObjError`, interpreted
 /// as an internal error), in its words.
-pub(crate) fn corrupt_object(object: &crate::storage::cacher::CachedObject) -> ApiError {
-    let reason = match serde_json::from_slice::<serde_json::Value>(&object.bytes) {
+pub(crate) fn corrupt_object(key: &str, stored: &[u8]) -> ApiError {
+    let reason = match serde_json::from_slice::<serde_json::Value>(stored) {
         Err(e) => e.to_string(),
         Ok(_) => "the stored value is not a JSON object with object metadata".to_string(),
     };
     ApiError::internal(format!(
-        "StorageError: corrupt object, Code: 6, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: {reason}",
-        object.key
+        "StorageError: corrupt object, Code: 6, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {reason}"
     ))
 }
 

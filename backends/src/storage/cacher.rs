@@ -53,9 +53,10 @@ pub struct CachedObject {
     /// This object as resources that convert stored objects serve it, computed on first read
     /// (see [`Conversions`]).
     pub conversions: Conversions,
-    /// The stored value is not a JSON object (written past kubegate, by etcdctl or another
-    /// server sharing the prefix): `bytes` holds it as stored, and reads answer 500.
-    pub corrupt: bool,
+    /// Set when the stored value is not a JSON object (written past kubegate, by etcdctl or
+    /// another server sharing the prefix), to the key as the store names it: `bytes` holds
+    /// the value as stored, and reads answer 500 naming that key.
+    pub corrupt: Option<Arc<str>>,
 }
 
 impl AsRef<CachedObject> for CachedObject {
@@ -343,7 +344,7 @@ impl Cacher {
             .store
             .get(key)
             .await?
-            .map(|kv| Arc::new(object_from(kv))))
+            .map(|kv| Arc::new(object_from(self.store.as_ref(), kv))))
     }
 
     /// Every object under `prefix` after `start_after`, read from the store itself page by
@@ -367,7 +368,11 @@ impl Cacher {
             at = Some(page.revision);
             let more = page.more;
             after = page.items.last().map(|kv| kv.key.clone()).or(after);
-            objects.extend(page.items.into_iter().map(|kv| Arc::new(object_from(kv))));
+            objects.extend(
+                page.items
+                    .into_iter()
+                    .map(|kv| Arc::new(object_from(self.store.as_ref(), kv))),
+            );
             if !more {
                 return Ok((objects, at.unwrap_or(0)));
             }
@@ -404,7 +409,7 @@ impl Cacher {
                 let items = stored
                     .items
                     .into_iter()
-                    .map(|kv| Arc::new(object_from(kv)))
+                    .map(|kv| Arc::new(object_from(self.store.as_ref(), kv)))
                     .collect();
                 Ok((items, stored.revision))
             }
@@ -600,7 +605,7 @@ impl Cacher {
                         bytes: rendered.bytes,
                         labels: rendered.labels,
                         conversions: Conversions::default(),
-                        corrupt: rendered.corrupt,
+                        corrupt: corrupt_key(self.store.as_ref(), &ev.key, rendered.corrupt),
                     });
                     state.objects.insert(ev.key, Arc::clone(&object));
                     let kind = if ev.kind == EventKind::Modified && prev.is_some() {
@@ -624,13 +629,13 @@ impl Cacher {
                         (None, None) => continue,
                     };
                     let object = Arc::new(CachedObject {
+                        corrupt: corrupt_key(self.store.as_ref(), &ev.key, rendered.corrupt),
                         key: ev.key,
                         revision: ev.revision,
                         create_revision: prev.as_ref().map_or(ev.revision, |p| p.create_revision),
                         bytes: rendered.bytes,
                         labels: rendered.labels,
                         conversions: Conversions::default(),
-                        corrupt: rendered.corrupt,
                     });
                     CacheEvent {
                         kind: CacheEventKind::Deleted,
@@ -745,16 +750,21 @@ fn start_admits(start: &Bound<&str>, key: &str) -> bool {
     }
 }
 
-fn object_from(kv: KeyValue) -> CachedObject {
+/// The store's name for `key` when its value is `corrupt`.
+fn corrupt_key(store: &dyn Store, key: &str, corrupt: bool) -> Option<Arc<str>> {
+    corrupt.then(|| store.describe_key(key).into())
+}
+
+fn object_from(store: &dyn Store, kv: KeyValue) -> CachedObject {
     let rendered = render(&kv.value, kv.mod_revision);
     CachedObject {
+        corrupt: corrupt_key(store, &kv.key, rendered.corrupt),
         key: kv.key,
         revision: kv.mod_revision,
         create_revision: kv.create_revision,
         bytes: rendered.bytes,
         labels: rendered.labels,
         conversions: Conversions::default(),
-        corrupt: rendered.corrupt,
     }
 }
 
@@ -784,7 +794,8 @@ async fn load_then_watch(
             at = Some(page.revision);
             after = page.items.last().map(|kv| kv.key.clone());
             for kv in page.items {
-                let object = reuse(&kv).unwrap_or_else(|| Arc::new(object_from(kv)));
+                let object =
+                    reuse(&kv).unwrap_or_else(|| Arc::new(object_from(store.as_ref(), kv)));
                 objects.insert(object.key.clone(), object);
             }
             if !page.more || after.is_none() {

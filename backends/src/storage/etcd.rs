@@ -780,6 +780,10 @@ mod grpc_code {
 
 #[async_trait::async_trait]
 impl Store for EtcdStore {
+    fn describe_key(&self, key: &str) -> String {
+        String::from_utf8_lossy(&self.resume_key(key)).into_owned()
+    }
+
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
         let k = self.etcd_key(key)?;
         let mut resp = self

@@ -160,4 +160,10 @@ pub trait Store: Send + Sync + 'static {
     fn is_closed(&self) -> bool {
         false
     }
+
+    /// `key` as the engine's own tools name it, for messages (etcd: under the prefix, where
+    /// kube's layout keeps it, as kube's storage errors name it).
+    fn describe_key(&self, key: &str) -> String {
+        key.to_string()
+    }
 }

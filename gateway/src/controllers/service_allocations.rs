@@ -36,7 +36,7 @@ fn load(registry: &Registry, allocations: &ServiceAllocations, prefix: &str) -> 
 }
 
 fn parse(object: &CachedObject) -> Option<Value> {
-    if object.corrupt {
+    if object.corrupt.is_some() {
         return None;
     }
     serde_json::from_slice(&object.bytes).ok()
