@@ -38,6 +38,50 @@ fn gone(gate: &Kubegate, name: &str) -> bool {
     eventually(Duration::from_secs(10), || !exists(gate, name))
 }
 
+/// A cluster-scoped object whose owner reference names a namespaced kind is invalid, and kube's
+/// collector leaves it alone (`namespacedOwnerOfClusterScopedObjectErr`): it is never deleted,
+/// whether an object of that name and uid exists in some namespace or not, and its references
+/// stay as written.
+#[test]
+fn a_cluster_scoped_object_with_a_namespaced_owner_is_left_alone() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "configmap", "real-owner"]);
+    let owner_uid = uid(&gate, "real-owner");
+    let cluster_role = |name: &str, uid: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name, "ownerReferences": [
+                   {"apiVersion": "v1", "kind": "ConfigMap", "name": "real-owner", "uid": uid}]}})
+        .to_string()
+    };
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &cluster_role("owned-by-cm", &owner_uid),
+    );
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &cluster_role("owned-by-nothing", "00000000-0000-0000-0000-000000000000"),
+    );
+    // A namespaced dependent of a gone owner, created after them: once it is collected, the
+    // collector has been through the cluster roles too.
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        &dependent(
+            "witness",
+            &[("v1", "ConfigMap", "gone", "u-gone", false)],
+            &[],
+        ),
+    );
+    assert!(gone(&gate, "witness"), "the collector did not run");
+    std::thread::sleep(Duration::from_secs(1));
+    for name in ["owned-by-cm", "owned-by-nothing"] {
+        let role = gate.json(&["get", "clusterrole", name, "-o", "json"]);
+        assert_eq!(
+            role["metadata"]["ownerReferences"][0]["kind"], "ConfigMap",
+            "{role}"
+        );
+    }
+}
+
 #[test]
 fn dependents_follow_their_owners_deletion_policy() {
     let gate = Kubegate::start();

@@ -207,6 +207,9 @@ enum OwnerState {
     Dangling,
     /// Being deleted in the foreground: its dependents go first.
     Waiting,
+    /// A namespaced owner of a cluster-scoped dependent, which cannot be: kube's collector
+    /// forgets such a dependent (`namespacedOwnerOfClusterScopedObjectErr`), it never deletes it.
+    Invalid,
 }
 
 impl Registry {
@@ -264,6 +267,9 @@ impl Registry {
             return OwnerState::Solid;
         };
         let namespace = if def.namespaced {
+            if dependent_namespace.is_empty() {
+                return OwnerState::Invalid;
+            }
             dependent_namespace
         } else {
             ""
@@ -305,6 +311,10 @@ impl Registry {
             .iter()
             .map(|owner| (self.owner_state(owner, &namespace), owner))
             .collect();
+        if states.iter().any(|(s, _)| *s == OwnerState::Invalid) {
+            tracing::debug!(%key, "garbage collector: a cluster-scoped object names a namespaced owner; left alone");
+            return Ok(());
+        }
         let solid = states.iter().any(|(s, _)| *s == OwnerState::Solid);
         let waiting = states.iter().any(|(s, _)| *s == OwnerState::Waiting);
         if solid {
