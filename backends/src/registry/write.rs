@@ -1382,8 +1382,9 @@ impl Registry {
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         let options = DeleteOptions::from_request(request)?;
-        // Reuse LIST's selection rules (selectors, limit, resourceVersion) by listing first;
-        // kube answers with the list as it was read.
+        // Reuse LIST's selection rules (selectors, limit and continue, resourceVersion) by
+        // listing first, as kube's DeleteCollection passes its list options to List; kube
+        // answers with the list as it was read (its continue token included).
         let mut list_request = request.clone();
         std::sync::Arc::make_mut(&mut list_request.info).verb = "list".into();
         list_request.accept = Some("application/json".into());
@@ -1393,6 +1394,7 @@ impl Registry {
                 "labelSelector"
                     | "fieldSelector"
                     | "limit"
+                    | "continue"
                     | "resourceVersion"
                     | "resourceVersionMatch"
             )
