@@ -66,27 +66,7 @@ pub trait Strategy: Send + Sync {
     /// Carries fields over from the old object on an update of the `status` subresource
     /// (everything but `status` comes from the old object by default).
     fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
-        let status = object.get("status").cloned();
-        let mut next = old.clone();
-        if let Some(map) = next.as_object_mut() {
-            match status {
-                Some(s) => {
-                    map.insert("status".into(), s);
-                }
-                None => {
-                    map.remove("status");
-                }
-            }
-            if let (Some(meta), Some(new_meta)) = (
-                map.get_mut("metadata").and_then(Value::as_object_mut),
-                object.get("metadata").and_then(Value::as_object),
-            ) {
-                if let Some(rv) = new_meta.get("resourceVersion") {
-                    meta.insert("resourceVersion".into(), rv.clone());
-                }
-            }
-        }
-        *object = next;
+        keep_all_but_status(object, old);
     }
 
     /// Carries fields over on an update of the `finalize` subresource (namespaces): only
@@ -243,6 +223,13 @@ pub trait Strategy: Send + Sync {
     /// A `Warning` for every request to this resource (a deprecated custom resource version).
     fn deprecation_warning(&self) -> Option<&str> {
         None
+    }
+
+    /// `Warning`s about an object a create (`old` is `None`) or update is about to write, once
+    /// it validated: kube's `WarningsOnCreate` and `WarningsOnUpdate` (values in forms a
+    /// future release refuses, fields the object's type ignores).
+    fn warnings(&self, _object: &Value, _old: Option<&Value>) -> Vec<String> {
+        Vec::new()
     }
 
     /// Whether the resource's definition is being deleted (a custom resource whose CRD is
@@ -516,4 +503,30 @@ pub fn age_column() -> TableColumn {
         description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata".into(),
         priority: 0,
     }
+}
+
+/// The default status update: `object` becomes `old` with `object`'s `status` (and the
+/// `resourceVersion` it was written against).
+pub fn keep_all_but_status(object: &mut Value, old: &Value) {
+    let status = object.get("status").cloned();
+    let mut next = old.clone();
+    if let Some(map) = next.as_object_mut() {
+        match status {
+            Some(s) => {
+                map.insert("status".into(), s);
+            }
+            None => {
+                map.remove("status");
+            }
+        }
+        if let (Some(meta), Some(new_meta)) = (
+            map.get_mut("metadata").and_then(Value::as_object_mut),
+            object.get("metadata").and_then(Value::as_object),
+        ) {
+            if let Some(rv) = new_meta.get("resourceVersion") {
+                meta.insert("resourceVersion".into(), rv.clone());
+            }
+        }
+    }
+    *object = next;
 }

@@ -111,3 +111,163 @@ fn cluster_ips_and_node_ports_are_never_given_twice() {
     ok(&["nodeport", "x2", "--tcp=80", "--node-port=30080"]);
     ok(&["clusterip", "c2", "--tcp=80", "--clusterip=10.96.5.5"]);
 }
+
+/// What kube's allocators and `GetWarningsForService` make of values written loosely: an
+/// address with leading zeros (or IPv4-mapped) is the address it spells, held or not as that
+/// one is, and accepted with kube's warning; the range's network and broadcast addresses are
+/// not in it; values kubegate picks stay out of the static bands users pick from (KEP-3070,
+/// KEP-3668); a load balancer ingress address gets `ipMode: VIP`.
+#[test]
+fn loosely_written_addresses_static_bands_and_defaults_are_kubes() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "namespace", "loose"]);
+    let create = |args: &[&str]| {
+        let mut all = vec!["-n", "loose", "create", "service"];
+        all.extend_from_slice(args);
+        gate.kubectl(&all)
+    };
+    let refused = |args: &[&str]| {
+        let out = create(args);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+
+    // 10.96.0.01 is 10.96.0.1, default/kubernetes's.
+    let err = refused(&["clusterip", "zeros", "--tcp=80", "--clusterip=10.96.0.01"]);
+    assert!(
+        err.contains("failed to allocate IP 10.96.0.01: provided IP is already allocated"),
+        "{err}"
+    );
+    let out = create(&["clusterip", "plain", "--tcp=80", "--clusterip=10.100.0.99"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for spelling in ["010.100.000.099", "::ffff:10.100.0.99"] {
+        let err = refused(&[
+            "clusterip",
+            "again",
+            "--tcp=80",
+            &format!("--clusterip={spelling}"),
+        ]);
+        assert!(
+            err.contains("provided IP is already allocated"),
+            "{spelling}: {err}"
+        );
+    }
+    let out = create(&[
+        "clusterip",
+        "loose-ok",
+        "--tcp=80",
+        "--clusterip=10.100.000.100",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let warning = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        warning.contains(
+            "Warning: spec.clusterIPs[0]: non-standard IP address \"10.100.000.100\" will be considered invalid in a future Kubernetes release: use \"10.100.0.100\""
+        ),
+        "{warning}"
+    );
+    let err = refused(&["clusterip", "again", "--tcp=80", "--clusterip=10.100.0.100"]);
+    assert!(err.contains("provided IP is already allocated"), "{err}");
+
+    // Network and broadcast addresses are outside what the allocator gives.
+    for address in ["10.96.0.0", "10.111.255.255"] {
+        let err = refused(&[
+            "clusterip",
+            "edge",
+            "--tcp=80",
+            &format!("--clusterip={address}"),
+        ]);
+        assert!(
+            err.contains(&format!(
+                "failed to allocate IP {address}: the provided IP ({address}) is not in the valid range. The range of valid IPs is 10.96.0.0/12"
+            )),
+            "{err}"
+        );
+    }
+
+    // Picked values stay out of the static bands: 10.96.0.0-255, node ports 30000-30085.
+    for i in 0..30 {
+        let out = create(&["nodeport", &format!("auto-{i}"), "--tcp=80,443"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let services = gate.json(&["-n", "loose", "get", "services", "-o", "json"]);
+    for item in services["items"].as_array().into_iter().flatten() {
+        let name = item["metadata"]["name"].as_str().unwrap_or_default();
+        if !name.starts_with("auto-") {
+            continue;
+        }
+        let ip: std::net::Ipv4Addr = item["spec"]["clusterIP"]
+            .as_str()
+            .and_then(|ip| ip.parse().ok())
+            .expect("a cluster IP");
+        assert!(
+            !ip.to_string().starts_with("10.96.0."),
+            "{name}: {ip} in the static band"
+        );
+        for port in item["spec"]["ports"].as_array().into_iter().flatten() {
+            let node_port = port["nodePort"].as_i64().unwrap_or_default();
+            assert!(
+                (30086..=32767).contains(&node_port),
+                "{name}: node port {node_port} in the static band"
+            );
+        }
+    }
+
+    // A load balancer ingress with an address is defaulted to ipMode VIP; a hostname is not.
+    let out = create(&["loadbalancer", "lb", "--tcp=80"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    gate.ok(&[
+        "-n",
+        "loose",
+        "patch",
+        "service",
+        "lb",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"loadBalancer":{"ingress":[{"ip":"1.2.3.4"},{"hostname":"lb.example.com"}]}}}"#,
+    ]);
+    let lb = gate.json(&["-n", "loose", "get", "service", "lb", "-o", "json"]);
+    assert_eq!(
+        lb["status"]["loadBalancer"]["ingress"],
+        serde_json::json!([{"ip": "1.2.3.4", "ipMode": "VIP"}, {"hostname": "lb.example.com"}]),
+        "{lb}"
+    );
+
+    // A field the type ignores is accepted with kube's warning.
+    let out = gate.kubectl_stdin(
+        &["-n", "loose", "create", "-f", "-"],
+        Some(
+            r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"named"},
+            "spec":{"type":"ClusterIP","externalName":"db.example.com","ports":[{"port":80}]}}"#,
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "Warning: spec.externalName is ignored when spec.type is not \"ExternalName\""
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -14,10 +14,15 @@ use crate::status::{field_invalid, field_not_supported, field_required, StatusCa
 pub(crate) const PORT_PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 
 /// Parses an IP address like Go's `ParseIPSloppy`: IPv4 octets may carry leading zeros
-/// (read as decimal), which the standard library refuses.
+/// (read as decimal), which the standard library refuses, and an IPv4-mapped IPv6 address
+/// (`::ffff:10.0.0.1`) is the IPv4 address it maps, as Go's `To4` makes it everywhere kube
+/// tells the families apart.
 pub(crate) fn parse_ip(value: &str) -> Option<IpAddr> {
     if let Ok(ip) = value.parse::<IpAddr>() {
-        return Some(ip);
+        return Some(match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        });
     }
     let octets: Vec<&str> = value.split('.').collect();
     if octets.len() != 4 {
@@ -120,9 +125,10 @@ pub(crate) fn valid_cidr(field: &str, value: &str) -> Vec<StatusCause> {
         let Ok(bits) = bits.parse::<u8>() else {
             return false;
         };
+        // The family as written: `::ffff:10.0.0.0/104` is an IPv6 prefix.
         match parse_ip(addr) {
-            Some(IpAddr::V4(_)) => bits <= 32,
-            Some(IpAddr::V6(_)) => bits <= 128,
+            Some(_) if addr.contains(':') => bits <= 128,
+            Some(_) => bits <= 32,
             None => false,
         }
     });
@@ -198,10 +204,186 @@ pub(crate) fn valid_protocol(field: &str, value: Option<&Value>) -> Vec<StatusCa
     }
 }
 
+/// apimachinery's `GetWarningsForIP` for a value that validated: an address in a form the
+/// next releases refuse (IPv4 octets with leading zeros, an IPv4-mapped IPv6 address) or an
+/// IPv6 address not in RFC 5952's canonical form.
+pub(crate) fn ip_warnings(field: &str, value: &str) -> Vec<String> {
+    use crate::machinery::schema::cel::netip::{go_quote, parse_addr, Addr};
+    let Some(ip) = parse_ip(value) else {
+        return Vec::new();
+    };
+    match parse_addr(value) {
+        Ok(parsed) if !parsed.addr.is_4in6() => {
+            let canonical = parsed.addr.to_string();
+            if matches!(parsed.addr, Addr::V6(_)) && canonical != value {
+                vec![format!(
+                    "{field}: IPv6 address {} should be in RFC 5952 canonical format ({})",
+                    go_quote(value),
+                    go_quote(&canonical)
+                )]
+            } else {
+                Vec::new()
+            }
+        }
+        _ => vec![format!(
+            "{field}: non-standard IP address {} will be considered invalid in a future Kubernetes release: use {}",
+            go_quote(value),
+            go_quote(&ip.to_string())
+        )],
+    }
+}
+
+/// apimachinery's `GetWarningsForCIDR` for a value that validated: host bits set after the
+/// prefix (which of two values was meant?), a form the next releases refuse, or an IPv6
+/// prefix not in canonical form.
+pub(crate) fn cidr_warnings(field: &str, value: &str) -> Vec<String> {
+    use crate::machinery::schema::cel::netip::{go_quote, parse_prefix, Addr};
+    let Some((addr, bits)) = value.split_once('/') else {
+        return Vec::new();
+    };
+    let (Some(ip), Ok(bits)) = (parse_ip(addr), bits.parse::<u8>()) else {
+        return Vec::new();
+    };
+    // An IPv4-mapped prefix (`::ffff:10.0.0.0/104`) is the IPv4 one it maps, as Go's `IPNet`
+    // prints it.
+    let bits = if addr.contains(':') && ip.is_ipv4() {
+        bits.saturating_sub(96)
+    } else {
+        bits
+    };
+    let (network, addr_len) = match ip {
+        IpAddr::V4(v4) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(bits.min(32)))
+                .unwrap_or(0);
+            (IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask)), 32)
+        }
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(bits.min(128)))
+                .unwrap_or(0);
+            (
+                IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & mask)),
+                128,
+            )
+        }
+    };
+    let network_text = format!("{network}/{bits}");
+    let mut warnings = Vec::new();
+    if ip != network {
+        warnings.push(format!(
+            "{field}: CIDR value {} is ambiguous in this context (should be {} or {}?)",
+            go_quote(value),
+            go_quote(&network_text),
+            go_quote(&format!("{ip}/{addr_len}"))
+        ));
+    }
+    let prefix = parse_prefix(value);
+    match &prefix {
+        Ok(prefix) if !prefix.addr.is_4in6() => {
+            let canonical = prefix.to_string();
+            if warnings.is_empty() && matches!(prefix.addr, Addr::V6(_)) && canonical != value {
+                warnings.push(format!(
+                    "{field}: IPv6 CIDR value {} should be in RFC 5952 canonical format ({})",
+                    go_quote(value),
+                    go_quote(&canonical)
+                ));
+            }
+        }
+        _ => warnings.push(format!(
+            "{field}: non-standard CIDR value {} will be considered invalid in a future Kubernetes release: use {}",
+            go_quote(value),
+            go_quote(&network_text)
+        )),
+    }
+    warnings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// apimachinery 1.33's `TestGetWarningsForIP` cases.
+    #[test]
+    fn ip_warnings_are_apimachinerys() {
+        let none: Vec<String> = Vec::new();
+        assert_eq!(ip_warnings("spec.clusterIPs[0]", "192.12.2.2"), none);
+        assert_eq!(ip_warnings("spec.clusterIPs[0]", "2001:db8::2"), none);
+        assert_eq!(
+            ip_warnings("spec.clusterIPs[0]", "192.012.2.2"),
+            [
+                r#"spec.clusterIPs[0]: non-standard IP address "192.012.2.2" will be considered invalid in a future Kubernetes release: use "192.12.2.2""#
+            ]
+        );
+        assert_eq!(
+            ip_warnings("spec.clusterIPs[0]", "::ffff:192.12.2.2"),
+            [
+                r#"spec.clusterIPs[0]: non-standard IP address "::ffff:192.12.2.2" will be considered invalid in a future Kubernetes release: use "192.12.2.2""#
+            ]
+        );
+        assert_eq!(
+            ip_warnings("spec.loadBalancerIP", "2001:db8:0:0::2"),
+            [
+                r#"spec.loadBalancerIP: IPv6 address "2001:db8:0:0::2" should be in RFC 5952 canonical format ("2001:db8::2")"#
+            ]
+        );
+        // A mapped address is the IPv4 one, as Go's To4 makes it.
+        assert_eq!(
+            parse_ip("::ffff:10.100.0.99"),
+            Some(IpAddr::V4(Ipv4Addr::new(10, 100, 0, 99)))
+        );
+    }
+
+    /// apimachinery 1.33's `TestGetWarningsForCIDR` cases.
+    #[test]
+    fn cidr_warnings_are_apimachinerys() {
+        let field = "spec.loadBalancerSourceRanges[0]";
+        let none: Vec<String> = Vec::new();
+        assert_eq!(cidr_warnings(field, "192.12.2.0/24"), none);
+        assert_eq!(cidr_warnings(field, "2001:db8::/64"), none);
+        for (cidr, want) in [
+            (
+                "192.012.2.0/24",
+                vec![
+                    r#"spec.loadBalancerSourceRanges[0]: non-standard CIDR value "192.012.2.0/24" will be considered invalid in a future Kubernetes release: use "192.12.2.0/24""#,
+                ],
+            ),
+            (
+                "192.12.2.0/024",
+                vec![
+                    r#"spec.loadBalancerSourceRanges[0]: non-standard CIDR value "192.12.2.0/024" will be considered invalid in a future Kubernetes release: use "192.12.2.0/24""#,
+                ],
+            ),
+            (
+                "::ffff:192.12.2.0/120",
+                vec![
+                    r#"spec.loadBalancerSourceRanges[0]: non-standard CIDR value "::ffff:192.12.2.0/120" will be considered invalid in a future Kubernetes release: use "192.12.2.0/24""#,
+                ],
+            ),
+            (
+                "192.12.2.8/24",
+                vec![
+                    r#"spec.loadBalancerSourceRanges[0]: CIDR value "192.12.2.8/24" is ambiguous in this context (should be "192.12.2.0/24" or "192.12.2.8/32"?)"#,
+                ],
+            ),
+            (
+                "192.012.2.8/24",
+                vec![
+                    r#"spec.loadBalancerSourceRanges[0]: CIDR value "192.012.2.8/24" is ambiguous in this context (should be "192.12.2.0/24" or "192.12.2.8/32"?)"#,
+                    r#"spec.loadBalancerSourceRanges[0]: non-standard CIDR value "192.012.2.8/24" will be considered invalid in a future Kubernetes release: use "192.12.2.0/24""#,
+                ],
+            ),
+            (
+                "2001:db8:0:0::/64",
+                vec![
+                    r#"spec.loadBalancerSourceRanges[0]: IPv6 CIDR value "2001:db8:0:0::/64" should be in RFC 5952 canonical format ("2001:db8::/64")"#,
+                ],
+            ),
+        ] {
+            assert_eq!(cidr_warnings(field, cidr), want, "{cidr}");
+        }
+    }
 
     #[test]
     fn sloppy_ipv4_accepts_leading_zeros() {

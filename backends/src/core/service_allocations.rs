@@ -65,6 +65,15 @@ impl State {
     }
 }
 
+/// The IPv4 address `text` names as kube's allocator reads it (`ParseIPSloppy`: octets with
+/// leading zeros, and IPv4-mapped IPv6 forms, are the address they spell).
+fn ipv4(text: &str) -> Option<Ipv4Addr> {
+    match super::netutil::parse_ip(text)? {
+        std::net::IpAddr::V4(ip) => Some(ip),
+        std::net::IpAddr::V6(_) => None,
+    }
+}
+
 /// `namespace/name` of a Service object.
 pub fn owner_of(service: &Value) -> String {
     let (namespace, name) = namespace_and_name(service);
@@ -77,11 +86,11 @@ pub fn allocations_of(service: &Value) -> Vec<Allocated> {
     let mut values: Vec<Allocated> = items(service.pointer("/spec/clusterIPs"))
         .iter()
         .filter_map(Value::as_str)
-        .filter_map(|ip| ip.parse::<Ipv4Addr>().ok())
+        .filter_map(ipv4)
         .map(Allocated::ClusterIp)
         .collect();
     if values.is_empty() {
-        if let Ok(ip) = str_at(service, "/spec/clusterIP").parse::<Ipv4Addr>() {
+        if let Some(ip) = ipv4(str_at(service, "/spec/clusterIP")) {
             values.push(Allocated::ClusterIp(ip));
         }
     }
@@ -225,7 +234,7 @@ pub fn conflicts(
         .filter_map(Value::as_str)
         .collect();
     for ip in &ips {
-        if let Ok(parsed) = ip.parse::<Ipv4Addr>() {
+        if let Some(parsed) = ipv4(ip) {
             if taken(&Allocated::ClusterIp(parsed)) {
                 causes.push(StatusCause {
                     reason: "FieldValueInvalid".into(),

@@ -21,6 +21,56 @@ pub use super::services_alloc::{
     cluster_ip_for, node_port_for, NODE_PORT_MAX, NODE_PORT_MIN, SERVICE_CIDR,
 };
 
+/// kube 1.33's `GetWarningsForService`: addresses and CIDRs in forms a future release refuses
+/// (or not canonical), the deprecated topology-hints annotation, and fields the type ignores.
+fn warnings_for_service(object: &Value) -> Vec<String> {
+    use super::netutil::{cidr_warnings, ip_warnings};
+    let mut warnings = Vec::new();
+    if object
+        .pointer("/metadata/annotations/service.kubernetes.io~1topology-aware-hints")
+        .is_some()
+    {
+        warnings.push("annotation service.kubernetes.io/topology-aware-hints is deprecated, please use service.kubernetes.io/topology-mode instead".to_string());
+    }
+    let strings = |pointer: &str| -> Vec<String> {
+        items(object.pointer(pointer))
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let cluster_ip = str_at(object, "/spec/clusterIP");
+    if !cluster_ip.is_empty() && cluster_ip != "None" {
+        for (i, ip) in strings("/spec/clusterIPs").iter().enumerate() {
+            warnings.extend(ip_warnings(&format!("spec.clusterIPs[{i}]"), ip));
+        }
+    }
+    let external_ips = strings("/spec/externalIPs");
+    for (i, ip) in external_ips.iter().enumerate() {
+        warnings.extend(ip_warnings(&format!("spec.externalIPs[{i}]"), ip));
+    }
+    let load_balancer_ip = str_at(object, "/spec/loadBalancerIP");
+    if !load_balancer_ip.is_empty() {
+        warnings.extend(ip_warnings("spec.loadBalancerIP", load_balancer_ip));
+    }
+    for (i, cidr) in strings("/spec/loadBalancerSourceRanges").iter().enumerate() {
+        warnings.extend(cidr_warnings(
+            &format!("spec.loadBalancerSourceRanges[{i}]"),
+            cidr,
+        ));
+    }
+    let service_type = str_at(object, "/spec/type");
+    if service_type == "ExternalName" && !external_ips.is_empty() {
+        warnings.push("spec.externalIPs is ignored when spec.type is \"ExternalName\"".to_string());
+    }
+    if service_type != "ExternalName" && !str_at(object, "/spec/externalName").is_empty() {
+        warnings.push(
+            "spec.externalName is ignored when spec.type is not \"ExternalName\"".to_string(),
+        );
+    }
+    warnings
+}
+
 /// kube-apiserver's own Service, `default/kubernetes` (its bootstrap controller's): ClusterIP
 /// 10.96.0.1, port 443 `https` to the secure port. Created when missing, so one deleted comes
 /// back on the next pass as kube's does; an existing one is left as it is (replicas may
@@ -181,6 +231,30 @@ impl Strategy for ServiceStrategy {
             causes.extend(conflicts(allocations, object, Some(old)));
         }
         causes
+    }
+
+    fn warnings(&self, object: &Value, _old: Option<&Value>) -> Vec<String> {
+        warnings_for_service(object)
+    }
+
+    /// kube's status update, and `SetDefaults_Service`'s `ipMode: VIP` for every load
+    /// balancer ingress with an address (LoadBalancerIPMode, GA in 1.32).
+    fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
+        crate::resource::keep_all_but_status(object, old);
+        if let Some(ingresses) = object
+            .pointer_mut("/status/loadBalancer/ingress")
+            .and_then(Value::as_array_mut)
+        {
+            for ingress in ingresses.iter_mut().filter_map(Value::as_object_mut) {
+                let has_ip = ingress
+                    .get("ip")
+                    .and_then(Value::as_str)
+                    .is_some_and(|ip| !ip.is_empty());
+                if has_ip && ingress.get("ipMode").is_none_or(Value::is_null) {
+                    ingress.insert("ipMode".into(), json!("VIP"));
+                }
+            }
+        }
     }
 
     fn table_cells(&self, object: &Value) -> Vec<Value> {

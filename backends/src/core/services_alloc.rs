@@ -37,30 +37,55 @@ fn hash(input: &str) -> u64 {
     u64::from_be_bytes(bytes)
 }
 
-/// The cluster IP a service gets: a stable hash of `namespace/name` into
-/// [`SERVICE_CIDR`], avoiding the network, broadcast and `kubernetes` service addresses.
+/// The first addresses of the range, which kube's allocator hands out only when the rest is
+/// full, leaving them to Services that name their address (KEP-3070; `calculateRangeOffset`:
+/// a sixteenth of the range, at least 16, at most 256).
+const CLUSTER_IP_STATIC_BAND: u32 = 256;
+
+/// The first node ports of the range, kept for Services that name theirs in the same way
+/// (KEP-3668: a 32nd of the range, at least 16, at most 128: 86 of the default 2,768).
+const NODE_PORT_STATIC_BAND: i64 = {
+    let size = NODE_PORT_MAX - NODE_PORT_MIN + 1;
+    let offset = size / 32;
+    if offset < 16 {
+        16
+    } else if offset > 128 {
+        128
+    } else {
+        offset
+    }
+};
+
+/// The cluster IP a service gets: a stable hash of `namespace/name` into the dynamic part of
+/// [`SERVICE_CIDR`] (after the static band, before the broadcast address); `default/kubernetes`
+/// gets the range's first address.
 pub fn cluster_ip_for(namespace: &str, name: &str) -> Ipv4Addr {
     if namespace == "default" && name == "kubernetes" {
         return KUBERNETES_SERVICE_IP;
     }
-    // Usable offsets: 2 ..= size-2 (0 is the network, 1 is kubernetes, last is broadcast).
-    let span = u64::from(CIDR_SIZE - 3);
-    let offset = 2 + (hash(&format!("{namespace}/{name}")) % span) as u32;
+    let span = u64::from(CIDR_SIZE - 1 - CLUSTER_IP_STATIC_BAND);
+    let offset = CLUSTER_IP_STATIC_BAND + (hash(&format!("{namespace}/{name}")) % span) as u32;
     Ipv4Addr::from(CIDR_BASE + offset)
 }
 
-/// Whether an address is inside [`SERVICE_CIDR`].
+/// Whether an address is one kube's allocator for [`SERVICE_CIDR`] can give: inside it, but
+/// neither the network address nor (IPv4) the broadcast address.
 pub(crate) fn in_service_cidr(ip: &str) -> bool {
     match parse_ip(ip) {
-        Some(IpAddr::V4(v4)) => u32::from(v4).wrapping_sub(CIDR_BASE) < CIDR_SIZE,
+        Some(IpAddr::V4(v4)) => {
+            let offset = u32::from(v4).wrapping_sub(CIDR_BASE);
+            offset > 0 && offset < CIDR_SIZE - 1
+        }
         _ => false,
     }
 }
 
-/// A node port for one port of a service: a stable hash into the node port range.
+/// A node port for one port of a service: a stable hash into the dynamic part of the node
+/// port range (after its static band).
 pub fn node_port_for(namespace: &str, name: &str, port_key: &str) -> i64 {
-    let span = (NODE_PORT_MAX - NODE_PORT_MIN + 1) as u64;
-    NODE_PORT_MIN + (hash(&format!("{namespace}/{name}/{port_key}")) % span) as i64
+    let first = NODE_PORT_MIN + NODE_PORT_STATIC_BAND;
+    let span = (NODE_PORT_MAX - first + 1) as u64;
+    first + (hash(&format!("{namespace}/{name}/{port_key}")) % span) as i64
 }
 
 fn spec(object: &Value) -> &Value {
@@ -133,13 +158,19 @@ fn reserve_chosen(object: &Value, allocations: Option<&ServiceAllocations>) {
     }
 }
 
-/// Addresses of the range from `start` on (wrapping), without the network, `kubernetes` and
-/// broadcast addresses.
+/// Addresses to try for a Service whose hash says `start`, as kube's allocator tries them: the
+/// dynamic part of the range from `start` on (wrapping), then the static band, without the
+/// network, `kubernetes` and broadcast addresses.
 fn cluster_ip_candidates(start: Ipv4Addr) -> impl Iterator<Item = Allocated> {
-    let usable = CIDR_SIZE - 3;
-    let first = u32::from(start).wrapping_sub(CIDR_BASE).saturating_sub(2) % usable;
-    (0..usable)
-        .map(move |i| Allocated::ClusterIp(Ipv4Addr::from(CIDR_BASE + 2 + (first + i) % usable)))
+    let dynamic = CIDR_SIZE - 1 - CLUSTER_IP_STATIC_BAND;
+    let from = u32::from(start)
+        .wrapping_sub(CIDR_BASE)
+        .saturating_sub(CLUSTER_IP_STATIC_BAND)
+        % dynamic;
+    (0..dynamic)
+        .map(move |i| CLUSTER_IP_STATIC_BAND + (from + i) % dynamic)
+        .chain(2..CLUSTER_IP_STATIC_BAND)
+        .map(|offset| Allocated::ClusterIp(Ipv4Addr::from(CIDR_BASE + offset)))
 }
 
 /// `SetDefaults_Service`.
@@ -552,9 +583,12 @@ fn next_free(
     used: &mut HashSet<i64>,
     allocator: Option<(&ServiceAllocations, &str)>,
 ) -> i64 {
-    let span = NODE_PORT_MAX - NODE_PORT_MIN + 1;
+    // The dynamic part from `start` on (wrapping), then the static band, as kube tries them.
+    let first = NODE_PORT_MIN + NODE_PORT_STATIC_BAND;
+    let span = NODE_PORT_MAX - first + 1;
     let mut candidates = (0..span)
-        .map(|i| NODE_PORT_MIN + (start - NODE_PORT_MIN + i).rem_euclid(span))
+        .map(|i| first + (start - first + i).rem_euclid(span))
+        .chain(NODE_PORT_MIN..first)
         .filter(|candidate| !used.contains(candidate));
     let chosen = match allocator {
         Some((allocations, owner)) => {

@@ -688,6 +688,7 @@ impl Registry {
         if !causes.is_empty() {
             return Err(invalid(def, &object, causes));
         }
+        let warnings = def.strategy.warnings(&object, None);
         match (mode.requester, &def.admission) {
             (Some(user), Some(admission)) if mode.create_on_update => {
                 admission.admit_create_on_update(user, &object).await?
@@ -716,7 +717,7 @@ impl Registry {
             }
             return Ok(Written {
                 object: dry_run_answer(def, object).await?,
-                warnings: Vec::new(),
+                warnings,
             });
         }
         let key = def.key(&namespace, &name);
@@ -732,7 +733,7 @@ impl Registry {
         abandoned.stored();
         Ok(Written {
             object: answer_after_write(def, object, stored, revision).await?,
-            warnings: Vec::new(),
+            warnings,
         })
     }
 
@@ -1149,6 +1150,7 @@ impl Registry {
             if !causes.is_empty() {
                 return Err(invalid(def, &object, causes));
             }
+            let warnings = def.strategy.warnings(&object, Some(&current));
             if let (Some(user), Some(admission)) = (mode.requester, &def.admission) {
                 admission.admit(user, &object, Some(&current)).await?;
             }
@@ -1156,15 +1158,12 @@ impl Registry {
             let deleting = meta_field(&current, "deletionTimestamp").is_some();
             if deleting && finalizers(&object).is_empty() && def.strategy.ready_to_delete(&object) {
                 if dry_run {
-                    return Ok(Written {
-                        object,
-                        warnings: Vec::new(),
-                    });
+                    return Ok(Written { object, warnings });
                 }
                 return match self.store().delete(&key, Some(cached.revision)).await {
                     Ok((revision, _)) => Ok(Written {
                         object: with_revision(object, revision),
-                        warnings: Vec::new(),
+                        warnings,
                     }),
                     Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
                     Err(StoreError::Conflict { .. }) => {
@@ -1179,13 +1178,13 @@ impl Registry {
                 abandoned.stored();
                 return Ok(Written {
                     object: with_revision(current, cached.revision),
-                    warnings: Vec::new(),
+                    warnings,
                 });
             }
             if dry_run {
                 return Ok(Written {
                     object: with_revision(dry_run_answer(def, object).await?, cached.revision),
-                    warnings: Vec::new(),
+                    warnings,
                 });
             }
             let (bytes, stored) = storage_bytes(def, &object).await?;
@@ -1194,7 +1193,7 @@ impl Registry {
                     abandoned.stored();
                     return Ok(Written {
                         object: answer_after_write(def, object, stored, revision).await?,
-                        warnings: Vec::new(),
+                        warnings,
                     });
                 }
                 Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,

@@ -46,7 +46,7 @@ mod ip;
 mod library;
 mod lists;
 mod net_url;
-mod netip;
+pub(crate) mod netip;
 mod quantity;
 mod regexp;
 mod resource_quantity;

@@ -15,7 +15,7 @@
 //! (`x-kubernetes-validations`, carried in [`Schema::x_validations`]) are evaluated by
 //! [`validate_cel`] and compile-checked for CRDs by [`compile_errors`].
 
-mod cel;
+pub(crate) mod cel;
 mod defaulting;
 mod embedded;
 mod formats;
