@@ -725,6 +725,54 @@ fn namespaces_get_their_default_account_root_ca_and_token_secrets() {
     ]);
     let ca = std::fs::read_to_string(gate.data_dir.join("pki/ca.crt")).unwrap();
     assert_eq!(root_ca["data"]["ca.crt"], ca.as_str());
+    // Its data and its description come back when edited away, as kube's publisher puts them
+    // back; what else is on it stays.
+    gate.ok(&[
+        "-n",
+        "team-s",
+        "annotate",
+        "configmap",
+        "kube-root-ca.crt",
+        "kubernetes.io/description-",
+        "team/owner=ops",
+    ]);
+    gate.ok(&[
+        "-n",
+        "team-s",
+        "patch",
+        "configmap",
+        "kube-root-ca.crt",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"ca.crt":"edited","extra":"x"},"binaryData":{"blob":"AAE="}}"#,
+    ]);
+    let restored = eventually(Duration::from_secs(10), || {
+        let cm = gate.json(&[
+            "-n",
+            "team-s",
+            "get",
+            "configmap",
+            "kube-root-ca.crt",
+            "-o",
+            "json",
+        ]);
+        cm["data"] == serde_json::json!({"ca.crt": ca.as_str()})
+            && cm["metadata"]["annotations"]["kubernetes.io/description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("Contains a CA bundle"))
+    });
+    let cm = gate.json(&[
+        "-n",
+        "team-s",
+        "get",
+        "configmap",
+        "kube-root-ca.crt",
+        "-o",
+        "json",
+    ]);
+    assert!(restored, "{cm}");
+    assert_eq!(cm["metadata"]["annotations"]["team/owner"], "ops", "{cm}");
+    assert_eq!(cm["binaryData"]["blob"], "AAE=", "{cm}");
     // `kubectl create token default` works in a fresh namespace, as against kube.
     let token = gate.ok(&["-n", "team-s", "create", "token", "default"]);
     assert!(!token.trim().is_empty());

@@ -28,6 +28,14 @@ const SETTLE: Duration = Duration::from_millis(50);
 
 /// The ConfigMap the root-ca-cert-publisher keeps in every namespace.
 pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+/// Whether `configmap` has a non-empty `kubernetes.io/description` annotation.
+fn described(configmap: &Value) -> bool {
+    configmap
+        .pointer("/metadata/annotations/kubernetes.io~1description")
+        .and_then(Value::as_str)
+        .is_some_and(|d| !d.is_empty())
+}
 /// kube's description of it.
 const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
@@ -197,24 +205,37 @@ impl ServiceAccountControllers {
                     .await
                     .map(|_| ())
             }
-            Some(current) if current.get("data") != Some(&wanted_data) => self
-                .registry
-                .update_internal(
-                    configmaps,
-                    namespace,
-                    ROOT_CA_CONFIGMAP,
-                    KUBE_CONTROLLER_MANAGER,
-                    |current| {
-                        let mut next = current.clone();
-                        next["data"] = wanted_data.clone();
-                        if let Some(map) = next.as_object_mut() {
-                            map.remove("binaryData");
-                        }
-                        Ok(next)
-                    },
-                )
-                .await
-                .map(|_| ()),
+            // kube's publisher rewrites the data, and the description when it is missing or
+            // empty; anything else on the ConfigMap (binaryData, other annotations) is left.
+            Some(current) if current.get("data") != Some(&wanted_data) || !described(&current) => {
+                self.registry
+                    .update_internal(
+                        configmaps,
+                        namespace,
+                        ROOT_CA_CONFIGMAP,
+                        KUBE_CONTROLLER_MANAGER,
+                        |current| {
+                            let mut next = current.clone();
+                            next["data"] = wanted_data.clone();
+                            if !described(&next) {
+                                if let Some(metadata) =
+                                    next.get_mut("metadata").and_then(Value::as_object_mut)
+                                {
+                                    let annotations =
+                                        metadata.entry("annotations").or_insert_with(|| json!({}));
+                                    if !annotations.is_object() {
+                                        *annotations = json!({});
+                                    }
+                                    annotations["kubernetes.io/description"] =
+                                        json!(ROOT_CA_DESCRIPTION);
+                                }
+                            }
+                            Ok(next)
+                        },
+                    )
+                    .await
+                    .map(|_| ())
+            }
             Some(_) => Ok(()),
         };
         match outcome {
