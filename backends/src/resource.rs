@@ -232,6 +232,18 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// What a create (`old` is `None`) or update must still pass once the object validated,
+    /// before it is written: kube's REST storage `BeginCreate`/`BeginUpdate` (a Service's
+    /// cluster IPs and node ports, whose conflicts and exhausted ranges answer as kube's
+    /// allocators do, after any validation error).
+    fn begin_write(
+        &self,
+        _object: &Value,
+        _old: Option<&Value>,
+    ) -> Result<(), crate::status::ApiError> {
+        Ok(())
+    }
+
     /// Whether the resource's definition is being deleted (a custom resource whose CRD is
     /// terminating): its objects are still served, so their finalizers can be removed, but
     /// no new one is created, and discovery lists no create, patch or update.

@@ -48,6 +48,9 @@ struct State {
     by_service: HashMap<String, Vec<Allocated>>,
     /// Values handed out and not yet seen in the cache: value → (Service, until).
     reserved: HashMap<Allocated, (String, Instant)>,
+    /// Services for which a pick found nothing free (the range is full), until their write
+    /// is judged: Service → (the kind of value, until).
+    exhausted: HashMap<String, (Allocated, Instant)>,
 }
 
 impl State {
@@ -185,6 +188,8 @@ impl ServiceAllocations {
 
     /// The first value of `candidates` (tried in order) free for `owner`, reserved for it; the
     /// first candidate when every one is taken (validation then refuses it).
+    /// When none is free (the range is full) that is remembered for [`check`], which refuses
+    /// the write as kube's allocator does.
     pub fn pick(&self, owner: &str, candidates: impl IntoIterator<Item = Allocated>) -> Allocated {
         let mut first = None;
         for candidate in candidates {
@@ -193,7 +198,24 @@ impl ServiceAllocations {
                 return candidate;
             }
         }
-        first.unwrap_or(Allocated::NodePort(0))
+        let first = first.unwrap_or(Allocated::NodePort(0));
+        let now = Instant::now();
+        let mut state = self.state();
+        state.exhausted.retain(|_, (_, until)| *until > now);
+        state
+            .exhausted
+            .insert(owner.to_string(), (first, now + RESERVATION));
+        first
+    }
+
+    /// The kind of value a pick for `owner` found none of, forgotten as it is read.
+    fn take_exhausted(&self, owner: &str) -> Option<Allocated> {
+        let now = Instant::now();
+        self.state()
+            .exhausted
+            .remove(owner)
+            .filter(|(_, until)| *until > now)
+            .map(|(kind, _)| kind)
     }
 }
 
@@ -210,17 +232,34 @@ fn release(state: &mut State, owner: &str) {
     }
 }
 
-/// The node ports of `service` other Services hold, as kube's field errors for them
-/// (`spec.ports[i].nodePort`, `spec.healthCheckNodePort`), and the cluster IPs (one error on
-/// `spec.clusterIPs`, kube's `allocIPs` wording).
-pub fn conflicts(
+/// kube's allocation step for a Service that validated (its REST storage's `BeginCreate` and
+/// `BeginUpdate`), stopping at the first failure as kube's does: cluster IPs another Service
+/// holds (422 on `spec.clusterIPs`), then node ports (422 on the first port whose node port
+/// is held, or that another port number of this Service uses), then the health check node
+/// port (500, kube's internal error); a range with nothing left to pick is kube's 500
+/// `range is full`. Values the Service held before (on update) are its own.
+pub fn check(
     allocations: &ServiceAllocations,
     service: &Value,
     old: Option<&Value>,
-) -> Vec<crate::status::StatusCause> {
-    use crate::status::StatusCause;
+) -> Result<(), crate::status::ApiError> {
+    use crate::status::ApiError;
     let owner = owner_of(service);
-    // On update, only values new to the Service are allocated (kube keeps the old ones).
+    let (_, name) = namespace_and_name(service);
+    let invalid = |cause| Err(ApiError::invalid("", "Service", name, vec![cause]));
+    match allocations.take_exhausted(&owner) {
+        Some(Allocated::ClusterIp(_)) => {
+            return Err(ApiError::internal(
+                "failed to allocate a serviceIP: range is full",
+            ))
+        }
+        Some(Allocated::NodePort(_)) => {
+            return Err(ApiError::internal(
+                "failed to allocate a nodePort: range is full",
+            ))
+        }
+        None => {}
+    }
     let before: HashSet<Allocated> = old
         .map(allocations_of)
         .unwrap_or_default()
@@ -228,24 +267,20 @@ pub fn conflicts(
         .collect();
     let taken =
         |value: &Allocated| !before.contains(value) && allocations.held_by_other(value, &owner);
-    let mut causes = Vec::new();
     let ips: Vec<&str> = items(service.pointer("/spec/clusterIPs"))
         .iter()
         .filter_map(Value::as_str)
         .collect();
     for ip in &ips {
-        if let Some(parsed) = ipv4(ip) {
-            if taken(&Allocated::ClusterIp(parsed)) {
-                causes.push(StatusCause {
-                    reason: "FieldValueInvalid".into(),
-                    message: format!(
-                        "Invalid value: {}: failed to allocate IP {ip}: provided IP is already allocated",
-                        super::causes::go_string_slice(&ips)
-                    ),
-                    field: "spec.clusterIPs".into(),
-                });
-                break;
-            }
+        if ipv4(ip).is_some_and(|parsed| taken(&Allocated::ClusterIp(parsed))) {
+            return invalid(crate::status::StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: format!(
+                    "Invalid value: {}: failed to allocate IP {ip}: provided IP is already allocated",
+                    super::causes::go_string_slice(&ips)
+                ),
+                field: "spec.clusterIPs".into(),
+            });
         }
     }
     // Within the Service, as kube's node port operation allocates them: ports of one number
@@ -261,7 +296,7 @@ pub fn conflicts(
         let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
         let shared_within = own.get(&node_port).is_some_and(|other| *other != number);
         if shared_within || taken(&Allocated::NodePort(node_port)) {
-            causes.push(invalid_port(
+            return invalid(invalid_port(
                 &format!("spec.ports[{i}].nodePort"),
                 node_port,
             ));
@@ -273,10 +308,12 @@ pub fn conflicts(
         .and_then(Value::as_i64)
     {
         if port > 0 && (own.contains_key(&port) || taken(&Allocated::NodePort(port))) {
-            causes.push(invalid_port("spec.healthCheckNodePort", port));
+            return Err(ApiError::internal(format!(
+                "failed to allocate requested HealthCheck NodePort {port}: provided port is already allocated"
+            )));
         }
     }
-    causes
+    Ok(())
 }
 
 fn invalid_port(field: &str, port: i64) -> crate::status::StatusCause {
@@ -311,27 +348,28 @@ mod tests {
         let a = service("a", "10.96.5.5", &[30080]);
         allocations.observe(&a);
         let b = service("b", "10.96.5.5", &[30080, 30081]);
-        let causes = conflicts(&allocations, &b, None);
-        let messages: Vec<String> = causes
-            .iter()
-            .map(|c| format!("{}: {}", c.field, c.message))
-            .collect();
+        // kube's allocator stops at the first value it cannot have: the address here.
+        let error = check(&allocations, &b, None).expect_err("b takes a's values");
+        assert_eq!(error.code, 422);
         assert_eq!(
-            messages,
-            [
-                "spec.clusterIPs: Invalid value: []string{\"10.96.5.5\"}: failed to allocate IP 10.96.5.5: provided IP is already allocated",
-                "spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated",
-            ]
+            error.message,
+            "Service \"b\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.96.5.5\"}: failed to allocate IP 10.96.5.5: provided IP is already allocated"
+        );
+        let b_other_ip = service("b", "10.96.5.9", &[30080, 30081]);
+        let error = check(&allocations, &b_other_ip, None).expect_err("b takes a's port");
+        assert_eq!(
+            error.message,
+            "Service \"b\" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"
         );
         // The holder itself may keep them (an update), and an update keeps what it had.
-        assert!(conflicts(&allocations, &a, Some(&a)).is_empty());
-        assert!(conflicts(&allocations, &a, None).is_empty());
+        assert!(check(&allocations, &a, Some(&a)).is_ok());
+        assert!(check(&allocations, &a, None).is_ok());
         // Released when the holder changes or goes.
         allocations.observe(&service("a", "10.96.5.6", &[]));
-        assert!(conflicts(&allocations, &b, None).is_empty());
+        assert!(check(&allocations, &b, None).is_ok());
         allocations.observe(&a);
         allocations.forget("default", "a");
-        assert!(conflicts(&allocations, &b, None).is_empty());
+        assert!(check(&allocations, &b, None).is_ok());
     }
 
     #[test]
@@ -381,26 +419,37 @@ mod tests {
             }
             json!({"metadata": {"namespace": "default", "name": "s"}, "spec": spec})
         };
-        let fields = |service: &Value| -> Vec<String> {
-            conflicts(&allocations, service, None)
-                .into_iter()
-                .map(|c| c.field)
-                .collect()
+        let outcome = |service: &Value| match check(&allocations, service, None) {
+            Ok(()) => (200, String::new()),
+            Err(e) => (e.code, e.message),
         };
         let same_number = service(
             json!([{"port": 53, "protocol": "TCP", "nodePort": 30053},
                    {"port": 53, "protocol": "UDP", "nodePort": 30053}]),
             None,
         );
-        assert!(fields(&same_number).is_empty());
+        assert_eq!(outcome(&same_number), (200, String::new()));
         let other_number = service(
             json!([{"port": 80, "protocol": "TCP", "nodePort": 31800},
                    {"port": 81, "protocol": "UDP", "nodePort": 31800}]),
             None,
         );
-        assert_eq!(fields(&other_number), ["spec.ports[1].nodePort"]);
+        assert_eq!(
+            outcome(&other_number),
+            (
+                422,
+                "Service \"s\" is invalid: spec.ports[1].nodePort: Invalid value: 31800: provided port is already allocated".to_string()
+            )
+        );
+        // kube's health check node port conflict is its internal error.
         let health = service(json!([{"port": 80, "nodePort": 30610}]), Some(30610));
-        assert_eq!(fields(&health), ["spec.healthCheckNodePort"]);
+        assert_eq!(
+            outcome(&health),
+            (
+                500,
+                "Internal error occurred: failed to allocate requested HealthCheck NodePort 30610: provided port is already allocated".to_string()
+            )
+        );
     }
 
     #[test]
@@ -411,8 +460,34 @@ mod tests {
         allocations.observe(&service("x5", "10.96.31.31", &[31310]));
         allocations.forget("default", "x4");
         let y = service("y", "10.96.31.31", &[31310]);
-        assert_eq!(conflicts(&allocations, &y, None).len(), 2);
+        assert!(check(&allocations, &y, None).is_err());
         allocations.forget("default", "x5");
-        assert!(conflicts(&allocations, &y, None).is_empty());
+        assert!(check(&allocations, &y, None).is_ok());
+    }
+
+    #[test]
+    fn a_range_with_nothing_left_is_kubes_internal_error() {
+        let allocations = ServiceAllocations::default();
+        allocations.observe(&service("a", "10.96.5.5", &[30080]));
+        let picked = allocations.pick("default/b", [Allocated::NodePort(30080)]);
+        assert_eq!(picked, Allocated::NodePort(30080), "the first candidate");
+        let b = service("b", "10.96.5.6", &[30080]);
+        let error = check(&allocations, &b, None).expect_err("nothing was free");
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (
+                500,
+                "Internal error occurred: failed to allocate a nodePort: range is full"
+            )
+        );
+        allocations.pick("default/c", [ip("10.96.5.5")]);
+        let error = check(&allocations, &service("c", "10.96.5.5", &[]), None)
+            .expect_err("nothing was free");
+        assert_eq!(
+            error.message,
+            "Internal error occurred: failed to allocate a serviceIP: range is full"
+        );
+        // Read once: the next write of the Service is judged afresh.
+        assert!(check(&allocations, &service("c", "10.96.5.7", &[]), None).is_ok());
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::service_allocations::{conflicts, ServiceAllocations};
+use super::service_allocations::{check as check_allocations, ServiceAllocations};
 use super::services_alloc::{prepare_create, prepare_update};
 use super::services_validation::{validate_create, validate_update};
 use super::{age, base_def, entries, field_at, items, str_at, Names};
@@ -15,7 +15,7 @@ use crate::machinery::validation::NameRule;
 use crate::resource::{
     age_column, name_column, ResourceDef, Strategy, SubresourceDef, TableColumn,
 };
-use crate::status::StatusCause;
+use crate::status::{ApiError, StatusCause};
 
 pub use super::services_alloc::{
     cluster_ip_for, node_port_for, NODE_PORT_MAX, NODE_PORT_MIN, SERVICE_CIDR,
@@ -218,19 +218,18 @@ impl Strategy for ServiceStrategy {
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
-        let mut causes = validate_create(object);
-        if let Some(allocations) = &self.allocations {
-            causes.extend(conflicts(allocations, object, None));
-        }
-        causes
+        validate_create(object)
     }
 
     fn validate_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
-        let mut causes = validate_update(object, old);
-        if let Some(allocations) = &self.allocations {
-            causes.extend(conflicts(allocations, object, Some(old)));
+        validate_update(object, old)
+    }
+
+    fn begin_write(&self, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        match &self.allocations {
+            Some(allocations) => check_allocations(allocations, object, old),
+            None => Ok(()),
         }
-        causes
     }
 
     fn warnings(&self, object: &Value, _old: Option<&Value>) -> Vec<String> {

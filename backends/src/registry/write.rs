@@ -702,6 +702,7 @@ impl Registry {
             }
             _ => {}
         }
+        def.strategy.begin_write(&object, None)?;
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
         // A create reads nothing before its write (etcd's create-if-absent decides
@@ -1154,6 +1155,7 @@ impl Registry {
             if let (Some(user), Some(admission)) = (mode.requester, &def.admission) {
                 admission.admit(user, &object, Some(&current)).await?;
             }
+            def.strategy.begin_write(&object, Some(&current))?;
             // An object being deleted goes once its last finalizer is removed.
             let deleting = meta_field(&current, "deletionTimestamp").is_some();
             if deleting && finalizers(&object).is_empty() && def.strategy.ready_to_delete(&object) {
