@@ -4,8 +4,10 @@
 //! collector (kube-controller-manager's, for owner references and the `Orphan`/`Foreground`
 //! deletion policies; see `registry::gc`), [`service_accounts`] (the `default`
 //! ServiceAccount, `kube-root-ca.crt` and legacy token Secrets), [`event_ttl`], which expires Events on the embedded store, and
-//! [`upkeep`], which keeps the start-up configuration kubegate writes in place.
+//! [`upkeep`], which keeps the start-up configuration kubegate writes in place, and
+//! [`apiserver_identity`], kube-apiserver's identity Lease and its collector.
 
+pub mod apiserver_identity;
 pub mod event_ttl;
 pub mod service_accounts;
 pub mod service_allocations;

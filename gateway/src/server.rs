@@ -616,6 +616,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
         own_front_proxy,
         stop_rx.clone(),
     ));
+    background.spawn(crate::controllers::apiserver_identity::run(
+        registry.clone(),
+        stop_rx.clone(),
+    ));
     background.spawn(crate::rbac::follow(
         registry.clone(),
         rbac_index.clone(),

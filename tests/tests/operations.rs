@@ -1103,3 +1103,90 @@ fn an_unspecified_bind_address_serves_both_families() {
         assert_eq!(answer, "ok", "{host}: {answers:?}");
     }
 }
+
+/// kube-apiserver's identity Lease: `kube-system/apiserver-<hash of the host name>`, labelled
+/// `apiserver.kubernetes.io/identity=kube-apiserver`, held for an hour and renewed; an identity
+/// Lease whose holder stopped renewing it more than its duration ago is deleted (at start, and
+/// hourly), while other Leases are left alone.
+#[test]
+fn the_server_holds_an_identity_lease_and_collects_expired_ones() {
+    let mut gate = Kubegate::start();
+    let selector = "apiserver.kubernetes.io/identity=kube-apiserver";
+    let identity_leases = |gate: &Kubegate| {
+        gate.json(&[
+            "-n",
+            "kube-system",
+            "get",
+            "leases",
+            "-l",
+            selector,
+            "-o",
+            "json",
+        ])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let found = kubegate_tests::eventually(std::time::Duration::from_secs(10), || {
+        identity_leases(&gate).len() == 1
+    });
+    assert!(found, "no identity lease: {:?}", identity_leases(&gate));
+    let lease = identity_leases(&gate).remove(0);
+    let name = lease["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        name.starts_with("apiserver-") && name.len() == 36,
+        "{lease}"
+    );
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    assert_eq!(
+        lease["metadata"]["labels"]["kubernetes.io/hostname"],
+        host.trim()
+    );
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|holder| holder.starts_with(&format!("{name}_"))),
+        "{lease}"
+    );
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 3600);
+    assert!(lease["spec"]["renewTime"].is_string(), "{lease}");
+
+    // An identity Lease nobody renewed for more than its hour, and another one, fresh.
+    for (lease, renewed) in [
+        ("apiserver-gone", "2020-01-01T00:00:00.000000Z"),
+        ("apiserver-alive", "2099-01-01T00:00:00.000000Z"),
+    ] {
+        gate.ok_stdin(
+            &["create", "-f", "-"],
+            &serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": lease, "namespace": "kube-system",
+                    "labels": {"apiserver.kubernetes.io/identity": "kube-apiserver"}},
+                "spec": {"holderIdentity": format!("{lease}_x"), "leaseDurationSeconds": 3600,
+                    "renewTime": renewed}})
+            .to_string(),
+        );
+    }
+    // A Lease of something else, as old, is not the collector's.
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "old-lock", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15,
+                     "renewTime": "2020-01-01T00:00:00.000000Z"}}"#,
+    );
+    gate.restart();
+    let collected = kubegate_tests::eventually(std::time::Duration::from_secs(10), || {
+        let names: Vec<String> = identity_leases(&gate)
+            .iter()
+            .filter_map(|l| l["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        !names.contains(&"apiserver-gone".to_string())
+            && names.contains(&"apiserver-alive".to_string())
+            && names.contains(&name)
+    });
+    assert!(collected, "{:?}", identity_leases(&gate));
+    gate.ok(&["-n", "kube-system", "get", "lease", "old-lock"]);
+}
