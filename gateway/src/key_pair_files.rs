@@ -165,9 +165,11 @@ pub fn certified_key_from_pem(
     let key = rustls_pemfile::private_key(&mut &key_pem[..])
         .map_err(|e| format!("{}: {e}", key_path.display()))?
         .ok_or_else(|| format!("{}: no private key in the file", key_path.display()))?;
+    // The process's provider, or ring's (the one pingora installs) before it is installed.
     let provider = rustls::crypto::CryptoProvider::get_default()
-        .ok_or("no TLS crypto provider is installed")?;
-    CertifiedKey::from_der(chain, key, provider).map_err(|e| {
+        .cloned()
+        .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+    CertifiedKey::from_der(chain, key, &provider).map_err(|e| {
         format!(
             "{} and {} do not make a usable pair: {e}",
             cert_path.display(),

@@ -207,9 +207,13 @@ fn kubegate_fails_fast_without_etcd_and_recovers_when_it_returns() {
         names.contains("configmap/before") && names.contains("configmap/after"),
         "{names}"
     );
+    // Readiness follows within its next probe (a second apart), not necessarily at once.
     for check in ["/readyz/etcd", "/readyz/etcd-readiness"] {
         assert!(
-            gate.kubectl(&["get", "--raw", check]).status.success(),
+            eventually(Duration::from_secs(10), || gate
+                .kubectl(&["get", "--raw", check])
+                .status
+                .success()),
             "{check}"
         );
     }
