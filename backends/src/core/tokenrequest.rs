@@ -75,17 +75,12 @@ impl TokenRequestHandler {
                 )],
             ));
         }
+        // kube's create handler compares the body's namespace with the URL's first
+        // (`EnsureObjectNamespaceMatchesRequestNamespace`), before the token REST sees it.
         let body_namespace = metadata_string(metadata, "namespace");
         if !body_namespace.is_empty() && body_namespace != namespace {
-            return Err(ApiError::invalid(
-                GROUP,
-                KIND,
-                name,
-                vec![field_invalid(
-                    "metadata.namespace",
-                    &body_namespace,
-                    "must match the service account namespace if specified",
-                )],
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
 
@@ -617,7 +612,14 @@ mod tests {
         );
         let mut body = kubectl_body(json!({}));
         body["metadata"]["namespace"] = json!("elsewhere");
-        assert_eq!(f.create(body).await.expect_err("namespace").code, 422);
+        let err = f.create(body).await.expect_err("namespace");
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                400,
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        );
 
         let err = f
             .create(kubectl_body(json!({"expirationSeconds": "1h"})))
