@@ -420,6 +420,32 @@ fn aggregation_grows_view_and_escalation_is_refused() {
         ],
     );
     assert!(ok, "{err}");
+    // Pointing that binding at cluster-admin is judged as a grant first, as kube's RBAC
+    // storage judges it before validation (which would call the roleRef immutable): a 403.
+    let binding = gate.json(&[
+        "-n",
+        "default",
+        "get",
+        "rolebinding",
+        "share-view",
+        "-o",
+        "json",
+    ]);
+    let mut changed = binding.clone();
+    changed["roleRef"]["name"] = serde_json::json!("cluster-admin");
+    let flags = with_token(&gate, &token);
+    let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+    args.extend_from_slice(&["replace", "-f", "-"]);
+    let out = gate.kubectl_stdin(&args, Some(&changed.to_string()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "an editor re-pointed a binding at cluster-admin"
+    );
+    assert!(
+        err.contains("is attempting to grant RBAC permissions not currently held"),
+        "{err}"
+    );
 
     // A Role granting what the editor holds (edit covers reading secrets) is fine; a
     // ClusterRole granting what it does not (deleting namespaces) is refused.

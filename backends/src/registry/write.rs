@@ -683,12 +683,9 @@ impl Registry {
         if let Some(tracker) = mode.tracker {
             tracker.created(&mut object);
         }
-        let mut causes = self.validate_meta(def, &object);
-        causes.extend(def.strategy.validate(&object));
-        if !causes.is_empty() {
-            return Err(invalid(def, &object, causes));
-        }
-        let warnings = def.strategy.warnings(&object, None);
+        // Write admission (RBAC's escalation check, a create-on-update's authorization) comes
+        // before validation, as kube's RBAC storage and update handler judge the request
+        // before the object: an escalating write of an invalid Role is a 403, not a 422.
         match (mode.requester, &def.admission) {
             (Some(user), Some(admission)) if mode.create_on_update => {
                 admission.admit_create_on_update(user, &object).await?
@@ -702,6 +699,12 @@ impl Registry {
             }
             _ => {}
         }
+        let mut causes = self.validate_meta(def, &object);
+        causes.extend(def.strategy.validate(&object));
+        if !causes.is_empty() {
+            return Err(invalid(def, &object, causes));
+        }
+        let warnings = def.strategy.warnings(&object, None);
         def.strategy.begin_write(&object, None)?;
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
@@ -1146,15 +1149,16 @@ impl Registry {
                     + 1;
                 metadata_mut(&mut object).insert("generation".into(), json!(generation));
             }
+            // Write admission before validation, as on create.
+            if let (Some(user), Some(admission)) = (mode.requester, &def.admission) {
+                admission.admit(user, &object, Some(&current)).await?;
+            }
             let mut causes = self.validate_meta(def, &object);
             causes.extend(def.strategy.validate_update(&object, &current));
             if !causes.is_empty() {
                 return Err(invalid(def, &object, causes));
             }
             let warnings = def.strategy.warnings(&object, Some(&current));
-            if let (Some(user), Some(admission)) = (mode.requester, &def.admission) {
-                admission.admit(user, &object, Some(&current)).await?;
-            }
             def.strategy.begin_write(&object, Some(&current))?;
             // An object being deleted goes once its last finalizer is removed.
             let deleting = meta_field(&current, "deletionTimestamp").is_some();
