@@ -104,7 +104,8 @@ impl Routes {
             return ApiResponse::with_type(health.status, "text/plain; charset=utf-8", health.body);
         }
         match path {
-            "/version" => {
+            // go-restful's route for `/version` matches it with a trailing slash too.
+            "/version" | "/version/" => {
                 return ApiResponse::json(
                     200,
                     serde_json::to_vec_pretty(&self.version).unwrap_or_default(),

@@ -106,6 +106,12 @@ fn protocols_headers_health_metrics_and_documents() {
         version["gitVersion"].as_str().unwrap().starts_with("v1."),
         "{version}"
     );
+    // With a trailing slash too, as go-restful routes it (and as public-info-viewer lists it).
+    let (_, slashed) = curl(&gate, &[], "/version/");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&slashed).unwrap(),
+        version
+    );
 
     // Metrics count requests with kube's names and labels.
     gate.ok(&["get", "configmaps", "-A"]);
