@@ -52,6 +52,79 @@ impl ObjectLookup for LateLookup {
     ) -> Option<serde_json::Value> {
         self.0.get()?.get(group, resource, namespace, name)
     }
+
+    fn legacy_token_used(&self, namespace: &str, secret: &str, uid: &str, today: &str) {
+        if let Some(lookup) = self.0.get() {
+            lookup.legacy_token_used(namespace, secret, uid, today);
+        }
+    }
+}
+
+/// The authenticators' view of the store: objects read from the watch cache, and the one write
+/// authentication causes, the legacy token tracking label, made on a task of its own.
+pub struct RegistryLookup(pub Arc<kubegate_backends::registry::Registry>);
+
+impl ObjectLookup for RegistryLookup {
+    fn get(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<serde_json::Value> {
+        self.0.get(group, resource, namespace, name)
+    }
+
+    fn legacy_token_used(&self, namespace: &str, secret: &str, uid: &str, today: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let registry = self.0.clone();
+        let (namespace, secret, uid, today) = (
+            namespace.to_string(),
+            secret.to_string(),
+            uid.to_string(),
+            today.to_string(),
+        );
+        runtime.spawn(async move {
+            let Some(secrets) = registry.find("", "secrets") else {
+                return;
+            };
+            let label = serviceaccount::LEGACY_LAST_USED_LABEL;
+            let updated = registry
+                .update_internal(&secrets, &namespace, &secret, "kube-apiserver", |current| {
+                    // Only the Secret the token was checked against (kube's patch names its uid).
+                    let current_uid = current
+                        .pointer("/metadata/uid")
+                        .and_then(serde_json::Value::as_str);
+                    if current_uid != Some(uid.as_str()) {
+                        return Err(kubegate_backends::ApiError::new(
+                            409,
+                            "Conflict",
+                            "the token Secret was replaced",
+                        ));
+                    }
+                    let mut next = current.clone();
+                    if let Some(metadata) = next
+                        .get_mut("metadata")
+                        .and_then(serde_json::Value::as_object_mut)
+                    {
+                        let labels = metadata
+                            .entry("labels")
+                            .or_insert_with(|| serde_json::json!({}));
+                        if !labels.is_object() {
+                            *labels = serde_json::json!({});
+                        }
+                        labels[label] = serde_json::json!(today);
+                    }
+                    Ok(next)
+                })
+                .await;
+            if let Err(e) = updated {
+                tracing::debug!(%namespace, %secret, error = %e.message, "recording a legacy token's last use");
+            }
+        });
+    }
 }
 
 /// Which requests without credentials become `system:anonymous`.

@@ -562,7 +562,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     })?;
     let (registry, crds_served, conversion_webhooks) = registry;
     let rbac_watch = crate::rbac::load(&registry, &rbac_index);
-    lookup.bind(registry.clone());
+    lookup.bind(Arc::new(crate::authn::RegistryLookup(registry.clone())));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     background.spawn(crate::controllers::namespace_controller(
         registry.clone(),

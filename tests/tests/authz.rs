@@ -848,6 +848,17 @@ fn namespaces_get_their_default_account_root_ca_and_token_secrets() {
     );
     assert!(ok, "{err}");
     assert_eq!(out, "system:serviceaccount:team-s:ci");
+    // Its Secret records the day the token was last used, as kube's legacy token tracking does.
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let tracked = eventually(Duration::from_secs(10), || {
+        let secret = gate.json(&["-n", "team-s", "get", "secret", "ci-token", "-o", "json"]);
+        secret["metadata"]["labels"]["kubernetes.io/legacy-token-last-used"] == today.as_str()
+    });
+    assert!(
+        tracked,
+        "{}",
+        gate.json(&["-n", "team-s", "get", "secret", "ci-token", "-o", "json"])
+    );
 
     gate.ok(&["-n", "team-s", "delete", "serviceaccount", "ci"]);
     let deleted = eventually(Duration::from_secs(10), || {

@@ -13,4 +13,11 @@ pub trait ObjectLookup: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> Option<serde_json::Value>;
+
+    /// kube's legacy token tracking: a legacy Secret-based token of the Secret
+    /// `namespace/secret` (uid `uid`) authenticated on `today` (`YYYY-MM-DD`, UTC) and the
+    /// Secret's `kubernetes.io/legacy-token-last-used` label says otherwise. The label is set
+    /// in the background (a write; authentication does not wait for it). Readers that cannot
+    /// write ignore it.
+    fn legacy_token_used(&self, _namespace: &str, _secret: &str, _uid: &str, _today: &str) {}
 }

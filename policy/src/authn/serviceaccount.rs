@@ -79,6 +79,9 @@ pub const CREDENTIAL_ID_KEY: &str = "authentication.kubernetes.io/credential-id"
 const LEEWAY_MS: i64 = 60_000;
 /// The label kube's legacy-token cleaner puts on Secrets whose token it has invalidated.
 const LEGACY_INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
+/// The label kube's legacy token authenticator keeps on a token Secret: the day (UTC) its
+/// token last authenticated (`LastUsedLabelKey`).
+pub const LEGACY_LAST_USED_LABEL: &str = "kubernetes.io/legacy-token-last-used";
 
 /// Go's `base64.RawURLEncoding` as kube uses it to peek at the unverified payload: no padding,
 /// trailing bits tolerated.
@@ -1666,6 +1669,26 @@ impl ServiceAccountTokenAuthenticator {
             return Err(format!(
                 "the token in secret {namespace}/{secret_name} for service account {namespace}/{sa_name} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{LEGACY_INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token"
             ));
+        }
+        // kube records the day a legacy token was last used on its Secret, skipping the write
+        // when the label already says today (or tomorrow, for servers a little ahead).
+        let now = chrono::Utc::now();
+        let today = now.format("%Y-%m-%d").to_string();
+        let tomorrow = (now + chrono::Duration::days(1))
+            .format("%Y-%m-%d")
+            .to_string();
+        let last_used = secret
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(LEGACY_LAST_USED_LABEL))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if last_used != today && last_used != tomorrow {
+            self.lookup.legacy_token_used(
+                namespace,
+                secret_name,
+                metadata_str(&secret, "uid"),
+                &today,
+            );
         }
         Ok(ServiceAccountInfo {
             namespace: namespace.to_string(),
