@@ -195,6 +195,9 @@ pub struct FlowMetrics {
     current_limit: IntGaugeVec,
     lower_limit: IntGaugeVec,
     upper_limit: IntGaugeVec,
+    /// Set when scraped ([`PairGauges`]); a pair's children are made at its first request.
+    executing_requests: IntGaugeVec,
+    inqueue_seats: IntGaugeVec,
 }
 
 /// What one (FlowSchema, priority level) pair's requests share, resolved once and attached to
@@ -224,6 +227,9 @@ impl FlowMetrics {
                 matched.flow_schema.as_str(),
                 matched.priority_level.as_str(),
             ];
+            // The scraped gauges show the pair (at 0) from its first request on, as kube's do.
+            self.executing_requests.with_label_values(&labels);
+            self.inqueue_seats.with_label_values(&labels);
             PairMetrics {
                 headers: Arc::new(PfHeaders::new(matched)),
                 in_queue: self.in_queue.with_label_values(&labels),
@@ -321,6 +327,20 @@ impl FlowMetrics {
             ),
             &["priority_level"],
         )?;
+        let executing_requests = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_current_executing_requests",
+                "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+            ),
+            both,
+        )?;
+        let inqueue_seats = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_flowcontrol_current_inqueue_seats",
+                "Number of seats currently pending in queues of the API Priority and Fairness subsystem",
+            ),
+            both,
+        )?;
         metrics.register(Box::new(nominal_limit.clone()))?;
         metrics.register(Box::new(current_limit.clone()))?;
         metrics.register(Box::new(lower_limit.clone()))?;
@@ -335,7 +355,72 @@ impl FlowMetrics {
             current_limit,
             lower_limit,
             upper_limit,
+            executing_requests,
+            inqueue_seats,
         })
+    }
+}
+
+/// kube's `apiserver_flowcontrol_current_executing_requests` and `_current_inqueue_seats`,
+/// read from the engine's queue sets when the metrics are scraped: counted there already, they
+/// cost the request path nothing more.
+pub struct PairGauges {
+    gate: std::sync::Weak<FlowGate>,
+    executing: IntGaugeVec,
+    inqueue_seats: IntGaugeVec,
+    /// Pairs with requests at the last scrape, to show 0 once they have none.
+    shown: Mutex<std::collections::BTreeSet<(String, String)>>,
+}
+
+impl PairGauges {
+    /// The gauges of `gate`'s engine (none in max-in-flight mode), to register once.
+    pub fn new(gate: &Arc<FlowGate>) -> PairGauges {
+        PairGauges {
+            gate: Arc::downgrade(gate),
+            executing: gate.metrics.executing_requests.clone(),
+            inqueue_seats: gate.metrics.inqueue_seats.clone(),
+            shown: Mutex::new(std::collections::BTreeSet::new()),
+        }
+    }
+}
+
+impl prometheus::core::Collector for PairGauges {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        let mut descs = self.executing.desc();
+        descs.extend(self.inqueue_seats.desc());
+        descs
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let counts = self
+            .gate
+            .upgrade()
+            .and_then(|gate| gate.apf().map(FlowControl::pair_counts))
+            .unwrap_or_default();
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        let value = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let mut idle = std::mem::take(&mut *shown);
+        for pair in counts {
+            let labels = [pair.flow_schema.as_str(), pair.priority_level.as_str()];
+            self.executing
+                .with_label_values(&labels)
+                .set(value(pair.executing_requests));
+            self.inqueue_seats
+                .with_label_values(&labels)
+                .set(value(pair.waiting_seats));
+            let key = (pair.flow_schema, pair.priority_level);
+            idle.remove(&key);
+            shown.insert(key);
+        }
+        for (flow_schema, priority_level) in idle {
+            let labels = [flow_schema.as_str(), priority_level.as_str()];
+            self.executing.with_label_values(&labels).set(0);
+            self.inqueue_seats.with_label_values(&labels).set(0);
+        }
+        drop(shown);
+        let mut families = self.executing.collect();
+        families.extend(self.inqueue_seats.collect());
+        families
     }
 }
 

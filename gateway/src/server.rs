@@ -691,6 +691,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         registry.clone(),
         flow_metrics,
     ));
+    metrics
+        .register(Box::new(crate::flowcontrol::PairGauges::new(&flow)))
+        .map_err(|e| StartError::Other(e.to_string()))?;
     background.spawn(crate::flowcontrol::run(
         registry.clone(),
         flow.clone(),

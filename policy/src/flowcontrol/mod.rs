@@ -379,6 +379,15 @@ impl Drop for Admission {
     }
 }
 
+/// One (FlowSchema, priority level) pair's requests now ([`FlowControl::pair_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairCounts {
+    pub flow_schema: String,
+    pub priority_level: String,
+    pub executing_requests: usize,
+    pub waiting_seats: usize,
+}
+
 /// Per priority level numbers for metrics and debugging.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriorityLevelSnapshot {
@@ -1078,6 +1087,34 @@ impl FlowControl {
                 }
             })
             .collect()
+    }
+
+    /// For every (FlowSchema, priority level) pair with requests now: how many execute and
+    /// how many seats wait (kube's `current_executing_requests` and `current_inqueue_seats`,
+    /// counted when asked rather than on every request's way).
+    pub fn pair_counts(&self) -> Vec<PairCounts> {
+        let config = self.config();
+        let mut counts: BTreeMap<(Name, Name), PairCounts> = BTreeMap::new();
+        for level in config.levels.values() {
+            lock(&level.state)
+                .queues
+                .each_request(|matched, executing, seats| {
+                    let entry = counts
+                        .entry((matched.flow_schema.clone(), matched.priority_level.clone()))
+                        .or_insert_with(|| PairCounts {
+                            flow_schema: matched.flow_schema.to_string(),
+                            priority_level: matched.priority_level.to_string(),
+                            executing_requests: 0,
+                            waiting_seats: 0,
+                        });
+                    if executing {
+                        entry.executing_requests += 1;
+                    } else {
+                        entry.waiting_seats += seats;
+                    }
+                });
+        }
+        counts.into_values().collect()
     }
 
     /// The FlowSchemas in force, in matching order (names).

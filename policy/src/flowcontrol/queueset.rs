@@ -568,6 +568,21 @@ impl QueueSet {
         }
     }
 
+    /// Calls `count` with every request's pair, whether it executes (its initial stage) or
+    /// waits, and its seats (initial seats executing, the widest waiting, as kube's gauges
+    /// count them).
+    pub fn each_request(&self, mut count: impl FnMut(&Matched, bool, usize)) {
+        for slot in self.running.iter().flatten() {
+            let seats = usize::try_from(slot.running.estimate.initial_seats).unwrap_or(usize::MAX);
+            count(&slot.running.descr.matched, true, seats);
+        }
+        for queue in &self.queues {
+            for waiting in &queue.waiting {
+                count(&waiting.descr.matched, false, waiting.estimate.max_seats());
+            }
+        }
+    }
+
     /// The index of the queue with id `id`.
     fn queue_index(&self, id: u64) -> Option<usize> {
         self.queues.binary_search_by_key(&id, |q| q.id).ok()

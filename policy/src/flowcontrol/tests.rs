@@ -952,6 +952,16 @@ async fn full_queue_rejects_and_waiters_time_out() {
         .collect();
     tokio::task::yield_now().await;
     assert_eq!(level(&fc.snapshot(), "work").waiting_requests, 2);
+    // Per pair: one executing, two waiting with a seat each.
+    assert_eq!(
+        fc.pair_counts(),
+        [PairCounts {
+            flow_schema: "work".into(),
+            priority_level: "work".into(),
+            executing_requests: 1,
+            waiting_seats: 2,
+        }]
+    );
     let rejected = admit_as(&fc, "c", WorkEstimate::seats(1))
         .await
         .err()
@@ -977,6 +987,7 @@ async fn full_queue_rejects_and_waiters_time_out() {
     assert_eq!(work.waiting_requests, 0);
     drop(holder);
     assert_eq!(level(&fc.snapshot(), "work").seats_in_use, 0);
+    assert!(fc.pair_counts().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
