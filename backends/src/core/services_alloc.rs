@@ -430,12 +430,21 @@ fn allocate(object: &mut Value, old: Option<&Value>, allocations: Option<&Servic
             .pointer("/spec/selector")
             .and_then(Value::as_object)
             .is_none_or(Map::is_empty);
+    // The family of the addresses given, once (two IPv4 addresses are validation's to refuse,
+    // not two IPv4 families: kube infers families only for a Service that validated).
     let inferred: Vec<Value> = items(object.pointer("/spec/clusterIPs"))
         .iter()
         .filter_map(Value::as_str)
         .take_while(|ip| *ip != "None" && !is_ipv6(ip))
+        .take(1)
         .map(|_| json!("IPv4"))
         .collect();
+    // A Service asking for IPv6 first gets no address here: kube refuses the family as not
+    // configured before it allocates anything.
+    let wants_ipv6_first = items(object.pointer("/spec/ipFamilies"))
+        .first()
+        .and_then(Value::as_str)
+        == Some("IPv6");
     let has_ipv6 = items(object.pointer("/spec/clusterIPs"))
         .iter()
         .filter_map(Value::as_str)
@@ -451,7 +460,7 @@ fn allocate(object: &mut Value, old: Option<&Value>, allocations: Option<&Servic
     let Some(spec) = child_object(object, "spec") else {
         return;
     };
-    if ip_unset && ips_unset {
+    if ip_unset && ips_unset && !wants_ipv6_first {
         let start = cluster_ip_for(&namespace, &name);
         let ip = match allocator {
             Some((allocations, owner)) if start != KUBERNETES_SERVICE_IP => {
@@ -666,6 +675,21 @@ mod tests {
         assert!(s["spec"].get("clusterIP").is_none());
         assert!(s["spec"].get("ipFamilies").is_none());
         assert!(s["spec"].get("internalTrafficPolicy").is_none());
+    }
+
+    /// What kube decides only for a Service that validated is not decided here for one that
+    /// will not: no address for a Service asking IPv6 first (refused as not configured), and
+    /// one family for two addresses of the same family (refused as two of one family).
+    #[test]
+    fn nothing_is_allocated_or_inferred_for_what_validation_refuses() {
+        let mut s = svc(json!({"ipFamilies": ["IPv6"], "ports": [{"port": 80}]}));
+        prepare_create(&mut s, None);
+        assert!(s["spec"].get("clusterIP").is_none(), "{s}");
+        assert_eq!(s["spec"]["ipFamilies"], json!(["IPv6"]));
+
+        let mut s = svc(json!({"clusterIPs": ["10.96.7.7", "10.96.7.8"], "ports": [{"port": 80}]}));
+        prepare_create(&mut s, None);
+        assert_eq!(s["spec"]["ipFamilies"], json!(["IPv4"]), "{s}");
     }
 
     #[test]
