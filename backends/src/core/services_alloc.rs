@@ -312,6 +312,11 @@ fn drop_type_dependent_fields(object: &mut Value, old: &Value) {
             status.insert("loadBalancer".into(), json!({}));
         }
     }
+    // kube drops internalTrafficPolicy from ExternalName Services when it reads them
+    // (`defaultOnReadInternalTrafficPolicy`): one kept from the old type is never seen.
+    if service_type(object) == "ExternalName" {
+        remove_spec_fields(object, &["internalTrafficPolicy"]);
+    }
 }
 
 /// kube's `patchAllocatedValues`: a client that omits allocated values (a PUT built from
@@ -675,6 +680,19 @@ mod tests {
         assert!(s["spec"].get("clusterIP").is_none());
         assert!(s["spec"].get("ipFamilies").is_none());
         assert!(s["spec"].get("internalTrafficPolicy").is_none());
+    }
+
+    #[test]
+    fn external_name_services_never_show_an_internal_traffic_policy() {
+        let mut old = svc(json!({"ports": [{"port": 80}]}));
+        prepare_create(&mut old, None);
+        assert_eq!(old["spec"]["internalTrafficPolicy"], "Cluster");
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ExternalName");
+        new["spec"]["externalName"] = json!("db.example.com");
+        prepare_update(&mut new, &old, None);
+        assert!(new["spec"].get("internalTrafficPolicy").is_none(), "{new}");
+        assert!(new["spec"].get("clusterIP").is_none(), "{new}");
     }
 
     /// What kube decides only for a Service that validated is not decided here for one that
