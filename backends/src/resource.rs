@@ -167,6 +167,17 @@ pub trait Strategy: Send + Sync {
         self.validate(object)
     }
 
+    /// Validation of an update through `subresource` (`""` for the object itself): kube
+    /// validates a namespace's `status` and `finalize` writes with rules of their own.
+    fn validate_subresource_update(
+        &self,
+        _subresource: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<StatusCause> {
+        self.validate_update(object, old)
+    }
+
     /// Whether an update (PUT) of an object that does not exist creates it, answered 201
     /// (kube's `AllowCreateOnUpdate`). Such a create is judged as a create: strategy, validation
     /// and [`WriteAdmission::admit_create_on_update`], which must authorize it, since the

@@ -1,7 +1,9 @@
 //! Leases (`/apis/coordination.k8s.io/v1/namespaces/{ns}/leases`): the leader-election
 //! and heartbeat objects. kube's `ValidateLeaseSpec`: positive durations, non-negative
 //! transitions, a known (or domain-qualified) coordinated strategy, and `preferredHolder`
-//! only together with a strategy.
+//! only together with a strategy. As in kube 1.33, whose `CoordinatedLeaderElection` gate is
+//! off by default, a write cannot set `strategy` or `preferredHolder`: the strategy drops
+//! them unless the stored lease already has them.
 
 use std::sync::Arc;
 
@@ -61,11 +63,26 @@ impl Strategy for LeaseStrategy {
 
     fn prepare_for_create(&self, object: &mut Value) {
         // A non-pointer struct in Go: a lease always shows `spec`, even empty.
-        child_object(object, "spec");
+        if let Some(spec) = child_object(object, "spec") {
+            spec.remove("strategy");
+            spec.remove("preferredHolder");
+        }
     }
 
-    fn prepare_for_update(&self, object: &mut Value, _old: &Value) {
-        child_object(object, "spec");
+    fn prepare_for_update(&self, object: &mut Value, old: &Value) {
+        let kept = |field: &str| {
+            old.pointer(&format!("/spec/{field}"))
+                .is_some_and(|v| !v.is_null())
+        };
+        let (keep_strategy, keep_preferred) = (kept("strategy"), kept("preferredHolder"));
+        if let Some(spec) = child_object(object, "spec") {
+            if !keep_strategy {
+                spec.remove("strategy");
+            }
+            if !keep_preferred {
+                spec.remove("preferredHolder");
+            }
+        }
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
@@ -148,6 +165,21 @@ mod tests {
         );
         let lease = json!({"spec": {"strategy": "example.com/custom"}});
         assert!(LeaseStrategy.validate(&lease).is_empty());
+    }
+
+    #[test]
+    fn coordinated_leader_election_fields_are_dropped_as_with_the_gate_off() {
+        let mut lease =
+            json!({"spec": {"strategy": "Foo", "preferredHolder": "x", "holderIdentity": "h"}});
+        LeaseStrategy.prepare_for_create(&mut lease);
+        assert_eq!(lease["spec"], json!({"holderIdentity": "h"}));
+        assert!(LeaseStrategy.validate(&lease).is_empty());
+        // An update keeps what the stored lease already had, and adds nothing.
+        let old = json!({"spec": {"strategy": "OldestEmulationVersion"}});
+        let mut new =
+            json!({"spec": {"strategy": "OldestEmulationVersion", "preferredHolder": "y"}});
+        LeaseStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(new["spec"], json!({"strategy": "OldestEmulationVersion"}));
     }
 
     #[test]

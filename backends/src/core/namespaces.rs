@@ -66,11 +66,9 @@ pub fn def() -> ResourceDef {
         },
         age_column(),
     ];
-    def.field_selectors = vec![
-        ("status.phase", |o| field_at(o, "/status/phase")),
-        // kube keeps `name` for backward compatibility (a bug it must not fix).
-        ("name", |o| field_at(o, "/metadata/name")),
-    ];
+    // kube's field label conversion for Namespace takes these two (its selectable fields
+    // also carry `name`, which the conversion refuses first: `field label not supported`).
+    def.field_selectors = vec![("status.phase", |o| field_at(o, "/status/phase"))];
     def.patch_meta = &[("status.conditions", "merge", "type")];
     def
 }
@@ -166,6 +164,50 @@ impl Strategy for NamespaceStrategy {
 
     fn validate_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
         validate_finalizers(object, false)
+    }
+
+    /// kube's `ValidateNamespaceStatusUpdate` (the phase follows `deletionTimestamp`) and
+    /// `ValidateNamespaceFinalizeUpdate` (finalizer errors at their index).
+    fn validate_subresource_update(
+        &self,
+        subresource: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<StatusCause> {
+        match subresource {
+            "status" => {
+                let phase = str_at(object, "/status/phase");
+                let deleting = object
+                    .pointer("/metadata/deletionTimestamp")
+                    .is_some_and(|t| !t.is_null());
+                match (deleting, phase) {
+                    (false, "Active") | (true, "Terminating") => Vec::new(),
+                    (false, _) => vec![field_invalid(
+                        "status.Phase",
+                        phase,
+                        "may only be 'Active' if `deletionTimestamp` is empty",
+                    )],
+                    (true, _) => vec![field_invalid(
+                        "status.Phase",
+                        phase,
+                        "may only be 'Terminating' if `deletionTimestamp` is not empty",
+                    )],
+                }
+            }
+            "finalize" => validate_finalizers(object, true),
+            _ => self.validate_update(object, old),
+        }
+    }
+
+    /// kube's finalize strategy takes the request's object but for its status.
+    fn prepare_for_finalize(&self, object: &mut Value, old: &Value) {
+        if let Some(map) = object.as_object_mut() {
+            match old.get("status") {
+                Some(s) => map.insert("status".into(), s.clone()),
+                None => map.remove("status"),
+            };
+        }
+        set_name_label(object);
     }
 
     fn table_cells(&self, object: &Value) -> Vec<Value> {
@@ -323,5 +365,56 @@ mod tests {
         );
         assert!(!d.supports_verb("deletecollection"));
         assert!(d.has_subresource("finalize"));
+        // kube's field label conversion refuses `name` for namespaces.
+        assert!(d.field_extractor("name").is_none());
+    }
+
+    /// kube's `ValidateNamespaceStatusUpdate` and `ValidateNamespaceFinalizeUpdate`, and the
+    /// finalize strategy taking the request's object but for its status.
+    #[test]
+    fn status_and_finalize_writes_have_kubes_rules() {
+        let old = json!({"metadata": {"name": "a", "labels": {"x": "y"}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        let fields = |causes: Vec<StatusCause>| -> Vec<String> {
+            causes
+                .into_iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect()
+        };
+        let with_phase = |phase: &str, deleting: bool| {
+            let mut ns = old.clone();
+            ns["status"]["phase"] = json!(phase);
+            if deleting {
+                ns["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            ns
+        };
+        let strategy = NamespaceStrategy;
+        assert!(strategy
+            .validate_subresource_update("status", &with_phase("Active", false), &old)
+            .is_empty());
+        assert_eq!(
+            fields(strategy.validate_subresource_update("status", &with_phase("Terminating", false), &old)),
+            ["status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"]
+        );
+        assert_eq!(
+            fields(strategy.validate_subresource_update("status", &with_phase("Active", true), &old)),
+            ["status.Phase: Invalid value: \"Active\": may only be 'Terminating' if `deletionTimestamp` is not empty"]
+        );
+
+        let mut finalize = json!({"metadata": {"name": "a", "annotations": {"a": "b"}},
+            "spec": {"finalizers": ["kubernetes", "bad finalizer"]}, "status": {"phase": "Bogus"}});
+        strategy.prepare_for_finalize(&mut finalize, &old);
+        assert_eq!(finalize["metadata"]["annotations"], json!({"a": "b"}));
+        assert!(
+            finalize["metadata"]["labels"].get("x").is_none(),
+            "{finalize}"
+        );
+        assert_eq!(finalize["status"], json!({"phase": "Active"}));
+        let causes = fields(strategy.validate_subresource_update("finalize", &finalize, &old));
+        assert!(
+            !causes.is_empty() && causes.iter().all(|c| c.starts_with("spec.finalizers[1]: ")),
+            "{causes:?}"
+        );
     }
 }

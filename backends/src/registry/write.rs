@@ -1154,7 +1154,10 @@ impl Registry {
                 admission.admit(user, &object, Some(&current)).await?;
             }
             let mut causes = self.validate_meta(def, &object);
-            causes.extend(def.strategy.validate_update(&object, &current));
+            causes.extend(
+                def.strategy
+                    .validate_subresource_update(subresource, &object, &current),
+            );
             if !causes.is_empty() {
                 return Err(invalid(def, &object, causes));
             }
