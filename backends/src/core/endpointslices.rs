@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 use super::causes::{immutable, index_path, invalid_each, too_many};
 use super::netutil::{non_special_ip, valid_ip, valid_ipv4, valid_ipv6, valid_protocol};
 use super::{age, base_def, items, str_at, Names};
-use crate::machinery::validation::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name};
+use crate::machinery::validation::{
+    is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
+};
 use crate::resource::{age_column, name_column, ResourceDef, Strategy, TableColumn};
 use crate::status::{
     field_duplicate, field_invalid, field_not_supported, field_required, StatusCause,
@@ -23,6 +25,9 @@ const ADDRESS_TYPES_ON_UPDATE: &[&str] = &["FQDN", "IP", "IPv4", "IPv6"];
 const MAX_ENDPOINTS: usize = 1000;
 const MAX_ADDRESSES: usize = 100;
 const MAX_PORTS: usize = 100;
+/// kube's `maxTopologyLabels` and `maxZoneHints`.
+const MAX_TOPOLOGY_LABELS: usize = 16;
+const MAX_ZONE_HINTS: usize = 8;
 
 /// The EndpointSlice resource.
 pub fn def() -> ResourceDef {
@@ -55,16 +60,41 @@ pub fn def() -> ResourceDef {
     def
 }
 
+/// kube's `dropDisabledFieldsOnCreate`/`OnUpdate`: `hints.forNodes` belongs to the
+/// `PreferSameTrafficDistribution` gate, off in kube 1.33, so a write cannot set it unless the
+/// stored slice already uses it.
+fn drop_disabled_fields(object: &mut Value, old: Option<&Value>) {
+    let in_use = old.is_some_and(|old| {
+        items(old.get("endpoints"))
+            .iter()
+            .any(|e| e.pointer("/hints/forNodes").is_some_and(|v| !v.is_null()))
+    });
+    if in_use {
+        return;
+    }
+    if let Some(endpoints) = object.get_mut("endpoints").and_then(Value::as_array_mut) {
+        for hints in endpoints
+            .iter_mut()
+            .filter_map(|e| e.get_mut("hints"))
+            .filter_map(Value::as_object_mut)
+        {
+            hints.remove("forNodes");
+        }
+    }
+}
+
 /// kube's endpointslice strategy.
 pub struct EndpointSliceStrategy;
 
 impl Strategy for EndpointSliceStrategy {
     fn prepare_for_create(&self, object: &mut Value) {
         decode_defaults(object);
+        drop_disabled_fields(object, None);
     }
 
-    fn prepare_for_update(&self, object: &mut Value, _old: &Value) {
+    fn prepare_for_update(&self, object: &mut Value, old: &Value) {
         decode_defaults(object);
+        drop_disabled_fields(object, Some(old));
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
@@ -173,12 +203,58 @@ fn validate_endpoint(endpoint: &Value, address_type: &str, path: &str) -> Vec<St
             _ => {}
         }
     }
+    if let Some(node_name) = endpoint.get("nodeName").and_then(Value::as_str) {
+        causes.extend(invalid_each(
+            &format!("{path}.nodeName"),
+            node_name,
+            is_dns1123_subdomain(node_name),
+        ));
+    }
+    // `ValidateLabels` on the deprecated topology (every cause at the map's path).
+    let topology_path = format!("{path}.deprecatedTopology");
+    if let Some(topology) = endpoint
+        .get("deprecatedTopology")
+        .and_then(Value::as_object)
+    {
+        if topology.len() > MAX_TOPOLOGY_LABELS {
+            causes.push(too_many(
+                &topology_path,
+                topology.len(),
+                MAX_TOPOLOGY_LABELS,
+            ));
+        }
+        for (key, value) in topology {
+            causes.extend(invalid_each(&topology_path, key, is_qualified_name(key)));
+            let value = value.as_str().unwrap_or("");
+            causes.extend(invalid_each(
+                &topology_path,
+                value,
+                is_valid_label_value(value),
+            ));
+        }
+    }
     if let Some(host) = endpoint.get("hostname").and_then(Value::as_str) {
         causes.extend(invalid_each(
             &format!("{path}.hostname"),
             host,
             is_dns1123_label(host),
         ));
+    }
+    // `validateHints`: at most 8 zones, each once, each a label value.
+    let zones_path = format!("{path}.hints.forZones");
+    let zones = items(endpoint.pointer("/hints/forZones"));
+    if zones.len() > MAX_ZONE_HINTS {
+        causes.push(too_many(&zones_path, zones.len(), MAX_ZONE_HINTS));
+    } else {
+        let mut seen = HashSet::new();
+        for (i, zone) in zones.iter().enumerate() {
+            let field = format!("{}.name", index_path(&zones_path, i));
+            let name = zone.get("name").and_then(Value::as_str).unwrap_or("");
+            if !seen.insert(name) {
+                causes.push(field_duplicate(&field, name));
+            }
+            causes.extend(invalid_each(&field, name, is_valid_label_value(name)));
+        }
     }
     causes
 }
@@ -368,6 +444,51 @@ mod tests {
         let causes = EndpointSliceStrategy.validate(&fqdn);
         assert_eq!(causes.len(), 1);
         assert_eq!(causes[0].message, "Invalid value: \"localhost\": should be a domain with at least two segments separated by dots");
+    }
+
+    /// The reviewer's slice: a bad node name, duplicate and bad zone hints, bad topology keys
+    /// and values are kube's 422 causes; `hints.forNodes` (gate off in 1.33) is dropped.
+    #[test]
+    fn node_name_topology_and_hints_are_validated_and_for_nodes_dropped() {
+        let mut s = json!({"addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"],
+            "nodeName": "bad node",
+            "hints": {"forZones": [{"name": "a"}, {"name": "a"}, {"name": "bad zone!"}],
+                      "forNodes": [{"name": "n1"}]},
+            "deprecatedTopology": {"bad key!": "v", "k": "bad value!"}}]});
+        EndpointSliceStrategy.prepare_for_create(&mut s);
+        assert_eq!(
+            s["endpoints"][0]["hints"],
+            json!({"forZones": [{"name": "a"}, {"name": "a"}, {"name": "bad zone!"}]})
+        );
+        let causes: Vec<String> = EndpointSliceStrategy
+            .validate(&s)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let has = |prefix: &str| causes.iter().any(|c| c.starts_with(prefix));
+        assert!(has("endpoints[0].nodeName: Invalid value: \"bad node\": a lowercase RFC 1123 subdomain"), "{causes:?}");
+        assert!(has("endpoints[0].deprecatedTopology: Invalid value: \"bad key!\": name part must consist of"), "{causes:?}");
+        assert!(has("endpoints[0].deprecatedTopology: Invalid value: \"bad value!\": a valid label must be"), "{causes:?}");
+        assert!(
+            causes.contains(
+                &"endpoints[0].hints.forZones[1].name: Duplicate value: \"a\"".to_string()
+            ),
+            "{causes:?}"
+        );
+        assert!(
+            has("endpoints[0].hints.forZones[2].name: Invalid value: \"bad zone!\""),
+            "{causes:?}"
+        );
+        assert_eq!(causes.len(), 5, "{causes:?}");
+
+        // A slice already using forNodes keeps it on update.
+        let old = json!({"endpoints": [{"addresses": ["10.0.0.1"], "hints": {"forNodes": [{"name": "n1"}]}}]});
+        let mut new = old.clone();
+        EndpointSliceStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(
+            new["endpoints"][0]["hints"]["forNodes"],
+            json!([{"name": "n1"}])
+        );
     }
 
     #[test]
