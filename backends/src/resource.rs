@@ -243,6 +243,11 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// Puts a validated object in its canonical form before it is written (kube's
+    /// `Canonicalize`, e.g. Endpoints' repacked subsets): after validation, so errors name
+    /// the fields as the client sent them.
+    fn canonicalize(&self, _object: &mut Value) {}
+
     /// What a create (`old` is `None`) or update must still pass once the object validated,
     /// before it is written: kube's REST storage `BeginCreate`/`BeginUpdate` (a Service's
     /// cluster IPs and node ports, whose conflicts and exhausted ranges answer as kube's

@@ -67,6 +67,22 @@ impl Strategy for EndpointsStrategy {
         default_protocols(object);
     }
 
+    fn canonicalize(&self, object: &mut Value) {
+        let Some(map) = object.as_object_mut() else {
+            return;
+        };
+        let Some(list) = map.get("subsets").and_then(Value::as_array) else {
+            return;
+        };
+        let repacked = repack_subsets(list);
+        // Go's `omitempty`: no subsets left, no field.
+        if repacked.is_empty() {
+            map.remove("subsets");
+        } else {
+            map.insert("subsets".into(), Value::Array(repacked));
+        }
+    }
+
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
         let mut causes = Vec::new();
         for (i, subset) in items(object.get("subsets")).iter().enumerate() {
@@ -238,9 +254,161 @@ fn format_endpoints(object: &Value) -> String {
     joined
 }
 
+/// kube's `endpoints.RepackSubsets`: every (port, address) pair the subsets describe, grouped
+/// again into one subset per distinct set of addresses (an address both ready and not ready
+/// is not ready; addresses are one per IP and target UID, sorted by IP then UID). kube orders
+/// the resulting ports and subsets by an MD5 of their Go printout, which depends on Go's type
+/// names; kubegate keeps them in the order they first appear.
+pub(crate) fn repack_subsets(subsets: &[Value]) -> Vec<Value> {
+    use std::collections::BTreeMap;
+    // kube keys an address by IP and target UID (an absent target is an empty UID).
+    fn address_key(address: &Value) -> (String, String) {
+        let text = |pointer: &str| {
+            address
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        (text("/ip"), text("/targetRef/uid"))
+    }
+    let mut addresses: Vec<((String, String), Value)> = Vec::new();
+    // Port (None: a subset without ports) → address index → ready. A port only shows up
+    // with an address that offers it.
+    let mut ports: Vec<(Option<Value>, BTreeMap<usize, bool>)> = Vec::new();
+    for subset in subsets {
+        let subset_ports: Vec<Option<Value>> = match subset.get("ports").and_then(Value::as_array) {
+            Some(list) if !list.is_empty() => list.iter().cloned().map(Some).collect(),
+            _ => vec![None],
+        };
+        for port in subset_ports {
+            for (field, ready) in [("addresses", true), ("notReadyAddresses", false)] {
+                for address in items(subset.get(field)) {
+                    let key = address_key(address);
+                    let index = match addresses.iter().position(|(k, _)| *k == key) {
+                        Some(index) => index,
+                        None => {
+                            addresses.push((key, address.clone()));
+                            addresses.len() - 1
+                        }
+                    };
+                    let slot = match ports.iter().position(|(p, _)| *p == port) {
+                        Some(slot) => slot,
+                        None => {
+                            ports.push((port.clone(), BTreeMap::new()));
+                            ports.len() - 1
+                        }
+                    };
+                    // Not ready trumps ready.
+                    let state = ports[slot].1.entry(index).or_insert(ready);
+                    *state = *state && ready;
+                }
+            }
+        }
+    }
+    // One subset per distinct address set, its ports in first-seen order.
+    let mut groups: Vec<(BTreeMap<usize, bool>, Vec<Value>)> = Vec::new();
+    for (port, set) in ports {
+        let group = match groups.iter().position(|(s, _)| *s == set) {
+            Some(group) => group,
+            None => {
+                groups.push((set, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        if let Some(port) = port {
+            groups[group].1.push(port);
+        }
+    }
+    // kube's `LessEndpointAddress`: by IP bytes, then an address without a target first,
+    // then by target UID.
+    let order = |address: &Value| {
+        let target = address.get("targetRef").filter(|r| !r.is_null());
+        (
+            address
+                .get("ip")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            target.is_some(),
+            target
+                .and_then(|r| r.get("uid"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        )
+    };
+    groups
+        .into_iter()
+        .map(|(set, ports)| {
+            let pick = |wanted: bool| {
+                let mut list: Vec<Value> = set
+                    .iter()
+                    .filter(|(_, ready)| **ready == wanted)
+                    .filter_map(|(index, _)| addresses.get(*index))
+                    .map(|(_, address)| address.clone())
+                    .collect();
+                list.sort_by_key(|address| order(address));
+                list
+            };
+            let mut subset = serde_json::Map::new();
+            let (ready, not_ready) = (pick(true), pick(false));
+            if !ready.is_empty() {
+                subset.insert("addresses".into(), Value::Array(ready));
+            }
+            if !not_ready.is_empty() {
+                subset.insert("notReadyAddresses".into(), Value::Array(not_ready));
+            }
+            if !ports.is_empty() {
+                subset.insert("ports".into(), Value::Array(ports));
+            }
+            Value::Object(subset)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kube's RepackSubsets on the reviewer's example: one subset for the one address set,
+    /// 10.0.0.2 once, 10.0.0.9 not ready (not ready trumps ready), addresses sorted.
+    #[test]
+    fn subsets_are_repacked_as_kube_repacks_them() {
+        let subsets = json!([
+            {"addresses": [{"ip": "10.0.0.9"}, {"ip": "10.0.0.2"}],
+             "ports": [{"name": "b", "port": 81}, {"name": "a", "port": 80}]},
+            {"addresses": [{"ip": "10.0.0.5"}, {"ip": "10.0.0.2"}],
+             "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]},
+            {"notReadyAddresses": [{"ip": "10.0.0.9"}],
+             "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]},
+            {"ports": [{"name": "lonely", "port": 9}]}
+        ]);
+        let mut endpoints = json!({"metadata": {"name": "e"}, "subsets": subsets});
+        EndpointsStrategy.canonicalize(&mut endpoints);
+        assert_eq!(
+            endpoints["subsets"],
+            json!([{"addresses": [{"ip": "10.0.0.2"}, {"ip": "10.0.0.5"}],
+                    "notReadyAddresses": [{"ip": "10.0.0.9"}],
+                    "ports": [{"name": "b", "port": 81}, {"name": "a", "port": 80}]}])
+        );
+        // Different address sets stay apart; one address per IP and target.
+        let subsets = json!([
+            {"addresses": [{"ip": "10.0.0.1", "targetRef": {"uid": "u2"}}, {"ip": "10.0.0.1", "targetRef": {"uid": "u1"}}, {"ip": "10.0.0.1"}],
+             "ports": [{"port": 80}]},
+            {"addresses": [{"ip": "10.0.0.3"}], "ports": [{"port": 90}]}
+        ]);
+        let mut endpoints = json!({"subsets": subsets});
+        EndpointsStrategy.canonicalize(&mut endpoints);
+        assert_eq!(
+            endpoints["subsets"],
+            json!([
+                {"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.1", "targetRef": {"uid": "u1"}}, {"ip": "10.0.0.1", "targetRef": {"uid": "u2"}}],
+                 "ports": [{"port": 80}]},
+                {"addresses": [{"ip": "10.0.0.3"}], "ports": [{"port": 90}]}
+            ])
+        );
+    }
 
     #[test]
     fn subsets_are_validated() {

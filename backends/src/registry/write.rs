@@ -705,6 +705,7 @@ impl Registry {
             return Err(invalid(def, &object, causes));
         }
         let warnings = def.strategy.warnings(&object, None);
+        def.strategy.canonicalize(&mut object);
         def.strategy.begin_write(&object, None)?;
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
@@ -1162,6 +1163,7 @@ impl Registry {
                 return Err(invalid(def, &object, causes));
             }
             let warnings = def.strategy.warnings(&object, Some(&current));
+            def.strategy.canonicalize(&mut object);
             def.strategy.begin_write(&object, Some(&current))?;
             // An object being deleted goes once its last finalizer is removed.
             let deleting = meta_field(&current, "deletionTimestamp").is_some();
