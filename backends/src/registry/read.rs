@@ -720,9 +720,15 @@ impl Registry {
                         let Some(event) = event else { return };
                         let event = match event {
                             Ok(e) => e,
-                            // A watcher that fell behind is closed, as kube closes it; the
-                            // client re-watches from its last resourceVersion.
-                            Err(crate::storage::StoreError::Unavailable(_)) => return,
+                            // A watcher that fell behind is closed, as kube closes it, and so
+                            // is every watcher when the cache lists its store again (kube's
+                            // `terminateAllWatchers`): the client re-watches from its last
+                            // resourceVersion and, if that is gone, gets the 410 "too old
+                            // resource version" a watch gets.
+                            Err(
+                                crate::storage::StoreError::Unavailable(_)
+                                | crate::storage::StoreError::Compacted { .. },
+                            ) => return,
                             Err(e) => {
                                 let _ = tx.send(encoder.error(&store_error(e))).await;
                                 return;
