@@ -243,6 +243,33 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// Store work a create (`old` is `None`) or update must do once [`Strategy::begin_write`]
+    /// passed, before the object is written: claims on values that servers sharing the store
+    /// must not hand out twice (a Service's cluster IPs and node ports). `None` when there is
+    /// none, so other kinds box no future. A dry run only looks.
+    fn claim<'a>(
+        &'a self,
+        _store: &'a dyn crate::storage::Store,
+        _object: &'a Value,
+        _old: Option<&'a Value>,
+        _dry_run: bool,
+    ) -> Option<futures::future::BoxFuture<'a, Result<(), crate::status::ApiError>>> {
+        None
+    }
+
+    /// Store work after an update (`written` is the new object) or a delete (`written` is
+    /// `None`) of `old` reached the store: kube's `AfterUpdate`/`AfterDelete`, which give back
+    /// what the object let go (a Service's claimed cluster IPs and node ports), before the
+    /// request is answered, so the client's next write finds them free.
+    fn after_write<'a>(
+        &'a self,
+        _store: &'a dyn crate::storage::Store,
+        _written: Option<&'a Value>,
+        _old: &'a Value,
+    ) -> Option<futures::future::BoxFuture<'a, ()>> {
+        None
+    }
+
     /// Puts a validated object in its canonical form before it is written (kube's
     /// `Canonicalize`, e.g. Endpoints' repacked subsets): after validation, so errors name
     /// the fields as the client sent them.

@@ -457,3 +457,67 @@ fn a_corrupt_value_in_etcd_is_a_500_not_its_bytes() {
     let err = gate.fails(&["get", "configmap", "bad"]);
     assert!(err.contains("corrupt object"), "{err}");
 }
+
+/// Two replicas asked at the same moment for one Service address (or node port) never both
+/// give it: each allocation is claimed in etcd, and the claim decides between them (their
+/// watch caches learn of each other's Services only milliseconds later). A deleted Service's
+/// claims are given back before the delete is answered.
+#[test]
+fn replicas_never_give_one_service_value_twice() {
+    let etcd = Etcd::start();
+    let url = etcd.url();
+    let a = Kubegate::start_with(&["--etcd-servers", &url]);
+    let b = Kubegate::start_sharing(&a, &["--etcd-servers", &url]);
+    let service = |name: &str, ip: &str, node_port: u16| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"type": "NodePort", "clusterIP": ip,
+                     "ports": [{"port": 80, "nodePort": node_port}]}})
+        .to_string()
+    };
+    let path = "/api/v1/namespaces/default/services";
+    let json = ["Content-Type: application/json"];
+    for round in 0..8u16 {
+        let ip = format!("10.96.60.{}", round + 10);
+        let node_port = 31200 + round;
+        let body_a = service(&format!("a-{round}"), &ip, node_port);
+        let body_b = service(&format!("b-{round}"), &ip, node_port);
+        let (one, two) = std::thread::scope(|scope| {
+            let first = scope.spawn(|| a.curl("POST", path, &json, Some(body_a.as_bytes())));
+            let second = scope.spawn(|| b.curl("POST", path, &json, Some(body_b.as_bytes())));
+            (
+                first.join().expect("replica a"),
+                second.join().expect("replica b"),
+            )
+        });
+        let codes = [one.0, two.0];
+        assert_eq!(
+            codes.iter().filter(|c| **c == 201).count(),
+            1,
+            "round {round}: {codes:?} {} {}",
+            String::from_utf8_lossy(&one.1),
+            String::from_utf8_lossy(&two.1)
+        );
+        let refused = if one.0 == 201 { &two.1 } else { &one.1 };
+        assert!(
+            String::from_utf8_lossy(refused).contains("is already allocated"),
+            "round {round}: {}",
+            String::from_utf8_lossy(refused)
+        );
+    }
+    // Deleted through one replica, a Service's values can be given at once through the other.
+    let holder = a.ok(&["get", "services", "-o", "name"]);
+    let name = holder
+        .lines()
+        .find_map(|l| l.strip_prefix("service/").filter(|n| n.ends_with("-0")))
+        .expect("the round 0 winner")
+        .to_string();
+    a.ok(&["delete", "service", &name]);
+    let (code, body) = b.curl(
+        "POST",
+        path,
+        &json,
+        Some(service("again", "10.96.60.10", 31200).as_bytes()),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+}

@@ -6,19 +6,27 @@
 //!
 //! What Services hold comes from the watch cache (a follower calls [`ServiceAllocations::observe`]
 //! and [`ServiceAllocations::forget`] for every Service event), plus what creates and updates
-//! have just been given and the cache has not shown yet, reserved for [`RESERVATION`]. On one
-//! server that makes allocation exclusive; replicas on etcd learn each other's allocations as
-//! fast as writes reach their caches (kube keeps a bitmap in etcd instead, which kubegate does
-//! not: two replicas handing out the same value within those milliseconds is not excluded).
+//! have just been given and the cache has not shown yet, reserved for [`RESERVATION`]. That
+//! makes allocation exclusive on one server. Servers sharing a store (replicas on etcd) learn
+//! each other's allocations only as fast as writes reach their caches, so a value new to a
+//! Service is also claimed in the store itself ([`claim`]): one key per value under
+//! `/kubegate.io/serviceallocations/`, created if absent (etcd's create-if-absent decides
+//! between replicas, as kube's IPAddress objects do), deleted when the Service lets the value
+//! go ([`release_claims`]), and taken over once stale (its Service does not hold the value and the
+//! claim is older than a write takes).
 
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use bytes::Bytes;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
 
 use super::{items, namespace_and_name, str_at};
+use crate::status::ApiError;
+use crate::storage::{Store, StoreError};
 
 /// How long a value handed to a create or update stays reserved for its Service before the
 /// cache must have shown it (it shows it within milliseconds; a create that failed releases
@@ -232,56 +240,48 @@ fn release(state: &mut State, owner: &str) {
     }
 }
 
-/// kube's allocation step for a Service that validated (its REST storage's `BeginCreate` and
-/// `BeginUpdate`), stopping at the first failure as kube's does: cluster IPs another Service
-/// holds (422 on `spec.clusterIPs`), then node ports (422 on the first port whose node port
-/// is held, or that another port number of this Service uses), then the health check node
-/// port (500, kube's internal error); a range with nothing left to pick is kube's 500
-/// `range is full`. Values the Service held before (on update) are its own.
-pub fn check(
-    allocations: &ServiceAllocations,
-    service: &Value,
-    old: Option<&Value>,
-) -> Result<(), crate::status::ApiError> {
-    use crate::status::ApiError;
-    let owner = owner_of(service);
-    let (_, name) = namespace_and_name(service);
-    let invalid = |cause| Err(ApiError::invalid("", "Service", name, vec![cause]));
-    match allocations.take_exhausted(&owner) {
-        Some(Allocated::ClusterIp(_)) => {
-            return Err(ApiError::internal(
-                "failed to allocate a serviceIP: range is full",
-            ))
-        }
-        Some(Allocated::NodePort(_)) => {
-            return Err(ApiError::internal(
-                "failed to allocate a nodePort: range is full",
-            ))
-        }
-        None => {}
-    }
+/// Where a Service asks for a value: kube's error when it cannot have it names the place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    ClusterIps,
+    /// `spec.ports[i].nodePort`.
+    Port(usize),
+    HealthCheck,
+}
+
+/// A value a Service asks for, in kube's allocation order.
+struct Wanted {
+    value: Allocated,
+    place: Place,
+    /// Not held by the Service before this write (on update; always on create).
+    new: bool,
+    /// Also the node port of a port of another number in this Service (kube refuses that).
+    shared_within: bool,
+}
+
+/// The values `service` asks for, in the order kube's allocator takes them: cluster IPs, the
+/// ports' node ports, the health check node port.
+fn wanted(service: &Value, old: Option<&Value>) -> Vec<Wanted> {
     let before: HashSet<Allocated> = old
         .map(allocations_of)
         .unwrap_or_default()
         .into_iter()
         .collect();
-    let taken =
-        |value: &Allocated| !before.contains(value) && allocations.held_by_other(value, &owner);
-    let ips: Vec<&str> = items(service.pointer("/spec/clusterIPs"))
+    let mut wanted = Vec::new();
+    let mut push = |value: Allocated, place: Place, shared_within: bool| {
+        wanted.push(Wanted {
+            value,
+            place,
+            new: !before.contains(&value),
+            shared_within,
+        });
+    };
+    for ip in items(service.pointer("/spec/clusterIPs"))
         .iter()
         .filter_map(Value::as_str)
-        .collect();
-    for ip in &ips {
-        if ipv4(ip).is_some_and(|parsed| taken(&Allocated::ClusterIp(parsed))) {
-            return invalid(crate::status::StatusCause {
-                reason: "FieldValueInvalid".into(),
-                message: format!(
-                    "Invalid value: {}: failed to allocate IP {ip}: provided IP is already allocated",
-                    super::causes::go_string_slice(&ips)
-                ),
-                field: "spec.clusterIPs".into(),
-            });
-        }
+        .filter_map(ipv4)
+    {
+        push(Allocated::ClusterIp(ip), Place::ClusterIps, false);
     }
     // Within the Service, as kube's node port operation allocates them: ports of one number
     // may share a node port, ports of different numbers may not.
@@ -295,22 +295,93 @@ pub fn check(
         }
         let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
         let shared_within = own.get(&node_port).is_some_and(|other| *other != number);
-        if shared_within || taken(&Allocated::NodePort(node_port)) {
-            return invalid(invalid_port(
-                &format!("spec.ports[{i}].nodePort"),
-                node_port,
-            ));
-        }
+        push(
+            Allocated::NodePort(node_port),
+            Place::Port(i),
+            shared_within,
+        );
         own.entry(node_port).or_insert(number);
     }
     if let Some(port) = service
         .pointer("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
+        .filter(|port| *port > 0)
     {
-        if port > 0 && (own.contains_key(&port) || taken(&Allocated::NodePort(port))) {
-            return Err(ApiError::internal(format!(
-                "failed to allocate requested HealthCheck NodePort {port}: provided port is already allocated"
-            )));
+        push(
+            Allocated::NodePort(port),
+            Place::HealthCheck,
+            own.contains_key(&port),
+        );
+    }
+    wanted
+}
+
+/// kube's answer to a Service asking for `value` at `place` when another holds it: a 422 on
+/// the field for cluster IPs and node ports, a 500 for the health check node port.
+fn refusal(service: &Value, value: Allocated, place: Place) -> crate::status::ApiError {
+    use crate::status::ApiError;
+    let (_, name) = namespace_and_name(service);
+    let invalid = |cause| ApiError::invalid("", "Service", name, vec![cause]);
+    match (place, value) {
+        (Place::ClusterIps, _) => {
+            let ips: Vec<&str> = items(service.pointer("/spec/clusterIPs"))
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            // kube names the address as the client spelled it.
+            let spelled = ips
+                .iter()
+                .find(|ip| matches!(value, Allocated::ClusterIp(v) if ipv4(ip) == Some(v)))
+                .copied()
+                .unwrap_or_default();
+            invalid(crate::status::StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: format!(
+                    "Invalid value: {}: failed to allocate IP {spelled}: provided IP is already allocated",
+                    super::causes::go_string_slice(&ips)
+                ),
+                field: "spec.clusterIPs".into(),
+            })
+        }
+        (Place::Port(i), Allocated::NodePort(port)) => {
+            invalid(invalid_port(&format!("spec.ports[{i}].nodePort"), port))
+        }
+        (Place::HealthCheck, Allocated::NodePort(port)) => ApiError::internal(format!(
+            "failed to allocate requested HealthCheck NodePort {port}: provided port is already allocated"
+        )),
+        _ => ApiError::internal("a Service value in the wrong place"),
+    }
+}
+
+/// kube's allocation step for a Service that validated (its REST storage's `BeginCreate` and
+/// `BeginUpdate`), stopping at the first failure as kube's does: cluster IPs another Service
+/// holds (422 on `spec.clusterIPs`), then node ports (422 on the first port whose node port
+/// is held, or that another port number of this Service uses), then the health check node
+/// port (500, kube's internal error); a range with nothing left to pick is kube's 500
+/// `range is full`. Values the Service held before (on update) are its own.
+pub fn check(
+    allocations: &ServiceAllocations,
+    service: &Value,
+    old: Option<&Value>,
+) -> Result<(), crate::status::ApiError> {
+    use crate::status::ApiError;
+    let owner = owner_of(service);
+    match allocations.take_exhausted(&owner) {
+        Some(Allocated::ClusterIp(_)) => {
+            return Err(ApiError::internal(
+                "failed to allocate a serviceIP: range is full",
+            ))
+        }
+        Some(Allocated::NodePort(_)) => {
+            return Err(ApiError::internal(
+                "failed to allocate a nodePort: range is full",
+            ))
+        }
+        None => {}
+    }
+    for want in wanted(service, old) {
+        if want.shared_within || (want.new && allocations.held_by_other(&want.value, &owner)) {
+            return Err(refusal(service, want.value, want.place));
         }
     }
     Ok(())
@@ -322,6 +393,172 @@ fn invalid_port(field: &str, port: i64) -> crate::status::StatusCause {
         message: format!("Invalid value: {port}: provided port is already allocated"),
         field: field.into(),
     }
+}
+
+/// Where the claims are kept in the store (outside every resource's directory).
+const CLAIMS: &str = "/kubegate.io/serviceallocations";
+
+/// How long a claim whose Service does not hold its value stays its holder's: the holder's
+/// write may still be on its way (it claims first, then writes the Service).
+const CLAIM_GRACE: Duration = RESERVATION;
+
+/// The store key of the claim on `value`.
+pub fn claim_key(value: &Allocated) -> String {
+    match value {
+        Allocated::ClusterIp(ip) => format!("{CLAIMS}/clusterips/{ip}"),
+        Allocated::NodePort(port) => format!("{CLAIMS}/nodeports/{port}"),
+    }
+}
+
+/// A claim as stored: shaped as an object (metadata included) so that the watch cache, which
+/// holds every key, takes it as one; no resource serves it.
+fn claim_body(value: &Allocated, owner: &str, now: DateTime<Utc>) -> Bytes {
+    let name = match value {
+        Allocated::ClusterIp(ip) => ip.to_string(),
+        Allocated::NodePort(port) => port.to_string(),
+    };
+    let body = json!({"apiVersion": "kubegate.io/v1", "kind": "ServiceAllocation",
+        "metadata": {"name": name, "creationTimestamp": now.to_rfc3339_opts(SecondsFormat::Secs, true)},
+        "spec": {"service": owner, "claimedAt": now.to_rfc3339_opts(SecondsFormat::Micros, true)}});
+    Bytes::from(body.to_string())
+}
+
+/// The Service (`namespace/name`) a stored claim names, and when it claimed.
+fn claim_of(bytes: &[u8]) -> Option<(String, Option<DateTime<Utc>>)> {
+    let claim: Value = serde_json::from_slice(bytes).ok()?;
+    let owner = claim.pointer("/spec/service")?.as_str()?.to_string();
+    let at = claim
+        .pointer("/spec/claimedAt")
+        .and_then(Value::as_str)
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc));
+    Some((owner, at))
+}
+
+fn claim_error(error: StoreError) -> ApiError {
+    crate::registry::store_error(error)
+}
+
+/// Claims, in the store, every value `service` asks for that it did not hold before (`old`),
+/// in kube's allocation order, refusing the write as [`check`] does at the first value another
+/// Service has claimed and still holds (or claimed moments ago). `service_key` gives a
+/// Service's store key from its namespace and name. A dry run claims nothing; it only looks.
+pub async fn claim(
+    store: &dyn Store,
+    service: &Value,
+    old: Option<&Value>,
+    dry_run: bool,
+    service_key: &(dyn Fn(&str, &str) -> String + Sync),
+) -> Result<(), ApiError> {
+    let owner = owner_of(service);
+    for want in wanted(service, old).into_iter().filter(|w| w.new) {
+        let key = claim_key(&want.value);
+        let now = Utc::now();
+        let body = claim_body(&want.value, &owner, now);
+        let existing = if dry_run {
+            store.get(&key).await.map_err(claim_error)?
+        } else {
+            match store.create(&key, body.clone()).await {
+                Ok(_) => continue,
+                Err(StoreError::AlreadyExists(_)) => store.get(&key).await.map_err(claim_error)?,
+                Err(e) => return Err(claim_error(e)),
+            }
+        };
+        let Some(existing) = existing else {
+            // Released in between: claim it (a dry run has nothing to fear from it).
+            if !dry_run {
+                match store.create(&key, body).await {
+                    Ok(_) => {}
+                    Err(StoreError::AlreadyExists(_)) => {
+                        return Err(refusal(service, want.value, want.place))
+                    }
+                    Err(e) => return Err(claim_error(e)),
+                }
+            }
+            continue;
+        };
+        let Some((holder, claimed_at)) = claim_of(&existing.value) else {
+            // Not a claim kubegate wrote: leave it, and the value, alone.
+            return Err(refusal(service, want.value, want.place));
+        };
+        if holder == owner {
+            continue;
+        }
+        // Does the holder's Service, as stored now, hold the value?
+        let (namespace, name) = holder.split_once('/').unwrap_or(("", holder.as_str()));
+        let holds = match store
+            .get(&service_key(namespace, name))
+            .await
+            .map_err(claim_error)?
+        {
+            Some(stored) => serde_json::from_slice::<Value>(&stored.value)
+                .map(|svc| allocations_of(&svc).contains(&want.value))
+                .unwrap_or(true),
+            None => false,
+        };
+        let young = claimed_at.is_none_or(|at| {
+            now.signed_duration_since(at)
+                .to_std()
+                .map_or(true, |age| age < CLAIM_GRACE)
+        });
+        if holds || young {
+            return Err(refusal(service, want.value, want.place));
+        }
+        // Stale: take it over, unless another writer did first.
+        if !dry_run {
+            match store.update(&key, body, existing.mod_revision).await {
+                Ok(_) => {}
+                Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => {
+                    return Err(refusal(service, want.value, want.place))
+                }
+                Err(e) => return Err(claim_error(e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the claims `owner` (`namespace/name`) has on `values`, which it no longer holds;
+/// a claim another Service has taken over is left to it. Errors are logged: a claim left
+/// behind goes stale and is taken over.
+pub async fn release_claims(
+    store: &dyn Store,
+    owner: &str,
+    values: impl IntoIterator<Item = Allocated>,
+) {
+    for value in values {
+        let key = claim_key(&value);
+        let existing = match store.get(&key).await {
+            Ok(Some(existing)) => existing,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!(%key, error = %e, "reading a service allocation claim");
+                continue;
+            }
+        };
+        if claim_of(&existing.value).is_none_or(|(holder, _)| holder != owner) {
+            continue;
+        }
+        match store.delete(&key, Some(existing.mod_revision)).await {
+            Ok(_) | Err(StoreError::NotFound(_)) | Err(StoreError::Conflict { .. }) => {}
+            Err(e) => tracing::debug!(%key, error = %e, "releasing a service allocation claim"),
+        }
+    }
+}
+
+/// The values `before` held that `after` (`None`: deleted) does not.
+pub fn released(before: &Value, after: Option<&Value>) -> Vec<Allocated> {
+    let kept: HashSet<Allocated> = after
+        .map(allocations_of)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let mut gone: Vec<Allocated> = allocations_of(before)
+        .into_iter()
+        .filter(|value| !kept.contains(value))
+        .collect();
+    gone.dedup();
+    gone
 }
 
 #[cfg(test)]
@@ -489,5 +726,101 @@ mod tests {
         );
         // Read once: the next write of the Service is judged afresh.
         assert!(check(&allocations, &service("c", "10.96.5.7", &[]), None).is_ok());
+    }
+
+    fn store() -> (
+        tempfile::TempDir,
+        std::sync::Arc<crate::storage::embedded::EmbeddedStore>,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = crate::storage::embedded::EmbeddedStore::open(
+            &dir.path().join("s.redb"),
+            crate::storage::embedded::EmbeddedOptions::default(),
+        )
+        .expect("store");
+        (dir, store)
+    }
+
+    fn key(namespace: &str, name: &str) -> String {
+        crate::core::services::service_key(namespace, name)
+    }
+
+    async fn holder(store: &dyn Store, value: &Allocated) -> Option<String> {
+        let stored = store.get(&claim_key(value)).await.expect("get")?;
+        claim_of(&stored.value).map(|(owner, _)| owner)
+    }
+
+    /// Two servers sharing a store (their in-memory records blind to each other) cannot give
+    /// one value to two Services: the store's claim decides; a stale claim is taken over; a
+    /// dry run writes nothing; a released claim is free again.
+    #[tokio::test]
+    async fn claims_in_the_store_decide_between_servers() {
+        let (_dir, store) = store();
+        let store: &dyn Store = store.as_ref();
+        assert_eq!(
+            crate::core::services::def().key("default", "a"),
+            key("default", "a"),
+            "claims read the holder's Service where it is stored"
+        );
+        let a = service("a", "10.96.9.9", &[30900]);
+        let b = service("b", "10.96.9.9", &[30901]);
+        let ip = ip("10.96.9.9");
+
+        // A dry run looks, and writes nothing.
+        claim(store, &a, None, true, &key).await.expect("dry run");
+        assert_eq!(holder(store, &ip).await, None);
+
+        claim(store, &a, None, false, &key).await.expect("a claims");
+        assert_eq!(holder(store, &ip).await.as_deref(), Some("default/a"));
+        // a's claim is moments old and a's write may be on its way: b is refused.
+        let error = claim(store, &b, None, false, &key)
+            .await
+            .expect_err("b refused");
+        assert_eq!(error.code, 422);
+        assert!(
+            error.message.contains("provided IP is already allocated"),
+            "{}",
+            error.message
+        );
+        // Claiming again what one already claimed (a retried write) is fine.
+        claim(store, &a, None, false, &key).await.expect("a again");
+
+        // Once a's Service holds the value, an old claim still stands.
+        store
+            .create(&key("default", "a"), Bytes::from(a.to_string()))
+            .await
+            .expect("store a");
+        let old = Utc::now() - chrono::Duration::seconds(60);
+        let aged = claim_body(&ip, "default/a", old);
+        let current = store
+            .get(&claim_key(&ip))
+            .await
+            .expect("get")
+            .expect("claim");
+        store
+            .update(&claim_key(&ip), aged.clone(), current.mod_revision)
+            .await
+            .expect("age the claim");
+        assert!(claim(store, &b, None, false, &key).await.is_err());
+
+        // A stale claim (its Service gone, its age past a write's) is taken over.
+        store
+            .delete(&key("default", "a"), None)
+            .await
+            .expect("delete a");
+        claim(store, &b, None, false, &key)
+            .await
+            .expect("b takes over");
+        assert_eq!(holder(store, &ip).await.as_deref(), Some("default/b"));
+
+        // a releasing its values leaves b's claim alone; b releasing frees the value.
+        release_claims(store, "default/a", [ip]).await;
+        assert_eq!(holder(store, &ip).await.as_deref(), Some("default/b"));
+        release_claims(store, "default/b", released(&b, None)).await;
+        assert_eq!(holder(store, &ip).await, None);
+        assert_eq!(holder(store, &Allocated::NodePort(30901)).await, None);
+        claim(store, &a, None, false, &key)
+            .await
+            .expect("free again");
     }
 }

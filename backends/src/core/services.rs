@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::service_allocations::{check as check_allocations, ServiceAllocations};
+use super::service_allocations::{
+    check as check_allocations, claim as claim_allocations, owner_of, release_claims, released,
+    ServiceAllocations,
+};
 use super::services_alloc::{prepare_create, prepare_update};
 use super::services_validation::{validate_create, validate_update};
 use super::{age, base_def, entries, field_at, items, str_at, Names};
@@ -70,6 +73,14 @@ fn warnings_for_service(object: &Value) -> Vec<String> {
     }
     warnings
 }
+
+/// The store key of the Service `namespace/name`.
+pub fn service_key(namespace: &str, name: &str) -> String {
+    format!("{SERVICES_PREFIX}/{namespace}/{name}")
+}
+
+/// Where Services are stored.
+const SERVICES_PREFIX: &str = "/core/services";
 
 /// kube-apiserver's own Service, `default/kubernetes` (its bootstrap controller's): ClusterIP
 /// 10.96.0.1, port 443 `https` to the secure port. Created when missing, so one deleted comes
@@ -230,6 +241,39 @@ impl Strategy for ServiceStrategy {
             Some(allocations) => check_allocations(allocations, object, old),
             None => Ok(()),
         }
+    }
+
+    fn claim<'a>(
+        &'a self,
+        store: &'a dyn crate::storage::Store,
+        object: &'a Value,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> Option<futures::future::BoxFuture<'a, Result<(), ApiError>>> {
+        self.allocations.as_ref()?;
+        Some(Box::pin(claim_allocations(
+            store,
+            object,
+            old,
+            dry_run,
+            &service_key,
+        )))
+    }
+
+    fn after_write<'a>(
+        &'a self,
+        store: &'a dyn crate::storage::Store,
+        written: Option<&'a Value>,
+        old: &'a Value,
+    ) -> Option<futures::future::BoxFuture<'a, ()>> {
+        self.allocations.as_ref()?;
+        let gone = released(old, written);
+        if gone.is_empty() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            release_claims(store, &owner_of(old), gone).await;
+        }))
     }
 
     fn warnings(&self, object: &Value, _old: Option<&Value>) -> Vec<String> {

@@ -707,6 +707,12 @@ impl Registry {
         let warnings = def.strategy.warnings(&object, None);
         def.strategy.canonicalize(&mut object);
         def.strategy.begin_write(&object, None)?;
+        if let Some(claiming) = def
+            .strategy
+            .claim(self.store().as_ref(), &object, None, dry_run)
+        {
+            claiming.await?;
+        }
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
         // A create reads nothing before its write (etcd's create-if-absent decides
@@ -1165,6 +1171,12 @@ impl Registry {
             let warnings = def.strategy.warnings(&object, Some(&current));
             def.strategy.canonicalize(&mut object);
             def.strategy.begin_write(&object, Some(&current))?;
+            if let Some(claiming) =
+                def.strategy
+                    .claim(self.store().as_ref(), &object, Some(&current), dry_run)
+            {
+                claiming.await?;
+            }
             // An object being deleted goes once its last finalizer is removed.
             let deleting = meta_field(&current, "deletionTimestamp").is_some();
             if deleting && finalizers(&object).is_empty() && def.strategy.ready_to_delete(&object) {
@@ -1172,10 +1184,18 @@ impl Registry {
                     return Ok(Written { object, warnings });
                 }
                 return match self.store().delete(&key, Some(cached.revision)).await {
-                    Ok((revision, _)) => Ok(Written {
-                        object: with_revision(object, revision),
-                        warnings,
-                    }),
+                    Ok((revision, _)) => {
+                        if let Some(after) =
+                            def.strategy
+                                .after_write(self.store().as_ref(), None, &current)
+                        {
+                            after.await;
+                        }
+                        Ok(Written {
+                            object: with_revision(object, revision),
+                            warnings,
+                        })
+                    }
                     Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
                     Err(StoreError::Conflict { .. }) => {
                         Err(ApiError::stale_resource_version(&gr, name))
@@ -1202,6 +1222,12 @@ impl Registry {
             match self.store().update(&key, bytes, cached.revision).await {
                 Ok(revision) => {
                     abandoned.stored();
+                    if let Some(after) =
+                        def.strategy
+                            .after_write(self.store().as_ref(), Some(&object), &current)
+                    {
+                        after.await;
+                    }
                     return Ok(Written {
                         object: answer_after_write(def, object, stored, revision).await?,
                         warnings,
@@ -1358,7 +1384,15 @@ impl Registry {
                 return Ok((200, current, true));
             }
             match self.store().delete(&key, Some(cached.revision)).await {
-                Ok((revision, _)) => return Ok((200, with_revision(current, revision), true)),
+                Ok((revision, _)) => {
+                    if let Some(after) =
+                        def.strategy
+                            .after_write(self.store().as_ref(), None, &current)
+                    {
+                        after.await;
+                    }
+                    return Ok((200, with_revision(current, revision), true));
+                }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(&gr, name)),
                 Err(e) => return Err(store_error(e)),
