@@ -401,20 +401,12 @@ fn evaluate<'a>(value: &'a Value, steps: &[Step]) -> Vec<&'a Value> {
 /// A printer column's cell as kube's table convertor makes it: `null` when the path finds
 /// nothing or the value does not fit the column's type.
 fn cell(column: &PrinterColumn, object: &Value) -> Value {
+    // kube's table convertor takes the first value a path finds (`results[0][0]`), also for
+    // a path that finds several (`.spec.items[*]`).
     let found = evaluate(object, &column.path);
     let Some(first) = found.first() else {
         return Value::Null;
     };
-    if found.len() > 1 {
-        let joined: Vec<String> = found
-            .iter()
-            .map(|v| match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .collect();
-        return json!(joined.join(","));
-    }
     match (column.type_.as_str(), first) {
         ("integer", Value::Number(n)) if n.is_i64() || n.is_u64() => (*first).clone(),
         // Go's int64(float64): toward zero.
@@ -424,8 +416,28 @@ fn cell(column: &PrinterColumn, object: &Value) -> Value {
         ("string", Value::String(_)) => (*first).clone(),
         ("date", Value::String(text)) => json!(date_cell(text, chrono::Utc::now())),
         ("string", other @ (Value::Number(_) | Value::Bool(_))) => json!(other.to_string()),
-        ("string", other @ (Value::Array(_) | Value::Object(_))) => json!(other.to_string()),
+        // Go's JSON of a map: keys sorted.
+        ("string", other @ (Value::Array(_) | Value::Object(_))) => {
+            json!(sorted_keys(other).to_string())
+        }
         _ => Value::Null,
+    }
+}
+
+/// `value` with every object's keys in sorted order, as Go's encoder writes a map.
+fn sorted_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted_keys(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
+        other => other.clone(),
     }
 }
 
@@ -1227,9 +1239,16 @@ mod tests {
             ),
             json!("x")
         );
+        // The first of several values, as kube's `results[0][0]`.
         assert_eq!(
             cell(&column("{.items[*]}", "integer"), &conditions),
-            json!("1,2")
+            json!(1)
+        );
+        // A map in a string column: Go's JSON, keys sorted.
+        let object = json!({"spec": {"m": {"x": "y", "a": [1]}}});
+        assert_eq!(
+            cell(&column(".spec.m", "string"), &object),
+            json!(r#"{"a":[1],"x":"y"}"#)
         );
         assert_eq!(cell(&column(".items[1]", "integer"), &conditions), json!(2));
         assert_eq!(

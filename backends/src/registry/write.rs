@@ -584,18 +584,12 @@ impl Registry {
         check_kind_named(def, &object, &request.body)?;
         check_type(&mut object, def, &def.kind)?;
         if def.strategy.terminating() {
-            // kube's admission for a custom resource whose CRD is being deleted, naming the
-            // object as admission does (its name, else its generateName).
-            let name = match (object_name(&object), meta_str(&object, "generateName")) {
-                ("", Some(prefix)) if !prefix.is_empty() => prefix.to_string(),
-                ("", _) => "Unknown".to_string(),
-                (name, _) => name.to_string(),
-            };
-            return Err(ApiError::forbidden_resource(
-                &def.group_resource(),
-                &name,
-                "create not allowed while custom resource definition is terminating",
-            ));
+            // kube's CRD handler refuses a create while the CRD is being deleted before it
+            // looks at the object: a 405 with its own message.
+            let mut refused = ApiError::method_not_supported(&def.group_resource(), "create");
+            refused.message =
+                "create not allowed while custom resource definition is terminating".into();
+            return Err(refused);
         }
         check_namespace(&mut object, def, &request.info.namespace)?;
         let mut warnings =

@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use base64::Engine;
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 use cel::common::types::{
-    CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+    CelBool, CelBytes, CelDouble, CelDuration, CelInt, CelList, CelMap, CelMapKey, CelNull,
+    CelString, CelTimestamp, CelUInt,
 };
 use cel::common::value::Val;
 use cel::objects::{Key, Map};
@@ -41,6 +42,7 @@ use crate::status::StatusCause;
 
 mod cidr;
 mod cost;
+mod durations;
 mod format;
 mod ip;
 mod library;
@@ -1051,6 +1053,30 @@ fn normalize_field_path(json_path: &str, schema: &Schema) -> Option<String> {
     Some(out)
 }
 
+/// A string field's value as the CEL type its format gives it (kube's `SchemaDeclType`:
+/// `byte` is bytes, `date-time` a timestamp, `duration` a duration); `None`: a plain string
+/// (also when the text does not parse).
+enum Typed {
+    Bytes(Vec<u8>),
+    Timestamp(chrono::DateTime<chrono::FixedOffset>),
+    Duration(chrono::Duration),
+}
+
+fn typed_string(text: &str, schema: Option<&Schema>) -> Option<Typed> {
+    let schema = schema.filter(|s| s.type_ == "string")?;
+    match schema.format.as_str() {
+        "byte" => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .ok()
+            .map(Typed::Bytes),
+        "date-time" => chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(Typed::Timestamp),
+        "duration" => durations::parse(text).map(Typed::Duration),
+        _ => None,
+    }
+}
+
 /// `UnstructuredToVal`: a JSON value as a CEL value typed by its schema (integers of `number`
 /// fields are doubles, `byte` strings are bytes, property names escaped, a resource root's
 /// `metadata` narrowed to `name` and `generateName`).
@@ -1076,14 +1102,12 @@ fn to_cel(value: &Value, schema: Option<&Schema>, is_root: bool) -> cel::Value {
                 }
             }
         }
-        Value::String(s) => {
-            if schema.is_some_and(|s| s.format == "byte" && s.type_ == "string") {
-                if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(s) {
-                    return cel::Value::Bytes(Arc::new(bytes));
-                }
-            }
-            cel::Value::String(Arc::new(s.clone()))
-        }
+        Value::String(s) => match typed_string(s, schema) {
+            Some(Typed::Bytes(bytes)) => cel::Value::Bytes(Arc::new(bytes)),
+            Some(Typed::Timestamp(t)) => cel::Value::Timestamp(t),
+            Some(Typed::Duration(d)) => cel::Value::Duration(d),
+            None => cel::Value::String(Arc::new(s.clone())),
+        },
         Value::Array(items) => {
             let item_schema = schema.and_then(|s| s.items.as_deref());
             let embedded = item_schema.is_some_and(|s| s.x_embedded_resource);
@@ -1143,14 +1167,12 @@ fn to_val<'v>(value: &'v Value, schema: Option<&Schema>, is_root: bool) -> Box<d
             cel::Value::UInt(u) => Box::new(CelUInt::from(u)),
             _ => Box::new(CelNull),
         },
-        Value::String(s) => {
-            if schema.is_some_and(|s| s.format == "byte" && s.type_ == "string") {
-                if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(s) {
-                    return Box::new(CelBytes::from(bytes));
-                }
-            }
-            Box::new(CelString::from(s.as_str()))
-        }
+        Value::String(s) => match typed_string(s, schema) {
+            Some(Typed::Bytes(bytes)) => Box::new(CelBytes::from(bytes)),
+            Some(Typed::Timestamp(t)) => Box::new(CelTimestamp::from(t)),
+            Some(Typed::Duration(d)) => Box::new(CelDuration::from(d)),
+            None => Box::new(CelString::from(s.as_str())),
+        },
         Value::Array(items) => {
             let item_schema = schema.and_then(|s| s.items.as_deref());
             let embedded = item_schema.is_some_and(|s| s.x_embedded_resource);
@@ -1265,6 +1287,53 @@ mod tests {
     fn spec(value: Value) -> Value {
         json!({"apiVersion": "example.com/v1", "kind": "Thing",
                "metadata": {"name": "thing-1", "labels": {"a": "b"}}, "spec": value})
+    }
+
+    /// CEL's timestamp and duration types, and fields of `format: date-time` and
+    /// `format: duration` seen as them (kube's `SchemaDeclType`), as Gateway API's HTTPRoute
+    /// timeouts and many operators' rules use them.
+    #[test]
+    fn timestamps_and_durations_work_as_in_kube() {
+        let props = json!({
+            "when": {"type": "string", "format": "date-time"},
+            "dur": {"type": "string", "format": "duration"},
+            "backend": {"type": "string", "format": "duration"},
+        });
+        let object =
+            spec(json!({"when": "2026-11-29T12:00:00Z", "dur": "1h30m", "backend": "90s"}));
+        for rule in [
+            "duration('1h') > duration('1m')",
+            "timestamp('2023-05-28T00:00:00Z') < timestamp('2024-01-01T00:00:00Z')",
+            "self.when.getFullYear() == 2026 && self.when.getHours() == 12",
+            "self.dur > duration('1s') && self.dur == duration('90m')",
+            "self.backend <= self.dur",
+            "self.when + duration('24h') > self.when",
+        ] {
+            let schema = schema_with(props.clone(), json!([{"rule": rule}]));
+            assert_eq!(
+                rendered(&validate_cel(&schema, &object, None, &[])),
+                Vec::<String>::new(),
+                "{rule}"
+            );
+            assert!(
+                compile_errors(
+                    "spec.x-kubernetes-validations[0].rule",
+                    &json!({"rule": rule}),
+                    schema.properties.get("spec").expect("spec"),
+                    false
+                )
+                .is_empty(),
+                "{rule}"
+            );
+        }
+        let schema = schema_with(
+            props,
+            json!([{"rule": "self.backend > self.dur", "message": "backend timeout must not exceed the request timeout"}]),
+        );
+        assert_eq!(
+            rendered(&validate_cel(&schema, &object, None, &[])),
+            ["FieldValueInvalid spec: Invalid value: \"object\": backend timeout must not exceed the request timeout"]
+        );
     }
 
     #[test]
