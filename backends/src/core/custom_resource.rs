@@ -575,10 +575,30 @@ static NEXT_CONVERSION_ID: AtomicU64 = AtomicU64::new(1);
 impl CustomResourceStrategy {
     /// Defaults and prunes a decoded object against the schema (kube does both on decode).
     fn normalize(&self, object: &mut Value) {
+        integral_floats_as_integers(object);
         if let Some(schema) = &self.schema {
             schema::apply_defaults(object, schema);
             schema::prune(object, Some(schema), true);
         }
+    }
+}
+
+/// Numbers as kube's unstructured decoding leaves them: a number written with a fraction or
+/// an exponent is a float64, which Go writes back without them when it is whole (`2.0` and
+/// `2e0` are stored as `2`, and read back as the integer 2, which `/scale` then finds).
+fn integral_floats_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64() {
+                // Within int64: Go writes such a float as plain digits, read back as an int.
+                if f.fract() == 0.0 && f.abs() < 9.2e18 {
+                    *value = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
     }
 }
 
@@ -962,6 +982,19 @@ mod tests {
     /// validation, the storage and served shapes), for profiling with callgrind:
     /// `valgrind --tool=callgrind <test binary> --ignored --exact
     /// core::custom_resource::tests::widget_create_pipeline`. Asserts only that it is valid.
+    #[test]
+    fn whole_numbers_written_as_floats_are_stored_as_integers() {
+        let mut object = json!({"spec": {"replicas": 2.0, "ratio": 1e2, "half": 0.5,
+            "list": [3.0, 4], "big": 1e300}});
+        integral_floats_as_integers(&mut object);
+        assert_eq!(object["spec"]["replicas"], json!(2));
+        assert!(object["spec"]["replicas"].is_i64());
+        assert_eq!(object["spec"]["ratio"], json!(100));
+        assert_eq!(object["spec"]["half"], json!(0.5));
+        assert_eq!(object["spec"]["list"], json!([3, 4]));
+        assert!(object["spec"]["big"].is_f64());
+    }
+
     #[test]
     #[ignore = "a profiling workload, not a check"]
     fn widget_create_pipeline() {
