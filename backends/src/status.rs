@@ -242,13 +242,24 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 500 with kube's wording for an unexpected failure.
+    /// 500 with kube's wording for an unexpected failure (`NewInternalError`: the error's
+    /// text again as the one cause).
     pub fn internal(message: impl std::fmt::Display) -> Self {
-        Self::new(
-            500,
-            "InternalError",
-            format!("Internal error occurred: {message}"),
-        )
+        let text = message.to_string();
+        ApiError {
+            code: 500,
+            reason: "InternalError",
+            message: format!("Internal error occurred: {text}"),
+            details: Some(Box::new(StatusDetails {
+                causes: vec![StatusCause {
+                    reason: String::new(),
+                    message: text,
+                    field: String::new(),
+                }],
+                ..Default::default()
+            })),
+            continue_token: None,
+        }
     }
 
     /// 504 for a request that ran past its timeout.

@@ -105,6 +105,27 @@ fn cluster_ips_and_node_ports_are_never_given_twice() {
     assert!(err.contains("Invalid value: \"Bad_Name\""), "{err}");
     ok(&["clusterip", "real-1", "--tcp=80", "--clusterip=10.96.24.24"]);
     ok(&["clusterip", "real-2", "--tcp=80", "--clusterip=10.96.24.25"]);
+    // A create refused for its namespace, or for a name already taken, keeps nothing either.
+    let out = gate.kubectl(&[
+        "-n",
+        "nowhere",
+        "create",
+        "service",
+        "clusterip",
+        "lost",
+        "--tcp=80",
+        "--clusterip=10.96.24.26",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("namespaces \"nowhere\" not found"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = refused(&["clusterip", "real-1", "--tcp=80", "--clusterip=10.96.24.27"]);
+    assert!(err.contains("already exists"), "{err}");
+    ok(&["clusterip", "real-3", "--tcp=80", "--clusterip=10.96.24.26"]);
+    ok(&["clusterip", "real-4", "--tcp=80", "--clusterip=10.96.24.27"]);
 
     // A deleted Service's values are free again.
     gate.ok(&["-n", "svc", "delete", "service", "x1", "c1"]);

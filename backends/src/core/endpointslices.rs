@@ -60,6 +60,43 @@ pub fn def() -> ResourceDef {
     def
 }
 
+/// kube's `dropTopologyOnV1`: `deprecatedTopology` cannot be written through v1 (kubegate's
+/// only version), so a write drops it, unless the endpoints are the stored ones unchanged; a
+/// node name it carried in `kubernetes.io/hostname`, known to the stored slice, moves to
+/// `nodeName` first.
+fn drop_topology_on_v1(object: &mut Value, old: Option<&Value>) {
+    if let Some(old) = old {
+        if old.get("endpoints") == object.get("endpoints") {
+            return;
+        }
+    }
+    let known_nodes: HashSet<String> = old
+        .map(|old| {
+            items(old.get("endpoints"))
+                .iter()
+                .filter_map(|e| e.pointer("/deprecatedTopology/kubernetes.io~1hostname"))
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(endpoints) = object.get_mut("endpoints").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for endpoint in endpoints.iter_mut().filter_map(Value::as_object_mut) {
+        let Some(topology) = endpoint.remove("deprecatedTopology") else {
+            continue;
+        };
+        let node = topology
+            .get("kubernetes.io/hostname")
+            .and_then(Value::as_str)
+            .filter(|node| known_nodes.contains(*node) && is_dns1123_subdomain(node).is_empty());
+        if let (Some(node), true) = (node, endpoint.get("nodeName").is_none_or(Value::is_null)) {
+            endpoint.insert("nodeName".into(), json!(node));
+        }
+    }
+}
+
 /// kube's `dropDisabledFieldsOnCreate`/`OnUpdate`: `hints.forNodes` belongs to the
 /// `PreferSameTrafficDistribution` gate, off in kube 1.33, so a write cannot set it unless the
 /// stored slice already uses it.
@@ -90,11 +127,13 @@ impl Strategy for EndpointSliceStrategy {
     fn prepare_for_create(&self, object: &mut Value) {
         decode_defaults(object);
         drop_disabled_fields(object, None);
+        drop_topology_on_v1(object, None);
     }
 
     fn prepare_for_update(&self, object: &mut Value, old: &Value) {
         decode_defaults(object);
         drop_disabled_fields(object, Some(old));
+        drop_topology_on_v1(object, Some(old));
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
@@ -467,8 +506,6 @@ mod tests {
             .collect();
         let has = |prefix: &str| causes.iter().any(|c| c.starts_with(prefix));
         assert!(has("endpoints[0].nodeName: Invalid value: \"bad node\": a lowercase RFC 1123 subdomain"), "{causes:?}");
-        assert!(has("endpoints[0].deprecatedTopology: Invalid value: \"bad key!\": name part must consist of"), "{causes:?}");
-        assert!(has("endpoints[0].deprecatedTopology: Invalid value: \"bad value!\": a valid label must be"), "{causes:?}");
         assert!(
             causes.contains(
                 &"endpoints[0].hints.forZones[1].name: Duplicate value: \"a\"".to_string()
@@ -479,7 +516,36 @@ mod tests {
             has("endpoints[0].hints.forZones[2].name: Invalid value: \"bad zone!\""),
             "{causes:?}"
         );
-        assert_eq!(causes.len(), 5, "{causes:?}");
+        // v1 writes drop deprecatedTopology (kube's dropTopologyOnV1) before validation.
+        assert!(s["endpoints"][0].get("deprecatedTopology").is_none(), "{s}");
+        assert_eq!(causes.len(), 3, "{causes:?}");
+        // What validation says of a topology an update left in place.
+        let kept = json!({"addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"],
+            "deprecatedTopology": {"bad key!": "v", "k": "bad value!"}}]});
+        let causes: Vec<String> = EndpointSliceStrategy
+            .validate(&kept)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let has = |prefix: &str| causes.iter().any(|c| c.starts_with(prefix));
+        assert!(has("endpoints[0].deprecatedTopology: Invalid value: \"bad key!\": name part must consist of"), "{causes:?}");
+        assert!(has("endpoints[0].deprecatedTopology: Invalid value: \"bad value!\": a valid label must be"), "{causes:?}");
+        let mut unchanged = kept.clone();
+        EndpointSliceStrategy.prepare_for_update(&mut unchanged, &kept);
+        assert_eq!(
+            unchanged["endpoints"], kept["endpoints"],
+            "unchanged endpoints keep their topology"
+        );
+        // A node name the stored topology knew moves to nodeName when endpoints change.
+        let old = json!({"endpoints": [{"addresses": ["10.0.0.1"],
+            "deprecatedTopology": {"kubernetes.io/hostname": "node-1"}}]});
+        let mut new = json!({"endpoints": [{"addresses": ["10.0.0.2"],
+            "deprecatedTopology": {"kubernetes.io/hostname": "node-1"}}]});
+        EndpointSliceStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(
+            new["endpoints"][0],
+            json!({"addresses": ["10.0.0.2"], "nodeName": "node-1"})
+        );
 
         // A slice already using forNodes keeps it on update.
         let old = json!({"endpoints": [{"addresses": ["10.0.0.1"], "hints": {"forNodes": [{"name": "n1"}]}}]});

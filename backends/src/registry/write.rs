@@ -181,6 +181,15 @@ pub(super) fn respond(
     Ok(response)
 }
 
+/// Whether a 404 says that `def`'s object `name` is missing (kube's NotFound names the
+/// resource and the object in its details).
+fn names_object(error: &ApiError, def: &ResourceDef, name: &str) -> bool {
+    error
+        .details
+        .as_ref()
+        .is_none_or(|d| d.name == name && d.kind == def.plural && d.group == def.group)
+}
+
 /// Sets `metadata.resourceVersion` on an object returned to a client.
 fn with_revision(mut object: Value, revision: Revision) -> Value {
     metadata_mut(&mut object).insert("resourceVersion".into(), json!(revision.to_string()));
@@ -677,6 +686,18 @@ impl Registry {
         if let Some(tracker) = mode.tracker {
             tracker.created(&mut object);
         }
+        let namespace = super::object_namespace(&object).to_string();
+        let name = object_name(&object).to_string();
+        // A create reads nothing before its write (etcd's create-if-absent decides
+        // AlreadyExists); only a dry run answers that from the cache, which must be current.
+        if dry_run {
+            self.sync_cache().await?;
+        }
+        // kube's NamespaceLifecycle is admission, before the storage looks at the object: a
+        // create in a missing or terminating namespace is refused before validation, and
+        // before anything is allocated for it.
+        self.check_namespace_lifecycle(def, &namespace, &name)
+            .await?;
         // Write admission (RBAC's escalation check, a create-on-update's authorization) comes
         // before validation, as kube's RBAC storage and update handler judge the request
         // before the object: an escalating write of an invalid Role is a 403, not a 422.
@@ -701,21 +722,16 @@ impl Registry {
         let warnings = def.strategy.warnings(&object, None);
         def.strategy.canonicalize(&mut object);
         def.strategy.begin_write(&object, None)?;
-        if let Some(claiming) = def
+        let claimed = match def
             .strategy
             .claim(self.store().as_ref(), &object, None, dry_run)
         {
-            claiming.await?;
-        }
-        let namespace = super::object_namespace(&object).to_string();
-        let name = object_name(&object).to_string();
-        // A create reads nothing before its write (etcd's create-if-absent decides
-        // AlreadyExists); only a dry run answers that from the cache, which must be current.
-        if dry_run {
-            self.sync_cache().await?;
-        }
-        self.check_namespace_lifecycle(def, &namespace, &name)
-            .await?;
+            Some(claiming) => {
+                claiming.await?;
+                !dry_run
+            }
+            None => false,
+        };
         if dry_run {
             if self.cacher.get(&def.key(&namespace, &name)).is_some() {
                 return Err(self.already_exists(def, &namespace, &name));
@@ -726,15 +742,38 @@ impl Registry {
             });
         }
         let key = def.key(&namespace, &name);
-        let (bytes, stored) = storage_bytes(def, &object).await?;
-        let revision = self
-            .store()
-            .create(&key, bytes)
-            .await
-            .map_err(|e| match e {
-                StoreError::AlreadyExists(_) => self.already_exists(def, &namespace, &name),
-                other => store_error(other),
-            })?;
+        let created = match storage_bytes(def, &object).await {
+            Ok((bytes, stored)) => self
+                .store()
+                .create(&key, bytes)
+                .await
+                .map(|revision| (revision, stored))
+                .map_err(|e| match e {
+                    StoreError::AlreadyExists(_) => self.already_exists(def, &namespace, &name),
+                    other => store_error(other),
+                }),
+            Err(e) => Err(e),
+        };
+        let (revision, stored) = match created {
+            Ok(created) => created,
+            Err(error) => {
+                if claimed {
+                    // Give back what this create claimed and the object stored under its name
+                    // (if any) does not hold, as kube reverts a failed create's allocations.
+                    let existing: Option<Value> = match self.store().get(&key).await {
+                        Ok(Some(kv)) => serde_json::from_slice(&kv.value).ok(),
+                        _ => None,
+                    };
+                    let after =
+                        def.strategy
+                            .after_write(self.store().as_ref(), existing.as_ref(), &object);
+                    if let Some(after) = after {
+                        after.await;
+                    }
+                }
+                return Err(error);
+            }
+        };
         abandoned.stored();
         Ok(Written {
             object: answer_after_write(def, object, stored, revision).await?,
@@ -861,7 +900,11 @@ impl Registry {
                 })
                 .await;
             let (status, written) = match updated {
-                Err(e) if create_on_update && e.code == 404 => {
+                // Only this object missing creates it: a 404 about something else (the role a
+                // binding names, say) is the answer.
+                Err(e)
+                    if create_on_update && e.code == 404 && names_object(&e, def, &info.name) =>
+                {
                     match self.create_on_update(def, body.clone(), mode).await {
                         Err(e) if e.reason == "AlreadyExists" => continue,
                         created => (201, created?),

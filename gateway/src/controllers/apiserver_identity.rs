@@ -87,8 +87,8 @@ pub async fn run(registry: Arc<Registry>, mut stop: tokio::sync::watch::Receiver
     }
 }
 
-/// Creates the Lease, or takes it over and renews it (kube's lease controller: the holder,
-/// duration and labels are put back as they should be on every renewal).
+/// Creates the Lease, or renews it (kube's lease controller: the renew time, duration and
+/// labels are put back as they should be on every renewal; the holder stays).
 async fn renew_lease(
     registry: &Registry,
     leases: &ResourceDef,
@@ -117,7 +117,15 @@ async fn renew_lease(
         Some(_) => registry
             .update_internal(leases, NAMESPACE, name, MANAGER, |current| {
                 let mut next = current.clone();
-                next["spec"]["holderIdentity"] = json!(holder);
+                // kube's lease controller renews the lease it finds, keeping its holder (the
+                // server that created it; replicas on one host share the name).
+                let held = next
+                    .pointer("/spec/holderIdentity")
+                    .and_then(Value::as_str)
+                    .is_some_and(|h| !h.is_empty());
+                if !held {
+                    next["spec"]["holderIdentity"] = json!(holder);
+                }
                 next["spec"]["leaseDurationSeconds"] = json!(LEASE_DURATION_SECONDS);
                 next["spec"]["renewTime"] = json!(now);
                 if let Some(metadata) = next.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -1660,18 +1660,9 @@ impl ServiceAccountTokenAuthenticator {
                 "ServiceAccount UID ({current_uid}) does not match claim ({sa_uid})"
             ));
         }
-        let invalid_since = secret
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(LEGACY_INVALID_SINCE_LABEL))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !invalid_since.is_empty() {
-            return Err(format!(
-                "the token in secret {namespace}/{secret_name} for service account {namespace}/{sa_name} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{LEGACY_INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token"
-            ));
-        }
         // kube records the day a legacy token was last used on its Secret, skipping the write
-        // when the label already says today (or tomorrow, for servers a little ahead).
+        // when the label already says today (or tomorrow, for servers a little ahead), also
+        // for a token it then refuses as invalidated.
         let now = chrono::Utc::now();
         let today = now.format("%Y-%m-%d").to_string();
         let tomorrow = (now + chrono::Duration::days(1))
@@ -1689,6 +1680,16 @@ impl ServiceAccountTokenAuthenticator {
                 metadata_str(&secret, "uid"),
                 &today,
             );
+        }
+        let invalid_since = secret
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(LEGACY_INVALID_SINCE_LABEL))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !invalid_since.is_empty() {
+            return Err(format!(
+                "the token in secret {namespace}/{secret_name} for service account {namespace}/{sa_name} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{LEGACY_INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token"
+            ));
         }
         Ok(ServiceAccountInfo {
             namespace: namespace.to_string(),

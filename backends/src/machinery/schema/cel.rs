@@ -715,7 +715,7 @@ pub fn validate_cel(
     if prior.iter().any(|c| BLOCKING.contains(&c.reason.as_str())) {
         out.push(StatusCause {
             reason: "FieldValueInvalid".into(),
-            message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+            message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
             field: "<nil>".into(),
         });
         return out;
@@ -1542,7 +1542,7 @@ mod tests {
         }];
         assert_eq!(
             rendered(&validate_cel(&schema, &changed, None, &prior)),
-            ["FieldValueInvalid <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"]
+            ["FieldValueInvalid <nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"]
         );
         let not_blocking = [StatusCause {
             reason: "FieldValueInvalid".into(),
