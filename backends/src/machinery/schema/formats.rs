@@ -87,10 +87,56 @@ pub fn format_matches(format: &str, text: &str) -> Option<bool> {
 
 /// go-openapi's `ParseDateTime`: RFC 3339 with or without fractional seconds, and the
 /// zone-less forms it also accepts.
+/// kube-openapi's `strfmt.IsDateTime`: a full date, `t` (any case), then
+/// `hh:mm:ss`, an optional fraction and a zone (`z` or `±hh:mm`); no zone-less or
+/// space-separated forms. (As Go's, it looks at the text between the first and second `t`.)
 fn is_date_time(text: &str) -> bool {
-    chrono::DateTime::parse_from_rfc3339(text).is_ok()
-        || chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok()
-        || chrono::DateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f%z").is_ok()
+    if text.len() < 4 {
+        return false;
+    }
+    let lower = text.to_lowercase();
+    let mut parts = lower.split('t');
+    let (Some(date), Some(time)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let full_date = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok() && date.len() == 10;
+    full_date && is_rfc3339_time(time)
+}
+
+/// kube-openapi's `DateTimePattern` (`^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$`,
+/// its `.` any character) and its hour, minute and second bounds.
+fn is_rfc3339_time(time: &str) -> bool {
+    let b = time.as_bytes();
+    let two = |at: usize| {
+        b.get(at..at + 2)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    if !(two(0) && b.get(2) == Some(&b':') && two(3) && b.get(5) == Some(&b':') && two(6)) {
+        return false;
+    }
+    if !(time[0..2] <= *"23" && time[3..5] <= *"59" && time[6..8] <= *"59") {
+        return false;
+    }
+    let rest = &time[8..];
+    // An optional fraction: any one character, then digits.
+    if let Some(first) = rest.chars().next() {
+        let after = &rest[first.len_utf8()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && zone_ok(&after[digits..]) {
+            return true;
+        }
+    }
+    zone_ok(rest)
+}
+
+fn zone_ok(zone: &str) -> bool {
+    let b = zone.as_bytes();
+    zone == "z"
+        || (b.len() == 6
+            && matches!(b[0], b'+' | b'-')
+            && b[1..3].iter().all(u8::is_ascii_digit)
+            && b[3] == b':'
+            && b[4..6].iter().all(u8::is_ascii_digit))
 }
 
 fn is_cidr(text: &str) -> bool {
@@ -229,6 +275,13 @@ mod tests {
             ("date-time", "2024-05-01T10:00:00Z", true),
             ("date-time", "2024-05-01T10:00:00.5+02:00", true),
             ("date-time", "yesterday", false),
+            // kube-openapi's IsDateTime: a zone is required, `T` (any case) separates.
+            ("date-time", "2024-01-01T00:00:00", false),
+            ("date-time", "2024-01-01T00:00:00+0200", false),
+            ("date-time", "2024-01-01 00:00:00Z", false),
+            ("date-time", "2024-01-01t00:00:00z", true),
+            ("date-time", "2024-01-01T24:00:00Z", false),
+            ("date-time", "2024-01-01T23:59:59.123456789-07:00", true),
             ("date", "2024-05-01", true),
             ("date", "2024-13-01", false),
             ("byte", "aGVsbG8=", true),
