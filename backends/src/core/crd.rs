@@ -208,7 +208,49 @@ pub fn set_defaults(crd: &mut Value) {
                     v.insert(flag.into(), json!(false));
                 }
             }
+            if let Some(schema) = v
+                .get_mut("schema")
+                .and_then(|s| s.get_mut("openAPIV3Schema"))
+            {
+                drop_null_defaults(schema);
+            }
         }
+    }
+}
+
+/// `default: null` in a schema decodes to Go's nil `*JSON` and is not stored; the schema's own
+/// nodes are walked (never a default's or an example's value, where a null is data).
+fn drop_null_defaults(schema: &mut Value) {
+    let Some(node) = schema.as_object_mut() else {
+        return;
+    };
+    if node.get("default").is_some_and(Value::is_null) {
+        node.remove("default");
+    }
+    for key in [
+        "properties",
+        "patternProperties",
+        "definitions",
+        "dependencies",
+    ] {
+        if let Some(children) = node.get_mut(key).and_then(Value::as_object_mut) {
+            children.values_mut().for_each(drop_null_defaults);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(children) = node.get_mut(key).and_then(Value::as_array_mut) {
+            children.iter_mut().for_each(drop_null_defaults);
+        }
+    }
+    for key in ["not", "additionalProperties", "additionalItems"] {
+        if let Some(child) = node.get_mut(key).filter(|c| c.is_object()) {
+            drop_null_defaults(child);
+        }
+    }
+    match node.get_mut("items") {
+        Some(Value::Array(children)) => children.iter_mut().for_each(drop_null_defaults),
+        Some(child @ Value::Object(_)) => drop_null_defaults(child),
+        _ => {}
     }
 }
 
@@ -330,6 +372,27 @@ mod tests {
                 }]
             }
         })
+    }
+
+    #[test]
+    fn null_defaults_are_not_kept() {
+        let mut crd = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
+            "type": "object", "default": null, "properties": {
+                "a": {"type": "string", "default": null},
+                "b": {"type": "object", "default": {"x": null}},
+                "c": {"type": "array", "items": {"type": "integer", "default": null}}}}}}]}});
+        set_defaults(&mut crd);
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        assert!(schema.get("default").is_none(), "{schema}");
+        assert!(
+            schema["properties"]["a"].get("default").is_none(),
+            "{schema}"
+        );
+        assert_eq!(schema["properties"]["b"]["default"], json!({"x": null}));
+        assert!(
+            schema["properties"]["c"]["items"].get("default").is_none(),
+            "{schema}"
+        );
     }
 
     #[test]
