@@ -772,8 +772,8 @@ fn namespaces_get_their_default_account_root_ca_and_token_secrets() {
         "-p",
         r#"{"data":{"ca.crt":"edited","extra":"x"},"binaryData":{"blob":"AAE="}}"#,
     ]);
-    let restored = eventually(Duration::from_secs(10), || {
-        let cm = gate.json(&[
+    let root_ca = || {
+        gate.json(&[
             "-n",
             "team-s",
             "get",
@@ -781,21 +781,16 @@ fn namespaces_get_their_default_account_root_ca_and_token_secrets() {
             "kube-root-ca.crt",
             "-o",
             "json",
-        ]);
+        ])
+    };
+    let restored = eventually(Duration::from_secs(10), || {
+        let cm = root_ca();
         cm["data"] == serde_json::json!({"ca.crt": ca.as_str()})
             && cm["metadata"]["annotations"]["kubernetes.io/description"]
                 .as_str()
                 .is_some_and(|d| d.starts_with("Contains a CA bundle"))
     });
-    let cm = gate.json(&[
-        "-n",
-        "team-s",
-        "get",
-        "configmap",
-        "kube-root-ca.crt",
-        "-o",
-        "json",
-    ]);
+    let cm = root_ca();
     assert!(restored, "{cm}");
     assert_eq!(cm["metadata"]["annotations"]["team/owner"], "ops", "{cm}");
     assert_eq!(cm["binaryData"]["blob"], "AAE=", "{cm}");

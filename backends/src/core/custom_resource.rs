@@ -633,25 +633,8 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
-        let status = object.get("status").cloned();
-        let mut next = old.clone();
-        if let Some(map) = next.as_object_mut() {
-            match status {
-                Some(s) => {
-                    map.insert("status".into(), s);
-                }
-                None => {
-                    map.remove("status");
-                }
-            }
-            if let Some(rv) = object.pointer("/metadata/resourceVersion") {
-                if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.insert("resourceVersion".into(), rv.clone());
-                }
-            }
-        }
-        self.normalize(&mut next);
-        *object = next;
+        crate::resource::keep_all_but_status(object, old);
+        self.normalize(object);
     }
 
     fn converts_storage(&self) -> bool {

@@ -114,20 +114,9 @@ impl Strategy for NamespaceStrategy {
     }
 
     fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
-        let status = object.get("status").cloned();
-        let rv = object.pointer("/metadata/resourceVersion").cloned();
-        let mut next = old.clone();
-        if let Some(map) = next.as_object_mut() {
-            match status {
-                Some(s) => map.insert("status".into(), s),
-                None => map.remove("status"),
-            };
-        }
-        if let (Some(meta), Some(rv)) = (child_object(&mut next, "metadata"), rv) {
-            meta.insert("resourceVersion".into(), rv);
-        }
+        crate::resource::keep_all_but_status(object, old);
         // SetDefaults_NamespaceStatus runs on every decode.
-        if let Some(status) = child_object(&mut next, "status") {
+        if let Some(status) = child_object(object, "status") {
             if status
                 .get("phase")
                 .and_then(Value::as_str)
@@ -137,8 +126,7 @@ impl Strategy for NamespaceStrategy {
                 status.insert("phase".into(), json!("Active"));
             }
         }
-        set_name_label(&mut next);
-        *object = next;
+        set_name_label(object);
     }
 
     fn name_rule(&self) -> NameRule {
