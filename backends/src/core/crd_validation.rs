@@ -1758,6 +1758,7 @@ fn validate_schema_node(
     if opts.require_map_list_keys_map_set_validation {
         errs.extend(map_list_keys_map_set(s, path));
     }
+    let before_rules = errs.len();
     for (i, rule) in s.x_validations.iter().enumerate() {
         let rule_path = format!("{path}.x-kubernetes-validations[{i}]");
         let text = |k: &str| str_at(rule, &format!("/{k}"));
@@ -1773,13 +1774,13 @@ fn validate_schema_node(
             errs.push(field_invalid(
                 &format!("{rule_path}.message"),
                 message,
-                "must be non-empty if specified",
+                "message must be non-empty if specified",
             ));
         } else if has_newline(message.trim()) {
             errs.push(field_invalid(
                 &format!("{rule_path}.message"),
                 message,
-                "must not contain line breaks",
+                "message must not contain line breaks",
             ));
         } else if has_newline(expression) && message.trim().is_empty() {
             errs.push(field_required(
@@ -1808,22 +1809,36 @@ fn validate_schema_node(
             errs.push(field_invalid(
                 &format!("{rule_path}.fieldPath"),
                 field_path,
-                "must be non-empty if specified",
+                "fieldPath must be non-empty if specified",
             ));
         }
         if has_newline(field_path) {
             errs.push(field_invalid(
                 &format!("{rule_path}.fieldPath"),
                 field_path,
-                "must not contain line breaks",
+                "fieldPath must not contain line breaks",
             ));
         }
-        errs.extend(crate::machinery::schema::compile_errors(
-            &rule_path,
-            rule,
-            s,
-            is_root || s.x_embedded_resource,
-        ));
+        if !field_path.is_empty() && !crate::machinery::schema::field_path_valid(field_path, s) {
+            errs.push(field_invalid(
+                &format!("{rule_path}.fieldPath"),
+                field_path,
+                "fieldPath must be a valid path",
+            ));
+        }
+    }
+    // kube compiles a node's rules only when its rules' own fields are sound: otherwise the
+    // compiler's errors would be noise until those are fixed.
+    if errs.len() == before_rules {
+        for (i, rule) in s.x_validations.iter().enumerate() {
+            let rule_path = format!("{path}.x-kubernetes-validations[{i}]");
+            errs.extend(crate::machinery::schema::compile_errors(
+                &rule_path,
+                rule,
+                s,
+                is_root || s.x_embedded_resource,
+            ));
+        }
     }
 }
 
@@ -2085,6 +2100,14 @@ mod tests {
             }, vec![
                 "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].reason: Unsupported value: \"Bad\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"",
                 "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: Required value: rule is not specified",
+            ]),
+            // A fieldPath naming no field, and (a rule's fields being unsound) no compiler
+            // errors for the broken rule next to it, as kube skips compiling then.
+            ("CEL fieldPath", |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"] = json!([
+                    {"rule": "self.replicas >= 0", "fieldPath": ".nope"}, {"rule": "self.replicas >"}]);
+            }, vec![
+                "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].fieldPath: Invalid value: \".nope\": fieldPath must be a valid path",
             ]),
         ];
         for (name, edit, want) in cases {

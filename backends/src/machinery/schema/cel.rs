@@ -640,6 +640,18 @@ pub fn compile_errors(
             ));
         }
     }
+    // kube: `optionalOldSelf` (true or false) only on a rule that reads `oldSelf`.
+    if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool) {
+        if !compiled.uses_old_self {
+            out.push(StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: format!(
+                    "Invalid value: {optional}: may not be set if oldSelf is not used in rule"
+                ),
+                field: field_name(&format!("{rule_path}.optionalOldSelf")),
+            });
+        }
+    }
     out
 }
 
@@ -1011,6 +1023,11 @@ fn runtime_error(err: &ExecutionError, rule: &Rule<'_>) -> String {
         other => other.to_string(),
     };
     format!("{text} evaluating rule: {rule_text}")
+}
+
+/// Whether a rule's `fieldPath` names a field of `schema` (kube's `pathValid`).
+pub fn field_path_valid(json_path: &str, schema: &Schema) -> bool {
+    normalize_field_path(json_path, schema).is_some()
 }
 
 /// kube's `ValidFieldPath` (`.a.b['c.d']`) against the node's schema, as a field path
@@ -1620,7 +1637,12 @@ mod tests {
                                "reason": "FieldValueForbidden", "fieldPath": ".replicas",
                                "optionalOldSelf": true}),
         );
-        assert_eq!(got.len(), 1, "{got:?}");
+        // Both kube's errors: the messageExpression's, then optionalOldSelf without oldSelf.
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(
+            got[1],
+            "FieldValueInvalid p.x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"
+        );
         assert!(got[0].starts_with("FieldValueInvalid p.x-kubernetes-validations[0].messageExpression: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas > 0\", Message:\"\", MessageExpression:\"'a' +\", Reason:(*apiextensions.FieldValueErrorReason)(0xc000000000), FieldPath:\".replicas\", OptionalOldSelf:(*bool)(0xc000000000)}: messageExpression compilation failed: ERROR: <input>:1:6: Syntax error:"), "{got:?}");
         let got =
             check(json!({"rule": "self.replicas > 0", "messageExpression": "self.replicas > 1"}));
