@@ -740,17 +740,19 @@ fn namespaces_get_their_default_account_root_ca_and_token_secrets() {
         ready,
         "the default service account or kube-root-ca.crt did not come"
     );
-    let root_ca = gate.json(&[
-        "-n",
-        "team-s",
-        "get",
-        "configmap",
-        "kube-root-ca.crt",
-        "-o",
-        "json",
-    ]);
+    let root_ca = || {
+        gate.json(&[
+            "-n",
+            "team-s",
+            "get",
+            "configmap",
+            "kube-root-ca.crt",
+            "-o",
+            "json",
+        ])
+    };
     let ca = std::fs::read_to_string(gate.data_dir.join("pki/ca.crt")).unwrap();
-    assert_eq!(root_ca["data"]["ca.crt"], ca.as_str());
+    assert_eq!(root_ca()["data"]["ca.crt"], ca.as_str());
     // Its data and its description come back when edited away, as kube's publisher puts them
     // back; what else is on it stays.
     gate.ok(&[
@@ -772,17 +774,6 @@ fn namespaces_get_their_default_account_root_ca_and_token_secrets() {
         "-p",
         r#"{"data":{"ca.crt":"edited","extra":"x"},"binaryData":{"blob":"AAE="}}"#,
     ]);
-    let root_ca = || {
-        gate.json(&[
-            "-n",
-            "team-s",
-            "get",
-            "configmap",
-            "kube-root-ca.crt",
-            "-o",
-            "json",
-        ])
-    };
     let restored = eventually(Duration::from_secs(10), || {
         let cm = root_ca();
         cm["data"] == serde_json::json!({"ca.crt": ca.as_str()})

@@ -11,8 +11,8 @@
 //! each other's allocations only as fast as writes reach their caches, so a value new to a
 //! Service is also claimed in the store itself ([`claim`]): one key per value under
 //! `/kubegate.io/serviceallocations/`, created if absent (etcd's create-if-absent decides
-//! between replicas, as kube's IPAddress objects do), deleted when the Service lets the value
-//! go ([`release_claims`]), and taken over once stale (its Service does not hold the value and the
+//! between replicas, as kube's IPAddress objects do), deleted by the write that lets the value
+//! go ([`release_claims`]), and taken over once stale (its writer failed or crashed) (its Service does not hold the value and the
 //! claim is older than a write takes).
 
 use std::collections::{HashMap, HashSet};
@@ -451,7 +451,12 @@ pub async fn claim(
     service_key: &(dyn Fn(&str, &str) -> String + Sync),
 ) -> Result<(), ApiError> {
     let owner = owner_of(service);
-    for want in wanted(service, old).into_iter().filter(|w| w.new) {
+    // Ports of one number share a node port: one claim for it.
+    let mut seen = HashSet::new();
+    for want in wanted(service, old)
+        .into_iter()
+        .filter(|w| w.new && seen.insert(w.value))
+    {
         let key = claim_key(&want.value);
         let now = Utc::now();
         let body = claim_body(&want.value, &owner, now);
@@ -553,12 +558,11 @@ pub fn released(before: &Value, after: Option<&Value>) -> Vec<Allocated> {
         .unwrap_or_default()
         .into_iter()
         .collect();
-    let mut gone: Vec<Allocated> = allocations_of(before)
+    let mut seen = HashSet::new();
+    allocations_of(before)
         .into_iter()
-        .filter(|value| !kept.contains(value))
-        .collect();
-    gone.dedup();
-    gone
+        .filter(|value| !kept.contains(value) && seen.insert(*value))
+        .collect()
 }
 
 #[cfg(test)]

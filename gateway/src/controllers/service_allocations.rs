@@ -1,15 +1,12 @@
 //! Keeps the record of which cluster IPs and node ports Services hold
 //! (`kubegate_backends::core::service_allocations`) as the watch cache shows them: loaded
 //! before the listener starts, then every Service event applied, and loaded again when the
-//! watch ends (the cache re-listed or the watcher fell behind). Values a Service lets go
-//! (changed, or deleted with it) have their claims in the store deleted.
+//! watch ends (the cache re-listed or the watcher fell behind).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubegate_backends::core::service_allocations::{
-    owner_of, release_claims, released, ServiceAllocations,
-};
+use kubegate_backends::core::service_allocations::ServiceAllocations;
 use kubegate_backends::registry::Registry;
 use kubegate_backends::storage::cacher::{CacheEventKind, CacheWatcher, CachedObject};
 use serde_json::Value;
@@ -58,36 +55,16 @@ async fn follow(
                 event = watcher.next() => match event {
                     Some(Ok(event)) => {
                         let Some(service) = parse(&event.object) else { continue };
-                        let released = match event.kind {
-                            CacheEventKind::Added => {
+                        match event.kind {
+                            CacheEventKind::Added | CacheEventKind::Modified => {
                                 allocations.observe(&service);
-                                Vec::new()
-                            }
-                            CacheEventKind::Modified => {
-                                allocations.observe(&service);
-                                event
-                                    .prev
-                                    .as_deref()
-                                    .and_then(parse)
-                                    .map(|prev| released(&prev, Some(&service)))
-                                    .unwrap_or_default()
                             }
                             CacheEventKind::Deleted => {
                                 let text = |pointer: &str| {
                                     service.pointer(pointer).and_then(Value::as_str).unwrap_or("")
                                 };
                                 allocations.forget(text("/metadata/namespace"), text("/metadata/name"));
-                                released(&service, None)
                             }
-                        };
-                        // The store's claims on what the Service let go, deleted off this loop
-                        // (every replica tries; the first one does it).
-                        if !released.is_empty() {
-                            let store = registry.cacher().store().clone();
-                            let owner = owner_of(&service);
-                            tokio::spawn(async move {
-                                release_claims(store.as_ref(), &owner, released).await;
-                            });
                         }
                     }
                     Some(Err(_)) | None => break,
