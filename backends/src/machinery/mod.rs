@@ -1,7 +1,9 @@
 //! API machinery shared by every resource: selectors, patches, content negotiation, name
 //! validation, Table output, protobuf bodies and the structural schemas of custom resources.
 
+pub mod duplicates;
 pub mod gotime;
+pub mod jsonpatch;
 pub mod managed;
 pub mod negotiation;
 pub mod patch;

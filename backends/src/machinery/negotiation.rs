@@ -414,24 +414,37 @@ pub fn patch_type_allowing(content_type: Option<&str>, strategic: bool) -> ApiRe
 /// `error converting YAML to JSON: ...`). Protobuf bodies go to
 /// [`crate::machinery::protobuf::decode`].
 pub fn decode_body(media: MediaType, body: &[u8]) -> ApiResult<Value> {
-    let value = match media {
-        MediaType::Protobuf => return crate::machinery::protobuf::decode(body),
+    decode_body_noting_duplicates(media, body).map(|(value, _)| value)
+}
+
+/// [`decode_body`], and the paths of a JSON body's duplicated members (the last value wins),
+/// which kube's strict decoding reports as it reports unknown fields.
+pub fn decode_body_noting_duplicates(
+    media: MediaType,
+    body: &[u8],
+) -> ApiResult<(Value, Vec<String>)> {
+    let (value, duplicates) = match media {
+        MediaType::Protobuf => return Ok((crate::machinery::protobuf::decode(body)?, Vec::new())),
         MediaType::Json => {
             if body.iter().all(u8::is_ascii_whitespace) {
                 return Err(ApiError::bad_request(
                     "couldn't get version/kind; json parse error: unexpected end of JSON input",
                 ));
             }
-            serde_json::from_slice::<Value>(body).map_err(|e| {
+            let decoded = crate::machinery::duplicates::from_slice(body).map_err(|e| {
                 ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-            })?
+            })?;
+            (decoded.value, decoded.duplicates)
         }
-        MediaType::Yaml => yaml_to_json(body).map_err(|e| {
-            ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}"))
-        })?,
+        MediaType::Yaml => (
+            yaml_to_json(body).map_err(|e| {
+                ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}"))
+            })?,
+            Vec::new(),
+        ),
     };
     match value {
-        Value::Object(_) => Ok(value),
+        Value::Object(_) => Ok((value, duplicates)),
         Value::Null => Err(ApiError::bad_request("Object 'Kind' is missing in 'null'")),
         other => Err(ApiError::bad_request(format!(
             "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",

@@ -13,6 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::json_kind;
+use super::negotiation::PatchType;
 use crate::status::{field_invalid, ApiError, ApiResult};
 
 /// kube-apiserver refuses JSON patches with more operations than this (`maxJSONPatchOperations`).
@@ -30,7 +31,8 @@ const SET_ELEMENT_ORDER_PREFIX: &str = "$setElementOrder";
 // JSON patch and merge patch
 // ---------------------------------------------------------------------------------------
 
-/// Applies an RFC 6902 JSON patch to `doc`.
+/// Applies an RFC 6902 JSON patch to `doc`, with the leniencies of the library kube applies
+/// it with ([`super::jsonpatch`]).
 ///
 /// As kube-apiserver: a body that does not decode as a list of operations is 400 BadRequest;
 /// more than 10000 operations is 413; an operation that cannot be applied (failed `test`,
@@ -39,9 +41,12 @@ const SET_ELEMENT_ORDER_PREFIX: &str = "$setElementOrder";
 pub fn json_patch(doc: &Value, patch: &[u8]) -> ApiResult<Value> {
     let raw: Value = serde_json::from_slice(patch)
         .map_err(|e| ApiError::bad_request(json_syntax_message(patch, &e)))?;
-    // kube decodes into `[]map[string]*json.RawMessage` first: shape errors are 400s.
+    // kube decodes into `[]map[string]*json.RawMessage` first: shape errors are 400s (a
+    // `null` operation is an empty one, refused when applied).
     let ops = match &raw {
-        Value::Array(ops) => ops,
+        Value::Array(ops) => ops.as_slice(),
+        // Go decodes `null` into an empty patch.
+        Value::Null => &[],
         other => {
             return Err(ApiError::bad_request(format!(
                 "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
@@ -49,7 +54,7 @@ pub fn json_patch(doc: &Value, patch: &[u8]) -> ApiResult<Value> {
             )))
         }
     };
-    if let Some(op) = ops.iter().find(|op| !op.is_object()) {
+    if let Some(op) = ops.iter().find(|op| !(op.is_object() || op.is_null())) {
         return Err(ApiError::bad_request(format!(
             "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
             json_kind(op)
@@ -65,12 +70,68 @@ pub fn json_patch(doc: &Value, patch: &[u8]) -> ApiResult<Value> {
             ),
         ));
     }
-    // Operations with an unknown `op` or a missing `path`/`value` only fail when kube applies
-    // them, so they share the 422 of any other failed operation.
-    let operations: json_patch::Patch = serde_json::from_value(raw).map_err(|_| rejected())?;
     let mut out = doc.clone();
-    json_patch::patch(&mut out, &operations).map_err(|_| rejected())?;
+    super::jsonpatch::apply(&mut out, ops).map_err(|_| rejected())?;
     ensure_object(out)
+}
+
+/// What kube's strict decoding of a PATCH body finds before the patch is applied (under
+/// `fieldValidation` Warn and Strict only): its messages (`duplicate field "data.a"`, `json
+/// patch unknown field "[0].extra"`), to report with the patched object's own. A body that
+/// does not decode into what kube decodes it into is its 400.
+pub fn strict_body_errors(patch_type: PatchType, body: &[u8]) -> ApiResult<Vec<String>> {
+    // JSON and merge patches' decode errors carry this prefix; strategic merge patches' not.
+    let prefix = match patch_type {
+        PatchType::Json | PatchType::Merge => "error decoding patch: ",
+        PatchType::StrategicMerge | PatchType::Apply => "",
+    };
+    let decoded = super::duplicates::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("{prefix}{}", json_syntax_message(body, &e))))?;
+    let cannot = |found: &Value, into: &str| {
+        ApiError::bad_request(format!(
+            "{prefix}json: cannot unmarshal {} into Go value of type {into}",
+            json_kind(found)
+        ))
+    };
+    match patch_type {
+        PatchType::Json => {
+            let mut errors = Vec::new();
+            let ops = match &decoded.value {
+                Value::Array(ops) => ops.as_slice(),
+                Value::Null => &[],
+                other => return Err(cannot(other, "[]handlers.jsonPatchOp")),
+            };
+            for (i, op) in ops.iter().enumerate() {
+                let members = match op {
+                    Value::Object(members) => members,
+                    Value::Null => continue,
+                    other => return Err(cannot(other, "handlers.jsonPatchOp")),
+                };
+                for (name, value) in members {
+                    match name.as_str() {
+                        "op" | "path" | "from" if !(value.is_string() || value.is_null()) => {
+                            return Err(ApiError::bad_request(format!(
+                                "{prefix}json: cannot unmarshal {} into Go struct field jsonPatchOp.{name} of type string",
+                                json_kind(value)
+                            )));
+                        }
+                        "op" | "path" | "from" | "value" => {}
+                        _ => errors.push(format!("json patch unknown field \"[{i}].{name}\"")),
+                    }
+                }
+            }
+            let mut all: Vec<String> = super::duplicates::messages(&decoded.duplicates)
+                .into_iter()
+                .map(|m| format!("json patch {m}"))
+                .collect();
+            all.extend(errors);
+            Ok(all)
+        }
+        _ => match &decoded.value {
+            Value::Object(_) | Value::Null => Ok(super::duplicates::messages(&decoded.duplicates)),
+            other => Err(cannot(other, "map[string]interface {}")),
+        },
+    }
 }
 
 /// Applies an RFC 7386 JSON merge patch to `doc`.
@@ -1776,12 +1837,12 @@ mod tests {
     }
 
     #[test]
-    fn json_patch_that_replaces_the_root_with_a_scalar_is_invalid() {
+    fn json_patch_that_replaces_the_root_with_an_array_is_invalid() {
         let e = json_patch(
             &json!({"a": 1}),
-            br#"[{"op":"replace","path":"","value":5}]"#,
+            br#"[{"op":"replace","path":"","value":[5]}]"#,
         )
-        .expect_err("scalar root");
+        .expect_err("array root");
         assert_eq!(e.code, 422);
         assert!(e.message.contains("patch: Invalid value"), "{}", e.message);
     }

@@ -369,7 +369,7 @@ impl Registry {
         // Fields the kind does not have are dropped from the configuration (with the warnings
         // or the error `fieldValidation` asks for), so nobody is made their owner.
         let warnings = self
-            .unknown_fields(def, &mut config, field_validation(request)?)
+            .unknown_fields(def, &mut config, field_validation(request)?, Vec::new())
             .map_err(ApiError::bad_request)?;
         for _ in 0..MAX_APPLY_ATTEMPTS {
             let updated = self

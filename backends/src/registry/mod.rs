@@ -35,6 +35,7 @@ use crate::resource::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::cacher::Cacher;
 use crate::storage::{Store, StoreError};
+use kubegate_policy::RequestInfo;
 
 pub use internal::manager;
 pub use meta::{now_rfc3339, object_name, object_namespace};
@@ -240,7 +241,10 @@ impl Registry {
         if !info.subresource.is_empty() && !def.has_subresource(&info.subresource) {
             return Err(ApiError::path_not_found());
         }
-        if def.namespaced && info.namespace.is_empty() && !info.name.is_empty() {
+        // A namespaced resource has no route for a name without a namespace; a name that
+        // comes from a `metadata.name` field selector on a list or watch across namespaces
+        // is not in the path, and kube lists every namespace's objects of that name.
+        if def.namespaced && info.namespace.is_empty() && names_in_path(info) {
             return Err(ApiError::path_not_found());
         }
         // What kube's go-restful routes refuse before any handler: a method the path has no
@@ -348,6 +352,27 @@ impl kubegate_policy::authn::lookup::ObjectLookup for Registry {
         let cached = self.cacher.get(&def.key(namespace, name))?;
         client_value(&def, &cached.bytes).ok()
     }
+}
+
+/// Whether the request's path names an object (`.../<resource>/<name>[/<subresource>]`), as
+/// opposed to a list or watch whose name only comes from its `metadata.name` field selector.
+fn names_in_path(info: &RequestInfo) -> bool {
+    if info.name.is_empty() {
+        return false;
+    }
+    let mut segments = info.path.split('/').filter(|s| !s.is_empty());
+    // `api/<version>` or `apis/<group>/<version>`, then the deprecated `watch` prefix.
+    let skip = if info.api_prefix == "api" { 2 } else { 3 };
+    let mut rest = segments.by_ref().skip(skip).peekable();
+    if rest.peek() == Some(&"watch") {
+        rest.next();
+    }
+    if rest.peek() == Some(&"namespaces") && info.resource != "namespaces" {
+        rest.next();
+        rest.next();
+    }
+    // The resource, then a name if the path has one.
+    rest.nth(1).is_some()
 }
 
 /// A stored object (cached JSON bytes) in the shape `def` serves.

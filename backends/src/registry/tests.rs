@@ -256,6 +256,58 @@ async fn a_limited_list_at_a_resource_version_reads_that_revision_exactly() {
     }
 }
 
+/// A `metadata.name` field selector across namespaces lists every namespace's object of
+/// that name (kube: the name only serves authorization); a name in such a path is no route.
+#[tokio::test]
+async fn a_name_selector_across_namespaces_lists_every_namespace() {
+    let f = fixture().await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}});
+    assert_eq!(
+        call(&f, "POST", "/api/v1/namespaces", Some(ns)).await.0,
+        201
+    );
+    call(&f, "POST", CMS, Some(cm("app", json!({})))).await;
+    call(&f, "POST", CMS, Some(cm("other", json!({})))).await;
+    let cms_b = "/api/v1/namespaces/team-b/configmaps";
+    assert_eq!(
+        call(&f, "POST", cms_b, Some(cm("app", json!({})))).await.0,
+        201
+    );
+    let (code, list) = call(
+        &f,
+        "GET",
+        "/api/v1/configmaps?fieldSelector=metadata.name%3Dapp",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    let found: Vec<(&str, &str)> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            (
+                i["metadata"]["namespace"].as_str().unwrap_or(""),
+                i["metadata"]["name"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(found, [("default", "app"), ("team-b", "app")]);
+    // The same name as the resource is still a selector, not a path segment.
+    let (code, _) = call(
+        &f,
+        "GET",
+        "/api/v1/configmaps?fieldSelector=metadata.name%3Dconfigmaps",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    for path in ["/api/v1/configmaps/app", "/api/v1/watch/configmaps/app"] {
+        let (code, status) = call(&f, "GET", path, None).await;
+        assert_eq!(code, 404, "{path}: {status}");
+    }
+}
+
 #[tokio::test]
 async fn selectors_filter_lists() {
     let f = fixture().await;
@@ -867,6 +919,167 @@ async fn warnings_of(f: &Fixture, req: ApiRequest) -> (u16, Vec<String>) {
                 .filter(|(n, _)| n == "Warning")
                 .map(|(_, v)| v.clone())
                 .collect(),
+        ),
+        ApiResponse::Watch(_) => panic!("unexpected watch"),
+    }
+}
+
+/// A request with a raw body (for what `serde_json::Value` cannot hold: duplicate members).
+fn raw_request(method: &str, path: &str, body: &str, content_type: &str) -> ApiRequest {
+    let mut req = request(method, path, None, content_type);
+    req.body = Bytes::from(body.to_string());
+    req
+}
+
+/// Duplicate fields are strict decoding errors as unknown ones are: warnings under Warn (the
+/// last value wins), kube's 400 under Strict; a patch body's own are reported first, and a
+/// JSON patch's unknown operation fields too.
+#[tokio::test]
+async fn duplicate_fields_are_strict_decoding_errors() {
+    let f = fixture().await;
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d","name":"d"},
+        "data":{"a":"1","a":"2"},"bogus":1}"#;
+    let (code, warnings) =
+        warnings_of(&f, raw_request("POST", CMS, body, "application/json")).await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "duplicate field \"metadata.name\"""#,
+            r#"299 - "duplicate field \"data.a\"""#,
+            r#"299 - "unknown field \"bogus\"""#
+        ]
+    );
+    let (_, stored) = call(&f, "GET", &format!("{CMS}/d"), None).await;
+    assert_eq!(stored["data"], json!({"a": "2"}));
+    let strict = format!("{CMS}/d?fieldValidation=Strict");
+    let put = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"d","resourceVersion":"{}"}},"data":{{"a":"3","a":"4"}}}}"#,
+        rv(&stored)
+    );
+    let (code, s) = match f
+        .registry
+        .handle(raw_request("PUT", &strict, &put, "application/json"))
+        .await
+    {
+        ApiResponse::Body(b) => (
+            b.status,
+            serde_json::from_slice::<Value>(&b.bytes()).unwrap(),
+        ),
+        ApiResponse::Watch(_) => panic!("unexpected watch"),
+    };
+    assert_eq!(code, 400, "{s}");
+    assert_eq!(
+        s["message"],
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: duplicate field "data.a""#
+    );
+    // Patches: the body's duplicates (merge, strategic) and a JSON patch's unknown fields.
+    let cases = [
+        (
+            r#"{"data":{"h":"1","h":"2"}}"#,
+            "application/merge-patch+json",
+            r#"duplicate field \"data.h\""#,
+        ),
+        (
+            r#"{"metadata":{"labels":{"x":"1","x":"2"}}}"#,
+            "application/strategic-merge-patch+json",
+            r#"duplicate field \"metadata.labels.x\""#,
+        ),
+        (
+            r#"[{"op":"add","path":"/data/e","value":"x","extra":1}]"#,
+            "application/json-patch+json",
+            r#"json patch unknown field \"[0].extra\""#,
+        ),
+        (
+            r#"[{"op":"add","op":"add","path":"/data/e","value":"x"}]"#,
+            "application/json-patch+json",
+            r#"json patch duplicate field \"[0].op\""#,
+        ),
+    ];
+    for (patch, content_type, expected) in cases {
+        let path = format!("{CMS}/d");
+        let (code, warnings) =
+            warnings_of(&f, raw_request("PATCH", &path, patch, content_type)).await;
+        assert_eq!(code, 200, "{patch}");
+        assert_eq!(warnings, [format!("299 - \"{expected}\"")], "{patch}");
+        let (code, s) = call_raw(&f, raw_request("PATCH", &strict, patch, content_type)).await;
+        assert_eq!(code, 422, "{patch}: {s}");
+        let message = s["details"]["causes"][0]["message"].as_str().unwrap_or("");
+        let expected = expected.replace('\\', "");
+        assert!(
+            message.ends_with(&format!("strict decoding error: {expected}")),
+            "{patch}: {message}"
+        );
+        let ignore = format!("{CMS}/d?fieldValidation=Ignore");
+        let (code, warnings) =
+            warnings_of(&f, raw_request("PATCH", &ignore, patch, content_type)).await;
+        assert_eq!((code, warnings.len()), (200, 0), "{patch}");
+    }
+    // What kube's strict decode of a JSON patch refuses (Warn and Strict), and Ignore's words.
+    let path = format!("{CMS}/d");
+    for (patch, message) in [
+        (r#"{"op":"add"}"#, "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"),
+        (r#"["x"]"#, "error decoding patch: json: cannot unmarshal string into Go value of type handlers.jsonPatchOp"),
+        (r#"[{"op":5,"path":"/x"}]"#, "error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string"),
+        (r#"{"a":1}"#, "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"),
+    ] {
+        let (code, s) = call_raw(&f, raw_request("PATCH", &path, patch, "application/json-patch+json")).await;
+        assert_eq!((code, s["message"].as_str()), (400, Some(message)), "{patch}");
+    }
+    let ignore = format!("{CMS}/d?fieldValidation=Ignore");
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            &ignore,
+            r#"{"op":"add"}"#,
+            "application/json-patch+json",
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, s["message"].as_str()),
+        (
+            400,
+            Some("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        )
+    );
+    let (code, s) = call_raw(
+        &f,
+        raw_request("PATCH", &path, "[1]", "application/merge-patch+json"),
+    )
+    .await;
+    assert_eq!(
+        (code, s["message"].as_str()),
+        (400, Some("error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"))
+    );
+    // kube's JSON patch library: replace of a missing member adds it, -1 is the last element.
+    let patch = r#"[{"op":"replace","path":"/data/zz","value":"x"},
+        {"op":"add","path":"/metadata/finalizers","value":["a.io/x","b.io/y"]},
+        {"op":"remove","path":"/metadata/finalizers/-1"},
+        {"op":"test","path":"/data/nothere","value":null}]"#;
+    let (code, s) = call_raw(
+        &f,
+        raw_request("PATCH", &path, patch, "application/json-patch+json"),
+    )
+    .await;
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(s["data"]["zz"], "x");
+    assert_eq!(s["metadata"]["finalizers"], json!(["a.io/x"]));
+    // A `null` JSON patch is an empty one.
+    let (code, _) = call_raw(
+        &f,
+        raw_request("PATCH", &path, "null", "application/json-patch+json"),
+    )
+    .await;
+    assert_eq!(code, 200);
+}
+
+async fn call_raw(f: &Fixture, req: ApiRequest) -> (u16, Value) {
+    match f.registry.handle(req).await {
+        ApiResponse::Body(b) => (
+            b.status,
+            serde_json::from_slice(&b.bytes()).unwrap_or(Value::Null),
         ),
         ApiResponse::Watch(_) => panic!("unexpected watch"),
     }

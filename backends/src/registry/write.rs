@@ -146,6 +146,17 @@ pub(super) fn decode_request_body(request: &ApiRequest) -> ApiResult<Value> {
     negotiation::decode_body(media, &request.body)
 }
 
+/// [`decode_request_body`] for a create or update, with kube's strict decoding messages for
+/// the body's duplicate fields (`duplicate field "data.a"`).
+fn decode_object_body(request: &ApiRequest) -> ApiResult<(Value, Vec<String>)> {
+    if request.body.is_empty() {
+        return Err(ApiError::bad_request("the body of the request was empty"));
+    }
+    let media = negotiation::request_body_type(request.content_type.as_deref())?;
+    let (object, duplicates) = negotiation::decode_body_noting_duplicates(media, &request.body)?;
+    Ok((object, crate::machinery::duplicates::messages(&duplicates)))
+}
+
 /// The strategic-merge-patch directives of a resource: its own plus ObjectMeta's.
 struct ResourcePatchMeta<'a>(&'a ResourceDef);
 
@@ -480,35 +491,37 @@ impl Registry {
     /// never stored.
     /// [`Registry::unknown_fields`] for a create or an update, whose strict decoding error
     /// is kube's 400 for a body it cannot decode.
+    /// `earlier` are the body's other strict decoding errors (its duplicate fields).
     pub(super) fn handle_unknown_fields(
         &self,
         def: &ResourceDef,
         object: &mut Value,
         mode: FieldValidation,
+        earlier: Vec<String>,
     ) -> ApiResult<Vec<String>> {
-        self.unknown_fields(def, object, mode)
+        self.unknown_fields(def, object, mode, earlier)
             .map_err(|error| decode_error(def, &error))
     }
 
     /// Drops the fields the kind does not have; their warnings under `Warn`, kube's strict
-    /// decoding error (`strict decoding error: unknown field "x"`) under `Strict`.
+    /// decoding error (`strict decoding error: unknown field "x"`) under `Strict`, after the
+    /// `earlier` strict errors of the body (duplicate fields, a patch's own).
     pub(super) fn unknown_fields(
         &self,
         def: &ResourceDef,
         object: &mut Value,
         mode: FieldValidation,
+        earlier: Vec<String>,
     ) -> Result<Vec<String>, String> {
         let unknown = match def.strategy.prune_unknown_fields(object) {
             Some(unknown) => unknown,
             None => super::fields::prune_unknown_fields(&def.definition, object),
         };
-        if unknown.is_empty() {
+        if unknown.is_empty() && earlier.is_empty() {
             return Ok(Vec::new());
         }
-        let messages: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field \"{f}\""))
-            .collect();
+        let mut messages = earlier;
+        messages.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
         if mode == FieldValidation::Strict {
             return Err(format!("strict decoding error: {}", messages.join(", ")));
         }
@@ -589,7 +602,7 @@ impl Registry {
             ));
         }
         let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
-        let mut object = decode_request_body(request)?;
+        let (mut object, duplicates) = decode_object_body(request)?;
         check_kind_named(def, &object, &request.body)?;
         check_type(&mut object, def, &def.kind)?;
         if def.strategy.terminating() {
@@ -602,7 +615,7 @@ impl Registry {
         }
         check_namespace(&mut object, def, &request.info.namespace)?;
         let mut warnings =
-            self.handle_unknown_fields(def, &mut object, field_validation(request)?)?;
+            self.handle_unknown_fields(def, &mut object, field_validation(request)?, duplicates)?;
         warnings.extend(super::meta::dedup_owner_references(&mut object, false));
         let tracker = Tracker::for_request(def, request, "CreateOptions")?;
         let mode = WriteMode {
@@ -868,7 +881,7 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
-        let mut body = decode_request_body(request)?;
+        let (mut body, duplicates) = decode_object_body(request)?;
         check_kind_named(def, &body, &request.body)?;
         let info = &request.info;
         let expected_kind = def.kind.clone();
@@ -876,7 +889,7 @@ impl Registry {
         check_namespace(&mut body, def, &info.namespace)?;
         check_name(&body, &info.name)?;
         let mut warnings =
-            self.handle_unknown_fields(def, &mut body, field_validation(request)?)?;
+            self.handle_unknown_fields(def, &mut body, field_validation(request)?, duplicates)?;
         warnings.extend(super::meta::dedup_owner_references(&mut body, false));
         let subresource = info.subresource.clone();
         let tracker = Tracker::for_request(def, request, "UpdateOptions")?;
@@ -987,6 +1000,14 @@ impl Registry {
                     ..WriteMode::client(request)?
                 },
                 |current| {
+                    // kube decodes the body strictly first (under Warn and Strict), once it
+                    // has the object: the body's own duplicate (and, for a JSON patch,
+                    // unknown) fields are reported with the patched object's.
+                    let body_errors = if mode == FieldValidation::Ignore {
+                        Vec::new()
+                    } else {
+                        patch::strict_body_errors(patch_type, &patch_bytes)?
+                    };
                     let mut patched = match patch_type {
                         PatchType::Json => patch::json_patch(current, &patch_bytes)?,
                         PatchType::Merge => patch::merge_patch(current, &patch_bytes)?,
@@ -1007,7 +1028,7 @@ impl Registry {
                     })?;
                     let unpruned = (mode == FieldValidation::Strict).then(|| patched.clone());
                     let found = self
-                        .unknown_fields(def, &mut patched, mode)
+                        .unknown_fields(def, &mut patched, mode, body_errors)
                         .map_err(|error| {
                             let named = unpruned.as_ref().unwrap_or(&patched);
                             invalid_patch(patch_type, &patch_bytes, named, &error)
