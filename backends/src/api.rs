@@ -44,9 +44,37 @@ impl ApiRequest {
             .map(|(_, v)| v.as_str())
     }
 
-    /// A boolean query parameter (`true`/`1`), as kube parses them.
+    /// A boolean query parameter as kube decodes one (`Convert_Slice_string_To_bool`): absent,
+    /// `0` and `false` (in any case) are false; anything else, the empty value too, is true.
     pub fn flag(&self, name: &str) -> bool {
-        matches!(self.param(name), Some("true") | Some("1"))
+        self.optional_flag(name).unwrap_or(false)
+    }
+
+    /// [`ApiRequest::flag`] for a parameter whose absence means something (`*bool`).
+    pub fn optional_flag(&self, name: &str) -> Option<bool> {
+        self.param(name)
+            .map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
+    }
+
+    /// An integer query parameter as kube decodes one (`strconv.ParseInt`): `None` when
+    /// absent, a 400 with Go's message when it is not a 64-bit integer (the empty value too).
+    pub fn int_param(&self, name: &str) -> crate::status::ApiResult<Option<i64>> {
+        let Some(value) = self.param(name) else {
+            return Ok(None);
+        };
+        let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(crate::status::ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: invalid syntax",
+                kubegate_policy::quote::go_quote(value)
+            )));
+        }
+        value.parse::<i64>().map(Some).map_err(|_| {
+            crate::status::ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: value out of range",
+                kubegate_policy::quote::go_quote(value)
+            ))
+        })
     }
 }
 
@@ -306,6 +334,51 @@ mod tests {
         body.finish_encoding(accept, pretty);
         assert_eq!(body.encoding, Encoding::Fixed);
         body
+    }
+
+    fn with_query(query: &str) -> ApiRequest {
+        ApiRequest {
+            method: "GET".into(),
+            info: Arc::new(RequestInfo::default()),
+            query: kubegate_policy::request_info::parse_query(query),
+            content_type: None,
+            content_length_sent: false,
+            accept: None,
+            user_agent: None,
+            if_none_match: None,
+            body: Bytes::new(),
+            user: Arc::new(kubegate_policy::UserInfo::new("u", vec![])),
+        }
+    }
+
+    #[test]
+    fn query_flags_and_integers_decode_as_kubes_parameter_codec() {
+        let request = with_query("a=True&b=yes&c=&d=FALSE&e=0&f=1");
+        for (name, value) in [
+            ("a", true),
+            ("b", true),
+            ("c", true),
+            ("d", false),
+            ("e", false),
+        ] {
+            assert_eq!(request.flag(name), value, "{name}");
+        }
+        assert!(request.flag("f"));
+        assert!(!request.flag("absent"));
+        assert_eq!(request.optional_flag("absent"), None);
+        assert_eq!(request.optional_flag("d"), Some(false));
+        let request = with_query("n=-5&p=%2B7&bad=1.5&big=9223372036854775808");
+        assert_eq!(request.int_param("n").expect("int"), Some(-5));
+        assert_eq!(request.int_param("p").expect("int"), Some(7));
+        assert_eq!(request.int_param("absent").expect("absent"), None);
+        assert_eq!(
+            request.int_param("bad").expect_err("float").message,
+            r#"strconv.ParseInt: parsing "1.5": invalid syntax"#
+        );
+        assert_eq!(
+            request.int_param("big").expect_err("overflow").message,
+            r#"strconv.ParseInt: parsing "9223372036854775808": value out of range"#
+        );
     }
 
     #[test]

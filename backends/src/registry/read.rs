@@ -108,6 +108,28 @@ fn validate_list_options(request: &ApiRequest) -> ApiResult<()> {
     }
 }
 
+/// kube's `APIObjectVersioner.ParseResourceVersion`: `strconv.ParseUint` and its error as
+/// a `resourceVersion` field error (the text kube's answers carry).
+fn parse_resource_version(rv: &str) -> Result<Revision, String> {
+    let quoted = kubegate_policy::quote::go_quote(rv);
+    if rv.is_empty() || !rv.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: invalid syntax"
+        ));
+    }
+    rv.parse().map_err(|_| {
+        format!(
+            "resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: value out of range"
+        )
+    })
+}
+
+/// A GET's or watch's resourceVersion that does not parse: kube's storage returns the
+/// versioner's error as it is, which its handlers answer as a 500 without a reason.
+fn unparsable_for_read(message: String) -> ApiError {
+    ApiError::new(500, "", message)
+}
+
 /// How a GET reads: kube's `GetOptions` has only `resourceVersion` (`resourceVersionMatch`
 /// is a list option a GET ignores): none is the latest state, `0` whatever the cache holds,
 /// and any other at least that revision, served from the latest.
@@ -115,10 +137,9 @@ fn get_read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
     match request.param("resourceVersion").unwrap_or("") {
         "" => Ok(ReadAt::Consistent),
         "0" => Ok(ReadAt::Any),
-        rv => rv
-            .parse()
+        rv => parse_resource_version(rv)
             .map(ReadAt::NotOlderThan)
-            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}"))),
+            .map_err(unparsable_for_read),
     }
 }
 
@@ -139,9 +160,8 @@ fn read_at(request: &ApiRequest) -> ApiResult<ReadAt> {
         }
         return Ok(ReadAt::Consistent);
     }
-    let revision: Revision = rv
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+    let revision = parse_resource_version(rv)
+        .map_err(|e| ApiError::bad_request(format!("invalid resource version: {e}")))?;
     match matching {
         "" | "NotOlderThan" if revision == 0 => Ok(ReadAt::Any),
         "" | "NotOlderThan" => Ok(ReadAt::NotOlderThan(revision)),
@@ -396,13 +416,8 @@ impl Registry {
         validate_list_options(request)?;
         let filter = Filter::from_request(request, def)?;
         timeout_seconds(request)?;
-        let limit: usize = match request.param("limit") {
-            None | Some("") => 0,
-            Some(l) => l
-                .parse::<i64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?
-                .max(0) as usize,
-        };
+        let limit =
+            usize::try_from(request.int_param("limit")?.unwrap_or(0).max(0)).unwrap_or(usize::MAX);
         let prefix = def.collection_prefix(&request.info.namespace);
         let mut continued = None;
         let (at, start_after) = match request.param("continue").filter(|c| !c.is_empty()) {
@@ -779,19 +794,18 @@ const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// lists and watches alike, so a value that is not an integer is a 400 for both, though
 /// only a watch uses it.
 fn timeout_seconds(request: &ApiRequest) -> ApiResult<i64> {
-    match request.param("timeoutSeconds") {
-        Some(t) if !t.is_empty() => t
-            .parse::<i64>()
-            .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}"))),
-        _ => Ok(0),
-    }
+    Ok(request.int_param("timeoutSeconds")?.unwrap_or(0))
 }
 
-/// `timeoutSeconds` as kube reads it: absent or ≤ 0 means the server's spread default.
+/// `timeoutSeconds` as kube reads it: absent or 0 means the server's spread default; a
+/// negative one has already run out (the watch ends at once).
 fn watch_timeout(request: &ApiRequest, min: Duration) -> ApiResult<Duration> {
     let requested = timeout_seconds(request)?;
     if requested > 0 {
         return Ok(Duration::from_secs(requested as u64).min(MAX_WATCH_TIMEOUT));
+    }
+    if requested < 0 {
+        return Ok(Duration::ZERO);
     }
     // kube spreads watch lifetimes between the minimum and twice it.
     Ok(min.mul_f64(1.0 + rand_fraction()))
@@ -800,16 +814,7 @@ fn watch_timeout(request: &ApiRequest, min: Duration) -> ApiResult<Duration> {
 /// Validates a watch's resourceVersion options as kube's `validateWatchOptions` does and
 /// returns where the watch starts and `sendInitialEvents`.
 fn watch_options(request: &ApiRequest) -> ApiResult<(ReadAt, Option<bool>)> {
-    let send_initial = match request.param("sendInitialEvents") {
-        None | Some("") => None,
-        Some("true") | Some("1") => Some(true),
-        Some("false") | Some("0") => Some(false),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "invalid sendInitialEvents: {other}"
-            )))
-        }
-    };
+    let send_initial = request.optional_flag("sendInitialEvents");
     // kube's `validateWatchOptions`, every cause in its order. `sendInitialEvents` without
     // bookmarks is allowed: the initial events come without the bookmark that ends them.
     let matching = request.param("resourceVersionMatch").unwrap_or("");
@@ -848,10 +853,7 @@ fn watch_options(request: &ApiRequest) -> ApiResult<(ReadAt, Option<bool>)> {
     let at = match rv {
         "" => ReadAt::Consistent,
         "0" => ReadAt::Any,
-        rv => ReadAt::NotOlderThan(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
-        ),
+        rv => ReadAt::NotOlderThan(parse_resource_version(rv).map_err(unparsable_for_read)?),
     };
     Ok((at, send_initial))
 }
@@ -881,10 +883,9 @@ struct FrameEncoder {
 
 impl FrameEncoder {
     fn content_type(&self) -> String {
+        // kube's watch handler names the serializer's media type alone, a Table's too.
         if self.output.media == MediaType::Protobuf {
             protobuf::WATCH_CONTENT_TYPE.to_string()
-        } else if self.output.as_table {
-            "application/json;as=Table;v=v1;g=meta.k8s.io".to_string()
         } else {
             encode::JSON.to_string()
         }

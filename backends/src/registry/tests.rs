@@ -1565,8 +1565,51 @@ async fn named_watches_and_watch_options_follow_kube() {
         let (code, status) = call(&f, "GET", path, None).await;
         assert_eq!(code, 400, "{path}: {status}");
         assert_eq!(status["reason"], "BadRequest", "{path}: {status}");
-        assert_eq!(status["message"], "invalid timeoutSeconds: abc", "{path}");
+        assert_eq!(
+            status["message"], r#"strconv.ParseInt: parsing "abc": invalid syntax"#,
+            "{path}"
+        );
     }
+    // kube's integer options: Go's words, for the empty value too; an out-of-range one.
+    for (query, message) in [
+        (
+            "limit=abc",
+            r#"strconv.ParseInt: parsing "abc": invalid syntax"#,
+        ),
+        ("limit=", r#"strconv.ParseInt: parsing "": invalid syntax"#),
+        (
+            "limit=99999999999999999999",
+            r#"strconv.ParseInt: parsing "99999999999999999999": value out of range"#,
+        ),
+    ] {
+        let (code, status) = call(&f, "GET", &format!("{CMS}?{query}"), None).await;
+        assert_eq!((code, status["message"].as_str()), (400, Some(message)));
+    }
+    // A resourceVersion that does not parse: a list's 400, a get's (and watch's) bare 500.
+    let invalid = r#"resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax"#;
+    let (code, status) = call(&f, "GET", &format!("{CMS}?resourceVersion=abc"), None).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        format!("invalid resource version: {invalid}")
+    );
+    for path in [
+        format!("{CMS}/a?resourceVersion=abc"),
+        format!("{CMS}?watch=1&resourceVersion=abc"),
+        format!("{CMS}/a?resourceVersion=%2B5"),
+    ] {
+        let (code, status) = call(&f, "GET", &path, None).await;
+        assert_eq!(code, 500, "{path}: {status}");
+        assert!(status.get("reason").is_none(), "{path}: {status}");
+        assert!(
+            status["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("resourceVersion: Invalid value: ")),
+            "{path}: {status}"
+        );
+    }
+    let (_, status) = call(&f, "GET", &format!("{CMS}/a?resourceVersion=abc"), None).await;
+    assert_eq!(status["message"], invalid);
     let (code, _) = call(&f, "GET", &format!("{CMS}?timeoutSeconds=5"), None).await;
     assert_eq!(code, 200, "a list ignores a valid timeoutSeconds");
     let evs = frames(f.registry.handle(named("?timeoutSeconds=0")).await, 2).await;
