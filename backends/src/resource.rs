@@ -432,12 +432,13 @@ pub trait SubresourceHandler: Send + Sync {
     /// apiVersion (`authentication.k8s.io/v1`).
     fn kind(&self) -> (&'static str, &'static str);
 
+    /// The answer, and the warnings to send with it.
     async fn create(
         &self,
         request: &crate::api::ApiRequest,
         parent: &Value,
         body: Value,
-    ) -> crate::status::ApiResult<Value>;
+    ) -> crate::status::ApiResult<(Value, Vec<String>)>;
 }
 
 impl std::fmt::Debug for ResourceDef {

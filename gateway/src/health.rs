@@ -110,6 +110,24 @@ impl Health {
                 }
             }
         }
+        // kube lists the exclusions that matched no check, sorted, each quoted.
+        let mut unmatched: Vec<&str> = excluded
+            .iter()
+            .copied()
+            .filter(|e| !checks.iter().any(|(name, _)| name.as_str() == *e))
+            .collect();
+        unmatched.sort_unstable();
+        unmatched.dedup();
+        if !unmatched.is_empty() {
+            let quoted: Vec<String> = unmatched
+                .iter()
+                .map(|e| kubegate_policy::quote::go_quote(e))
+                .collect();
+            lines.push(format!(
+                "warn: some health checks cannot be excluded: no matches for {}",
+                quoted.join(",")
+            ));
+        }
         if failed {
             return Some(HealthResponse {
                 status: 500,
@@ -161,6 +179,28 @@ mod tests {
         );
         let r = h.serve("/readyz", &q(&[("exclude", "storage")])).unwrap();
         assert_eq!(r.status, 200);
+        // Exclusions that match no check are named, sorted and once, as kube's warn line.
+        let r = h
+            .serve(
+                "/readyz",
+                &q(&[
+                    ("exclude", "storage"),
+                    ("exclude", "nosuch"),
+                    ("exclude", "etcd"),
+                    ("exclude", "nosuch"),
+                    ("verbose", ""),
+                ]),
+            )
+            .unwrap();
+        assert_eq!(r.status, 200);
+        assert!(
+            r.body.contains("[+]storage excluded: ok\n")
+                && r.body.ends_with(
+                    "ok\nwarn: some health checks cannot be excluded: no matches for \"etcd\",\"nosuch\"\nreadyz check passed\n"
+                ),
+            "{}",
+            r.body
+        );
         assert_eq!(h.serve("/readyz/ping", &[]).unwrap().body, "ok");
         assert_eq!(h.serve("/readyz/storage", &[]).unwrap().status, 500);
         assert!(h.serve("/readyz/nope", &[]).is_none());

@@ -517,6 +517,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
                 crate::rbac::reconcile_bootstrap_policy(&registry)
                     .await
                     .map_err(|e| StartError::Storage(format!("RBAC bootstrap policy: {e}")))?;
+                kubegate_backends::core::configmaps::ensure_legacy_token_tracking(&registry)
+                    .await
+                    .map_err(|e| StartError::Storage(format!("legacy token tracking: {e}")))?;
                 kubegate_backends::core::flowcontrol_bootstrap::ensure_bootstrap_configuration(&registry)
                     .await
                     .map_err(|e| StartError::Storage(format!("APF bootstrap configuration: {e}")))?;

@@ -125,6 +125,72 @@ pub(crate) fn immutability(object: &Value, old: &Value, fields: &[&str]) -> Vec<
     causes
 }
 
+/// `kube-system/kube-apiserver-legacy-service-account-token-tracking`: kube-apiserver's
+/// legacy token tracking controller records since when it tracks legacy token use (the
+/// `kubernetes.io/legacy-token-last-used` label) in `data.since`, which the controller
+/// manager's legacy token cleaner reads before it deletes unused tokens.
+pub const LEGACY_TOKEN_TRACKING: (&str, &str) = (
+    "kube-system",
+    "kube-apiserver-legacy-service-account-token-tracking",
+);
+
+/// Creates the legacy token tracking ConfigMap dated today (UTC), or dates it today when its
+/// `since` is not a `YYYY-MM-DD` date, as kube's controller does; leaves a valid one alone.
+pub async fn ensure_legacy_token_tracking(
+    registry: &crate::registry::Registry,
+) -> crate::status::ApiResult<()> {
+    let Some(def) = registry.find("", "configmaps") else {
+        return Ok(());
+    };
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let (namespace, name) = LEGACY_TOKEN_TRACKING;
+    let dated = |since: &str| chrono::NaiveDate::parse_from_str(since, "%Y-%m-%d").is_ok();
+    match registry.get_object(&def, namespace, name).await {
+        Ok(current) => {
+            if dated(
+                current
+                    .pointer("/data/since")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+            ) {
+                return Ok(());
+            }
+            registry
+                .update_internal(
+                    &def,
+                    namespace,
+                    name,
+                    crate::registry::manager::KUBE_APISERVER,
+                    |current| {
+                        let mut updated = current.clone();
+                        updated["data"]["since"] = json!(today);
+                        Ok(updated)
+                    },
+                )
+                .await
+                .map(drop)
+        }
+        Err(e) if e.code == 404 => {
+            let configmap = json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace},
+                "data": {"since": today},
+            });
+            match registry
+                .create_internal(&def, configmap, crate::registry::manager::KUBE_APISERVER)
+                .await
+            {
+                // Another replica made it first, or kube-system is going away.
+                Ok(_) => Ok(()),
+                Err(e) if e.code == 409 || e.code == 403 || e.code == 404 => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -154,6 +154,26 @@ impl Strategy for NamespaceStrategy {
         validate_finalizers(object, false)
     }
 
+    /// kube's PodSecurity admission (on by default, after validation): a namespace's
+    /// `pod-security.kubernetes.io/*` labels must name a level and a version, checked on
+    /// create and on an update that changes what they say.
+    fn begin_write(
+        &self,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), crate::status::ApiError> {
+        let errors = pod_security_label_errors(object);
+        if errors.is_empty() || old.is_some_and(|old| pod_security_label_errors(old) == errors) {
+            return Ok(());
+        }
+        Err(crate::status::ApiError::invalid(
+            "",
+            "Namespace",
+            str_at(object, "/metadata/name"),
+            errors,
+        ))
+    }
+
     /// kube's `ValidateNamespaceStatusUpdate` (the phase follows `deletionTimestamp`) and
     /// `ValidateNamespaceFinalizeUpdate` (finalizer errors at their index).
     fn validate_subresource_update(
@@ -268,9 +288,93 @@ fn copy_from_old(object: &mut Value, old: &Value, pointer: &str) {
     }
 }
 
+/// The PodSecurity labels, in the order kube's `PolicyToEvaluate` reads them: whether each
+/// names a level (else a version).
+const POD_SECURITY_LABELS: [(&str, bool); 6] = [
+    ("pod-security.kubernetes.io/enforce", true),
+    ("pod-security.kubernetes.io/enforce-version", false),
+    ("pod-security.kubernetes.io/audit", true),
+    ("pod-security.kubernetes.io/audit-version", false),
+    ("pod-security.kubernetes.io/warn", true),
+    ("pod-security.kubernetes.io/warn-version", false),
+];
+
+/// kube's `PolicyToEvaluate` errors for a namespace's PodSecurity labels.
+fn pod_security_label_errors(object: &Value) -> Vec<StatusCause> {
+    let Some(labels) = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    for (label, is_level) in POD_SECURITY_LABELS {
+        let Some(value) = labels.get(label) else {
+            continue;
+        };
+        let value = value.as_str().unwrap_or("");
+        let error = if is_level {
+            (!matches!(value, "privileged" | "baseline" | "restricted"))
+                .then_some("must be one of privileged, baseline, restricted")
+        } else {
+            (!is_pod_security_version(value)).then_some(r#"must be "latest" or "v1.x""#)
+        };
+        if let Some(error) = error {
+            errors.push(field_invalid(
+                &format!("metadata.labels[{label}]"),
+                value,
+                error,
+            ));
+        }
+    }
+    errors
+}
+
+/// `latest` or `v1.<minor>` (kube's `^v1\.([0-9]|[1-9][0-9]*)$`, within `int`).
+fn is_pod_security_version(value: &str) -> bool {
+    if value == "latest" {
+        return true;
+    }
+    let Some(minor) = value.strip_prefix("v1.") else {
+        return false;
+    };
+    !minor.is_empty()
+        && minor.bytes().all(|b| b.is_ascii_digit())
+        && (minor == "0" || !minor.starts_with('0'))
+        && minor.parse::<i64>().is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_security_labels_name_a_level_and_a_version() {
+        let ns = |labels: Value| json!({"metadata": {"name": "t1", "labels": labels}});
+        let bad = ns(json!({
+            "pod-security.kubernetes.io/warn": "nope",
+            "pod-security.kubernetes.io/enforce": "bogus",
+            "pod-security.kubernetes.io/enforce-version": "v1.05",
+        }));
+        let error = NamespaceStrategy
+            .begin_write(&bad, None)
+            .expect_err("invalid labels");
+        assert_eq!(error.code, 422);
+        assert_eq!(
+            error.message,
+            r#"Namespace "t1" is invalid: [metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "bogus": must be one of privileged, baseline, restricted, metadata.labels[pod-security.kubernetes.io/enforce-version]: Invalid value: "v1.05": must be "latest" or "v1.x", metadata.labels[pod-security.kubernetes.io/warn]: Invalid value: "nope": must be one of privileged, baseline, restricted]"#
+        );
+        // An update that leaves the same errors is let through (kube checks changes only).
+        assert!(NamespaceStrategy.begin_write(&bad, Some(&bad)).is_ok());
+        let fine = ns(json!({
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "v1.33",
+            "pod-security.kubernetes.io/audit-version": "latest",
+            "pod-security.kubernetes.io/warn-version": "v1.0",
+        }));
+        assert!(NamespaceStrategy.begin_write(&fine, None).is_ok());
+        assert!(NamespaceStrategy.begin_write(&bad, Some(&fine)).is_err());
+    }
 
     #[test]
     fn create_defaults_phase_finalizer_and_label() {

@@ -53,7 +53,7 @@ impl TokenRequestHandler {
         name: &str,
         service_account: &Value,
         mut body: Value,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<(Value, Vec<String>)> {
         let Some(request) = body.as_object_mut() else {
             return Err(ApiError::bad_request(
                 "the body of the request must be a JSON object",
@@ -193,7 +193,8 @@ impl TokenRequestHandler {
                 "expirationTimestamp": rfc3339(&issued.expiration_timestamp),
             }),
         );
-        Ok(answer)
+        // kube warns when it shortened the lifetime asked for.
+        Ok((answer, issued.warning.into_iter().collect()))
     }
 
     /// The bound object as the token will name it, checked against what is stored.
@@ -357,7 +358,12 @@ impl SubresourceHandler for TokenRequestHandler {
         (KIND, API_VERSION)
     }
 
-    async fn create(&self, request: &ApiRequest, parent: &Value, body: Value) -> ApiResult<Value> {
+    async fn create(
+        &self,
+        request: &ApiRequest,
+        parent: &Value,
+        body: Value,
+    ) -> ApiResult<(Value, Vec<String>)> {
         self.token_request(&request.info.namespace, &request.info.name, parent, body)
     }
 }
@@ -483,6 +489,10 @@ mod tests {
 
     impl Fixture {
         async fn create(&self, body: Value) -> ApiResult<Value> {
+            self.create_warned(body).await.map(|(answer, _)| answer)
+        }
+
+        async fn create_warned(&self, body: Value) -> ApiResult<(Value, Vec<String>)> {
             self.handler
                 .create(&api_request("ns", "builder"), &self.service_account, body)
                 .await
@@ -754,11 +764,20 @@ mod tests {
     #[tokio::test]
     async fn maximum_expiration_shortens() {
         let f = fixture(Some(std::time::Duration::from_secs(7200)));
-        let answer = f
-            .create(kubectl_body(json!({"expirationSeconds": 86400})))
+        let (answer, warnings) = f
+            .create_warned(kubectl_body(json!({"expirationSeconds": 86400})))
             .await
             .expect("created");
         assert_eq!(answer["spec"]["expirationSeconds"], 7200);
+        assert_eq!(
+            warnings,
+            ["requested expiration of 86400 seconds shortened to 7200 seconds"]
+        );
+        let (_, warnings) = f
+            .create_warned(kubectl_body(json!({"expirationSeconds": 3600})))
+            .await
+            .expect("created");
+        assert!(warnings.is_empty(), "{warnings:?}");
         let claims = claims(answer["status"]["token"].as_str().expect("token"));
         assert_eq!(
             claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0),

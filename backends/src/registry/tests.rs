@@ -924,6 +924,49 @@ async fn warnings_of(f: &Fixture, req: ApiRequest) -> (u16, Vec<String>) {
     }
 }
 
+/// The legacy token tracking ConfigMap is made once, dated today, and dated again when its
+/// `since` is not a date; a valid one is left alone.
+#[tokio::test]
+async fn legacy_token_tracking_is_dated_once() {
+    let f = fixture().await;
+    let path = "/api/v1/namespaces/kube-system/configmaps/kube-apiserver-legacy-service-account-token-tracking";
+    crate::core::configmaps::ensure_legacy_token_tracking(&f.registry)
+        .await
+        .expect("ensured");
+    let (code, made) = call(&f, "GET", path, None).await;
+    assert_eq!(code, 200, "{made}");
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert_eq!(made["data"], json!({"since": today}));
+    let patch = json!({"data": {"since": "2020-01-01"}});
+    call_typed(
+        &f,
+        "PATCH",
+        path,
+        Some(patch),
+        "application/merge-patch+json",
+    )
+    .await;
+    crate::core::configmaps::ensure_legacy_token_tracking(&f.registry)
+        .await
+        .expect("ensured");
+    let (_, kept) = call(&f, "GET", path, None).await;
+    assert_eq!(kept["data"]["since"], "2020-01-01");
+    let patch = json!({"data": {"since": "yesterday"}});
+    call_typed(
+        &f,
+        "PATCH",
+        path,
+        Some(patch),
+        "application/merge-patch+json",
+    )
+    .await;
+    crate::core::configmaps::ensure_legacy_token_tracking(&f.registry)
+        .await
+        .expect("ensured");
+    let (_, redated) = call(&f, "GET", path, None).await;
+    assert_eq!(redated["data"]["since"], today.as_str());
+}
+
 /// A request with a raw body (for what `serde_json::Value` cannot hold: duplicate members).
 fn raw_request(method: &str, path: &str, body: &str, content_type: &str) -> ApiRequest {
     let mut req = request(method, path, None, content_type);

@@ -857,8 +857,12 @@ impl Registry {
             ));
         }
         let parent = self.get_object(def, &info.namespace, &info.name).await?;
-        let answer = handler.create(request, &parent, body).await?;
-        encode::json_value_response(201, &answer, &output)
+        let (answer, warnings) = handler.create(request, &parent, body).await?;
+        let mut response = encode::json_value_response(201, &answer, &output)?;
+        for warning in warnings {
+            response = response.with_header("Warning", warning_header(&warning));
+        }
+        Ok(response)
     }
 
     /// 409 AlreadyExists, saying so when the existing object is on its way out.

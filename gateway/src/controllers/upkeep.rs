@@ -4,7 +4,8 @@
 //! `kube-system/extension-apiserver-authentication`, published again whenever it changes or
 //! is deleted and on a resync (kube's ClusterAuthenticationTrustController), so an extension
 //! server that starts later still finds the trust it needs, and the `default/kubernetes`
-//! Service (kube's bootstrap controller), created again on a resync when it is missing.
+//! Service (kube's bootstrap controller), created again on a resync when it is missing, and
+//! the legacy token tracking ConfigMap (kube's legacytokentracking controller).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +66,11 @@ pub async fn run(
                     .await
             {
                 tracing::warn!(error = %e.message, "default/kubernetes Service");
+            }
+            if let Err(e) =
+                kubegate_backends::core::configmaps::ensure_legacy_token_tracking(&registry).await
+            {
+                tracing::warn!(error = %e.message, "legacy token tracking ConfigMap");
             }
         } else {
             tokio::time::sleep(SETTLE).await;
