@@ -425,10 +425,12 @@ impl NonResourceAttributes {
         Value::Object(map)
     }
 
-    /// As kube's field errors print the internal struct: JSON with Go's field names (it has
-    /// no json tags).
+    /// As kube 1.33's field errors print the internal struct (Go's `%#v`).
     fn bad_value(&self) -> String {
-        go_json(&json!({"Path": self.path, "Verb": self.verb}))
+        super::gojson::go_syntax_struct(
+            "authorization.NonResourceAttributes",
+            &[("Path", &self.path), ("Verb", &self.verb)],
+        )
     }
 }
 
@@ -1393,7 +1395,7 @@ mod tests {
                     "nonResourceAttributes": {"path": "/x", "verb": "get"},
                     "user": "alice",
                 })),
-                vec![r#"spec.nonResourceAttributes: Invalid value: {"Path":"/x","Verb":"get"}: cannot be specified in combination with resourceAttributes"#],
+                vec![r#"spec.nonResourceAttributes: Invalid value: authorization.NonResourceAttributes{Path:"/x", Verb:"get"}: cannot be specified in combination with resourceAttributes"#],
             ),
             (
                 subjectaccessreviews_def,
@@ -1496,9 +1498,9 @@ mod tests {
         assert_eq!(
             invalid(got).2,
             vec![
-                r#"spec.nonResourceAttributes: Invalid value: {"Path":"/healthz","Verb":""}: cannot be specified in combination with resourceAttributes"#,
+                r#"spec.nonResourceAttributes: Invalid value: authorization.NonResourceAttributes{Path:"/healthz", Verb:""}: cannot be specified in combination with resourceAttributes"#,
                 "spec.resourceAttributes.namespace: Invalid value: \"\": must match metadata.namespace",
-                r#"spec.nonResourceAttributes: Invalid value: {"Path":"/healthz","Verb":""}: disallowed on this kind of request"#,
+                r#"spec.nonResourceAttributes: Invalid value: authorization.NonResourceAttributes{Path:"/healthz", Verb:""}: disallowed on this kind of request"#,
             ]
         );
 

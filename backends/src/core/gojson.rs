@@ -176,11 +176,24 @@ pub(crate) fn go_json(value: &Value) -> String {
         .replace('&', "\\u0026")
 }
 
-/// A `[]string` bad value as `field.Error` prints it: `["/healthz","/metrics"]`.
-pub(crate) fn go_json_strings(values: &[String]) -> String {
-    go_json(&Value::Array(
-        values.iter().map(|v| Value::String(v.clone())).collect(),
-    ))
+/// A `[]string` bad value as kube 1.33's `field.Error` prints it (Go's `%#v`):
+/// `[]string{"/healthz", "/metrics"}`.
+pub(crate) fn go_syntax_strings(values: &[String]) -> String {
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|v| kubegate_policy::quote::go_quote(v))
+        .collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// A struct of string fields as kube 1.33's `field.Error` prints it (Go's `%#v`):
+/// `rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"Role", Name:"r"}`.
+pub(crate) fn go_syntax_struct(type_name: &str, fields: &[(&str, &str)]) -> String {
+    let fields: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| format!("{name}:{}", kubegate_policy::quote::go_quote(value)))
+        .collect();
+    format!("{type_name}{{{}}}", fields.join(", "))
 }
 
 #[cfg(test)]
@@ -221,14 +234,21 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_print_as_go_json() {
+    fn bad_values_print_as_go_prints_them() {
         assert_eq!(
             go_json(&json!({"Path": "/a<b>&c", "Verb": "get"})),
             r#"{"Path":"/a\u003cb\u003e\u0026c","Verb":"get"}"#
         );
         assert_eq!(
-            go_json_strings(&["/healthz".into(), "/metrics".into()]),
-            r#"["/healthz","/metrics"]"#
+            go_syntax_strings(&["/healthz".into(), "/metrics".into()]),
+            r#"[]string{"/healthz", "/metrics"}"#
+        );
+        assert_eq!(
+            go_syntax_struct(
+                "authorization.NonResourceAttributes",
+                &[("Path", "/a<b>&\"c"), ("Verb", "get")]
+            ),
+            r#"authorization.NonResourceAttributes{Path:"/a<b>&\"c", Verb:"get"}"#
         );
     }
 }

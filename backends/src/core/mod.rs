@@ -56,6 +56,7 @@ pub use endpoints::def as endpoints_def;
 pub use endpointslices::def as endpointslice_def;
 pub use events::def as event_def;
 pub use events_v1::def as events_v1_event_def;
+pub(crate) use gojson::go_syntax_strings as gojson_strings;
 pub use leases::def as lease_def;
 pub use namespaces::def as namespace_def;
 pub use secrets::def as secret_def;

@@ -750,7 +750,7 @@ mod tests {
         assert_eq!(
             messages(s.validate_update(&new, &old)),
             vec![
-                r#"roleRef: Invalid value: {"APIGroup":"rbac.authorization.k8s.io","Kind":"ClusterRole","Name":"admin"}: cannot change roleRef"#
+                r#"roleRef: Invalid value: rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"admin"}: cannot change roleRef"#
             ]
         );
     }
@@ -763,7 +763,7 @@ mod tests {
         assert_eq!(
             messages(role.validate(&bad)),
             vec![
-                r#"rules[0].nonResourceURLs: Invalid value: ["/healthz"]: namespaced rules cannot apply to non-resource URLs"#
+                r#"rules[0].nonResourceURLs: Invalid value: []string{"/healthz"}: namespaced rules cannot apply to non-resource URLs"#
             ]
         );
         let cluster_role = strategy(&clusterroles_def());

@@ -8,10 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::causes::{index_path, invalid_raw};
-use super::gojson::{go_json, go_json_strings};
+use super::gojson::{go_syntax_strings, go_syntax_struct};
 use super::{items, str_at};
 use crate::machinery::selectors::from_label_selector_json;
 use crate::machinery::validation::{
@@ -62,7 +62,7 @@ fn validate_policy_rule(rule: &Value, namespaced: bool, path: &str) -> Vec<Statu
         if namespaced {
             causes.push(invalid_raw(
                 &field,
-                &go_json_strings(&urls),
+                &go_syntax_strings(&urls),
                 "namespaced rules cannot apply to non-resource URLs",
             ));
         }
@@ -72,7 +72,7 @@ fn validate_policy_rule(rule: &Value, namespaced: bool, path: &str) -> Vec<Statu
         {
             causes.push(invalid_raw(
                 &field,
-                &go_json_strings(&urls),
+                &go_syntax_strings(&urls),
                 "rules cannot apply to both regular resources and non-resource URLs",
             ));
         }
@@ -325,13 +325,17 @@ pub(crate) fn validate_role_ref_update(object: &Value, old: &Value) -> Option<St
     if (api_group.clone(), kind.clone(), name.clone()) == role_ref(old) {
         return None;
     }
-    let rendered = go_json(&json!({"APIGroup": api_group, "Kind": kind, "Name": name}));
+    let rendered = go_syntax_struct(
+        "rbac.RoleRef",
+        &[("APIGroup", &api_group), ("Kind", &kind), ("Name", &name)],
+    );
     Some(invalid_raw("roleRef", &rendered, "cannot change roleRef"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn messages(causes: Vec<StatusCause>) -> Vec<String> {
         causes
@@ -354,8 +358,8 @@ mod tests {
                 "rules[1].verbs: Required value: verbs must contain at least one value",
                 "rules[1].apiGroups: Required value: resource rules must supply at least one api group",
                 "rules[1].resources: Required value: resource rules must supply at least one resource",
-                r#"rules[2].nonResourceURLs: Invalid value: ["/healthz","/metrics"]: namespaced rules cannot apply to non-resource URLs"#,
-                r#"rules[2].nonResourceURLs: Invalid value: ["/healthz","/metrics"]: rules cannot apply to both regular resources and non-resource URLs"#,
+                r#"rules[2].nonResourceURLs: Invalid value: []string{"/healthz", "/metrics"}: namespaced rules cannot apply to non-resource URLs"#,
+                r#"rules[2].nonResourceURLs: Invalid value: []string{"/healthz", "/metrics"}: rules cannot apply to both regular resources and non-resource URLs"#,
             ]
         );
         // A ClusterRole may hold non-resource rules, alone.
@@ -454,7 +458,7 @@ mod tests {
         let new = json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"}});
         assert_eq!(
             validate_role_ref_update(&new, &old).map(|c| format!("{}: {}", c.field, c.message)),
-            Some(r#"roleRef: Invalid value: {"APIGroup":"rbac.authorization.k8s.io","Kind":"ClusterRole","Name":"edit"}: cannot change roleRef"#.to_string())
+            Some(r#"roleRef: Invalid value: rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"edit"}: cannot change roleRef"#.to_string())
         );
     }
 }

@@ -87,7 +87,7 @@ fn manager_from_user_agent(user_agent: &str) -> String {
 }
 
 /// kube's `ValidateFieldManager`.
-fn field_manager_causes(manager: &str) -> Vec<StatusCause> {
+pub(super) fn field_manager_causes(manager: &str) -> Vec<StatusCause> {
     let mut causes = Vec::new();
     if manager.len() > FIELD_MANAGER_MAX_LENGTH {
         causes.push(too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH));
@@ -317,15 +317,8 @@ impl Registry {
         if !causes.is_empty() {
             return Err(options_invalid("PatchOptions", causes));
         }
-        let force = match request.param("force") {
-            None | Some("") | Some("false") | Some("0") => false,
-            Some("true") | Some("1") => true,
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "failed to parse force={other:?}: must be true or false"
-                )))
-            }
-        };
+        // As kube's parameter codec reads a `*bool`: `0` and `false` are false, all else true.
+        let force = request.flag("force");
         let subresource = info.subresource.as_str();
         if !subresource.is_empty() && subresource != "status" {
             return Err(ApiError::new(
@@ -385,7 +378,11 @@ impl Registry {
             let (code, mut written) = match updated {
                 Err(e) if e.code == 404 && subresource.is_empty() => {
                     if config_name.is_empty() {
-                        return Err(name_mismatch());
+                        // kube's checkName: the created object has no name to compare.
+                        return Err(ApiError::bad_request(format!(
+                            "the name of the object ({} based on URL) was undeterminable: name must be provided",
+                            info.name
+                        )));
                     }
                     if let Some(uid) = meta_str(&config, "uid").filter(|u| !u.is_empty()) {
                         return Err(ApiError::conflict(

@@ -556,7 +556,7 @@ async fn dry_run_and_field_validation() {
     assert_eq!(code, 422);
     assert_eq!(
         s["message"],
-        r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All""#
+        r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Some"}: supported values: "All""#
     );
     assert_eq!(s["details"]["causes"][0]["field"], "dryRun");
 
@@ -634,12 +634,12 @@ async fn bad_delete_options_delete_nothing() {
         (
             "?dryRun=Foo",
             None,
-            r#"DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Foo"]: supported values: "All""#,
+            r#"DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Foo"}: supported values: "All""#,
         ),
         (
             "",
             Some(json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All", "x"]})),
-            r#"DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["All","x"]: supported values: "All""#,
+            r#"DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"All", "x"}: supported values: "All""#,
         ),
     ] {
         for target in [format!("{CMS}/kept{query}"), format!("{CMS}{query}")] {
@@ -965,6 +965,127 @@ async fn legacy_token_tracking_is_dated_once() {
         .expect("ensured");
     let (_, redated) = call(&f, "GET", path, None).await;
     assert_eq!(redated["data"]["since"], today.as_str());
+}
+
+/// A patch that leaves a Secret's data not base64 is kube's patcher 422 on `patch`, worded
+/// by the decoder each patch type goes through; nothing is written.
+#[tokio::test]
+async fn a_secret_patched_into_bad_base64_is_an_invalid_patch() {
+    let f = fixture().await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b64"}, "data": {"x": "eA=="}});
+    assert_eq!(call(&f, "POST", secrets, Some(secret)).await.0, 201);
+    let path = format!("{secrets}/b64");
+    let bad = json!({"data": {"x": "not base64!"}});
+    for (content_type, value_start, detail) in [
+        (
+            "application/merge-patch+json",
+            "\"{",
+            "illegal base64 data at input byte 3",
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            "\"map[data:map[x:not base64!]]\"",
+            "error decoding from json: illegal base64 data at input byte 3",
+        ),
+    ] {
+        let (code, s) = call_typed(&f, "PATCH", &path, Some(bad.clone()), content_type).await;
+        assert_eq!(code, 422, "{content_type}: {s}");
+        let cause = &s["details"]["causes"][0];
+        assert_eq!(cause["field"], "patch", "{s}");
+        let message = cause["message"].as_str().unwrap_or("");
+        assert!(
+            message.starts_with(&format!("Invalid value: {value_start}"))
+                && message.ends_with(detail),
+            "{content_type}: {message}"
+        );
+    }
+    let (_, stored) = call(&f, "GET", &path, None).await;
+    assert_eq!(stored["data"]["x"], "eA==");
+}
+
+/// Every bad option of a write is reported in one 422, in kube's order, before the body is
+/// looked at; an apply that would create an object without a name says so as kube does.
+#[tokio::test]
+async fn write_options_are_validated_together_and_first() {
+    let f = fixture().await;
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            &format!("{CMS}/x?fieldValidation=Bogus&dryRun=X&force=true"),
+            "not json",
+            "application/merge-patch+json",
+        ),
+    )
+    .await;
+    assert_eq!(code, 422, "{s}");
+    assert_eq!(
+        s["message"],
+        r#"PatchOptions.meta.k8s.io "" is invalid: [force: Forbidden: may not be specified for non-apply patch, dryRun: Unsupported value: []string{"X"}: supported values: "All", fieldValidation: Unsupported value: "Bogus": supported values: "", "Ignore", "Strict", "Warn"]"#
+    );
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            &format!("{CMS}/x?fieldValidation=Bogus"),
+            "{}",
+            "application/apply-patch+yaml",
+        ),
+    )
+    .await;
+    assert_eq!(code, 422, "{s}");
+    assert_eq!(
+        s["message"],
+        r#"PatchOptions.meta.k8s.io "" is invalid: [fieldManager: Required value: is required for apply patch, fieldValidation: Unsupported value: "Bogus": supported values: "", "Ignore", "Strict", "Warn"]"#
+    );
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "POST",
+            &format!("{CMS}?dryRun=Nope"),
+            "garbage",
+            "application/json",
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, s["details"]["kind"].as_str()),
+        (422, Some("CreateOptions")),
+        "{s}"
+    );
+    // An apply creating an object must name it.
+    let config = r#"{"apiVersion":"v1","kind":"ConfigMap","data":{"a":"1"}}"#;
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            &format!("{CMS}/a4?fieldManager=m"),
+            config,
+            "application/apply-patch+yaml",
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, s["message"].as_str()),
+        (400, Some("the name of the object (a4 based on URL) was undeterminable: name must be provided"))
+    );
+    // `force` reads as kube's parameter codec reads a boolean: `yes` forces.
+    call(&f, "POST", CMS, Some(cm("a5", json!({})))).await;
+    let config =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a5"},"data":{"k":"mine"}}"#;
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            &format!("{CMS}/a5?fieldManager=m&force=yes"),
+            config,
+            "application/apply-patch+yaml",
+        ),
+    )
+    .await;
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(s["data"]["k"], "mine");
 }
 
 /// A request with a raw body (for what `serde_json::Value` cannot hold: duplicate members).
@@ -2227,7 +2348,7 @@ async fn rbac_objects_are_stored_defaulted_and_validated_as_kube() {
     assert_eq!(code, 422, "{bad}");
     assert_eq!(
         bad["message"],
-        "Role.rbac.authorization.k8s.io \"bad\" is invalid: rules[0].nonResourceURLs: Invalid value: [\"/metrics\"]: namespaced rules cannot apply to non-resource URLs"
+        "Role.rbac.authorization.k8s.io \"bad\" is invalid: rules[0].nonResourceURLs: Invalid value: []string{\"/metrics\"}: namespaced rules cannot apply to non-resource URLs"
     );
 
     // kubectl create rolebinding viewers --clusterrole=view --serviceaccount=ci:builder
@@ -2271,7 +2392,7 @@ async fn rbac_objects_are_stored_defaulted_and_validated_as_kube() {
     assert_eq!(code, 422, "{bad}");
     assert_eq!(
         bad["message"],
-        "RoleBinding.rbac.authorization.k8s.io \"viewers\" is invalid: roleRef: Invalid value: {\"APIGroup\":\"rbac.authorization.k8s.io\",\"Kind\":\"ClusterRole\",\"Name\":\"edit\"}: cannot change roleRef"
+        "RoleBinding.rbac.authorization.k8s.io \"viewers\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"
     );
 
     // A cluster role binding's service accounts need a namespace, and it binds ClusterRoles.
