@@ -356,6 +356,26 @@ impl Registry {
         if !config_name.is_empty() && config_name != info.name {
             return Err(name_mismatch());
         }
+        // Lists the kind merges by key must name each item once (kube's field manager
+        // refuses the configuration with a 500 when it cannot type it).
+        let list_errors =
+            crate::machinery::managed::associative_list_errors(&field_model(def), &config);
+        if !list_errors.is_empty() {
+            let errors = match list_errors.as_slice() {
+                [one] => one.clone(),
+                many => format!("errors:\n  {}", many.join("\n  ")),
+            };
+            return Err(ApiError::new(
+                500,
+                "",
+                format!(
+                    "failed to create typed patch object ({}/{}; {}): {errors}",
+                    meta_str(&config, "namespace").unwrap_or(""),
+                    config_name,
+                    gvk_string(&def.api_version(), &def.kind),
+                ),
+            ));
+        }
         check_namespace(&mut config, def, &info.namespace)?;
         let tracker = Tracker::new(def, subresource, manager.to_string());
         let mode = WriteMode::client(request)?;

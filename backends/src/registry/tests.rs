@@ -1088,6 +1088,71 @@ async fn write_options_are_validated_together_and_first() {
     assert_eq!(s["data"]["k"], "mine");
 }
 
+/// An apply configuration whose keyed lists name an item twice, or an item without its key,
+/// is refused as kube's field manager refuses it (a 500 naming the list), and nothing is
+/// dropped or written.
+#[tokio::test]
+async fn apply_refuses_keyed_list_items_it_cannot_tell_apart() {
+    let f = fixture().await;
+    let path = "/api/v1/namespaces/default/services/web?fieldManager=m";
+    let apply = |ports: Value| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"ports": ports}})
+        .to_string()
+    };
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            path,
+            &apply(json!([{"port": 81, "name": "a"}, {"port": 81, "name": "d"}])),
+            "application/apply-patch+yaml",
+        ),
+    )
+    .await;
+    assert_eq!(code, 500, "{s}");
+    assert!(s.get("reason").is_none(), "{s}");
+    assert_eq!(
+        s["message"],
+        r#"failed to create typed patch object (default/web; /v1, Kind=Service): .spec.ports: duplicate entries for key [port=81,protocol="TCP"]"#
+    );
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            path,
+            &apply(json!([{"name": "c"}])),
+            "application/apply-patch+yaml",
+        ),
+    )
+    .await;
+    assert_eq!(code, 500, "{s}");
+    assert_eq!(
+        s["message"],
+        r#"failed to create typed patch object (default/web; /v1, Kind=Service): .spec.ports: element 0: associative list with keys has an element that omits key field "port" (and doesn't have default value)"#
+    );
+    let (code, _) = call(&f, "GET", "/api/v1/namespaces/default/services/web", None).await;
+    assert_eq!(code, 404, "nothing was written");
+    // Two problems: both listed.
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fin","finalizers":["a.io/x","a.io/x"]},
+        "data":{"a":"1"}}"#;
+    let (code, s) = call_raw(
+        &f,
+        raw_request(
+            "PATCH",
+            &format!("{CMS}/fin?fieldManager=m"),
+            cm,
+            "application/apply-patch+yaml",
+        ),
+    )
+    .await;
+    assert_eq!(code, 500, "{s}");
+    assert_eq!(
+        s["message"],
+        r#"failed to create typed patch object (/fin; /v1, Kind=ConfigMap): .metadata.finalizers: duplicate entries for key [="a.io/x"]"#
+    );
+}
+
 /// A request with a raw body (for what `serde_json::Value` cannot hold: duplicate members).
 fn raw_request(method: &str, path: &str, body: &str, content_type: &str) -> ApiRequest {
     let mut req = request(method, path, None, content_type);

@@ -12,7 +12,7 @@ pub use manager::{
 };
 pub use path::{path_string, FieldSet, Path, PathElement};
 pub use types::{ListKind, Node, TypeId, TypeModel};
-pub use walk::{compare, merge, to_field_set, Comparison};
+pub use walk::{associative_list_errors, compare, merge, to_field_set, Comparison};
 
 #[cfg(test)]
 mod tests;

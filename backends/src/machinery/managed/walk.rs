@@ -150,6 +150,102 @@ fn field_set_walk(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Associative lists of an apply configuration
+// ---------------------------------------------------------------------------------------------
+
+/// What structured-merge-diff refuses in an apply configuration (its `ObjectToTyped` without
+/// duplicates allowed), as it words it (`<path>: <message>`): list-map items that are `null`,
+/// not maps, or omit a key field without a default; set items that are maps, lists or `null`;
+/// items whose key another item has. It stops at a list's first item it cannot identify.
+pub fn associative_list_errors(model: &TypeModel, value: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut path = Vec::new();
+    list_errors_walk(model, TypeModel::ROOT, value, &mut path, &mut errors);
+    errors
+}
+
+fn list_errors_walk(
+    model: &TypeModel,
+    ty: TypeId,
+    value: &Value,
+    path: &mut Path,
+    errors: &mut Vec<String>,
+) {
+    match shape(model, ty, Some(value)) {
+        Shape::Leaf => {}
+        Shape::Object { ty, .. } => {
+            let Some(map) = value.as_object() else {
+                return;
+            };
+            for (key, child) in map {
+                path.push(PathElement::Field(key.clone()));
+                list_errors_walk(model, model.field(ty, key), child, path, errors);
+                path.pop();
+            }
+        }
+        Shape::List { items, kind } => {
+            let Some(list) = value.as_array() else {
+                return;
+            };
+            let mut seen = HashSet::new();
+            for (i, item) in list.iter().enumerate() {
+                let unidentifiable = match kind {
+                    ListKind::Map(keys) => match item {
+                        Value::Null => Some(
+                            "associative list with keys may not have a null element".to_string(),
+                        ),
+                        Value::Object(fields) => keys
+                            .iter()
+                            .find(|(key, default)| !fields.contains_key(key) && default.is_none())
+                            .map(|(key, _)| {
+                                format!(
+                                    "associative list with keys has an element that omits key field {} (and doesn't have default value)",
+                                    kubegate_policy::quote::go_quote(key)
+                                )
+                            }),
+                        _ => Some(
+                            "associative list with keys may not have non-map elements".to_string(),
+                        ),
+                    },
+                    ListKind::Set => match item {
+                        Value::Object(_) => Some(
+                            "associative list without keys has an element that's a map type"
+                                .to_string(),
+                        ),
+                        Value::Array(_) => Some(
+                            "not supported: associative list with lists as elements".to_string(),
+                        ),
+                        Value::Null => Some(
+                            "associative list without keys has an element that's an explicit null"
+                                .to_string(),
+                        ),
+                        _ => None,
+                    },
+                    ListKind::Atomic => None,
+                };
+                if let Some(problem) = unidentifiable {
+                    errors.push(format!(
+                        "{}: element {i}: {problem}",
+                        super::path::path_string(path)
+                    ));
+                    return;
+                }
+                let element = item_element(kind, item, i);
+                if *kind != ListKind::Atomic && !seen.insert(element.clone()) {
+                    errors.push(format!(
+                        "{}: duplicate entries for key {element}",
+                        super::path::path_string(path)
+                    ));
+                }
+                path.push(element);
+                list_errors_walk(model, items, item, path, errors);
+                path.pop();
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Compare
 // ---------------------------------------------------------------------------------------------
 
