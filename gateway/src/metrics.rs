@@ -164,6 +164,10 @@ impl Metrics {
         registry.register(Box::new(proxy_requests.clone()))?;
         registry.register(Box::new(proxy_request_duration.clone()))?;
         registry.register(Box::new(proxy_connect_errors.clone()))?;
+        // kube's `process_*` metrics (CPU, memory, file descriptors, start time).
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
         Ok(Metrics {
             registry,
             requests,
@@ -281,6 +285,52 @@ pub fn metric_verb<'a>(verb: &str, method: &'a str) -> &'a str {
             other => other,
         },
         _ => method,
+    }
+}
+
+/// kube's `apiserver_storage_objects{resource}`: the objects stored per resource, counted in
+/// the watch cache when scraped (kube counts every minute). A resource served in several
+/// versions is counted once.
+pub struct StorageObjects {
+    registry: std::sync::Arc<kubegate_backends::registry::Registry>,
+    objects: IntGaugeVec,
+}
+
+impl StorageObjects {
+    pub fn new(
+        registry: std::sync::Arc<kubegate_backends::registry::Registry>,
+    ) -> Result<StorageObjects, prometheus::Error> {
+        let objects = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_storage_objects",
+                "[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+            ),
+            &["resource"],
+        )?;
+        Ok(StorageObjects { registry, objects })
+    }
+}
+
+impl prometheus::core::Collector for StorageObjects {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.objects.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        // Resources no longer served (a deleted CRD) drop out.
+        self.objects.reset();
+        let mut counted = std::collections::HashSet::new();
+        for def in self.registry.resources().iter() {
+            let resource = def.group_resource().to_string();
+            if !counted.insert(resource.clone()) {
+                continue;
+            }
+            let count = self.registry.cacher().count(&def.collection_prefix(""));
+            self.objects
+                .with_label_values(&[resource.as_str()])
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        self.objects.collect()
     }
 }
 

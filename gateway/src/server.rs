@@ -697,6 +697,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
     metrics
         .register(Box::new(crate::flowcontrol::PairGauges::new(&flow)))
         .map_err(|e| StartError::Other(e.to_string()))?;
+    let storage_objects = crate::metrics::StorageObjects::new(registry.clone())
+        .map_err(|e| StartError::Other(e.to_string()))?;
+    metrics
+        .register(Box::new(storage_objects))
+        .map_err(|e| StartError::Other(e.to_string()))?;
     background.spawn(crate::flowcontrol::run(
         registry.clone(),
         flow.clone(),

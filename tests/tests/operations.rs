@@ -132,6 +132,29 @@ fn protocols_headers_health_metrics_and_documents() {
         body.contains("apiserver_request_duration_seconds_bucket{"),
         "metrics:\n{body}"
     );
+    // Stored objects per resource, and the process's own figures.
+    let stored = |resource: &str| -> i64 {
+        let prefix = format!("apiserver_storage_objects{{resource=\"{resource}\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{body}"))
+    };
+    assert!(
+        stored("namespaces") >= 4,
+        "default, kube-system, kube-public, kube-node-lease"
+    );
+    assert!(stored("flowschemas.flowcontrol.apiserver.k8s.io") >= 2);
+    for family in [
+        "process_resident_memory_bytes ",
+        "process_start_time_seconds ",
+        "process_open_fds ",
+    ] {
+        assert!(
+            body.lines().any(|l| l.starts_with(family)),
+            "{family}in:\n{body}"
+        );
+    }
 
     // Aggregated discovery by Accept, legacy otherwise.
     let (head, body) = curl(

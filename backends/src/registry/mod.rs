@@ -187,7 +187,6 @@ impl Registry {
         }
     }
 
-    /// Every served resource, in registration order.
     /// Every resource served now, built-in ones first.
     pub fn resources(&self) -> Arc<[Arc<ResourceDef>]> {
         self.served.load().list.clone()
