@@ -509,19 +509,25 @@ impl Registry {
             if !filter.matches(def, object) {
                 continue;
             }
+            selected.push(object.clone());
             if limit > 0 && selected.len() == limit {
-                let last = selected.last().map(|o| o.key.clone()).unwrap_or_default();
-                let start = last.strip_prefix(prefix.as_str()).unwrap_or(&last);
-                continue_token = Some(encode::encode_continue(
-                    i64::try_from(revision).unwrap_or(i64::MAX),
-                    start,
-                ));
-                if filter.is_empty() {
-                    remaining = Some((items.len() - index) as i64);
+                // As kube's cacher: more follows when any object follows the page's last,
+                // whether or not it matches (the next page may then be empty).
+                if index + 1 < items.len() {
+                    let start = object
+                        .key
+                        .strip_prefix(prefix.as_str())
+                        .unwrap_or(&object.key);
+                    continue_token = Some(encode::encode_continue(
+                        i64::try_from(revision).unwrap_or(i64::MAX),
+                        start,
+                    ));
+                    if filter.is_empty() {
+                        remaining = Some((items.len() - index - 1) as i64);
+                    }
                 }
                 break;
             }
-            selected.push(object.clone());
         }
         super::convert::prepare(def, &selected).await?;
         let meta = ListMeta {
