@@ -32,6 +32,7 @@ use crate::discovery::subresource_gvk;
 use crate::resource::{ResourceDef, SubresourceDef};
 
 mod convert;
+mod enums;
 mod merge;
 pub use convert::v2_to_v3;
 pub use merge::{LocalOpenApi, RemoteOpenApi};
@@ -699,6 +700,40 @@ fn apply_kube_fixups(defs: &mut BTreeMap<String, Value>) {
             target.insert(key, value);
         }
         sort_object(target);
+    }
+    apply_enums(defs);
+}
+
+/// kube-openapi's enums: the values on the property (or its items, or its map values) and, on
+/// the property itself, "Possible enum values:" closing its description.
+fn apply_enums(defs: &mut BTreeMap<String, Value>) {
+    for (definition, property, place, enum_name) in enums::ENUM_PROPERTIES {
+        let Some(enum_type) = enums::ENUM_TYPES.iter().find(|e| e.name == *enum_name) else {
+            continue;
+        };
+        let Some(Value::Object(schema)) = defs
+            .get_mut(*definition)
+            .and_then(|d| d.get_mut("properties"))
+            .and_then(|p| p.get_mut(*property))
+        else {
+            continue;
+        };
+        let values = json!(enum_type.values);
+        if place.is_empty() {
+            let lines = enum_type.lines.join("\n");
+            let description = match schema.get("description").and_then(Value::as_str) {
+                Some(text) if !text.is_empty() => {
+                    format!("{text}\n\nPossible enum values:\n{lines}")
+                }
+                _ => format!("Possible enum values:\n{lines}"),
+            };
+            schema.insert("description".into(), json!(description));
+            schema.insert("enum".into(), values);
+            sort_object(schema);
+        } else if let Some(Value::Object(inner)) = schema.get_mut(*place) {
+            inner.insert("enum".into(), values);
+            sort_object(inner);
+        }
     }
 }
 

@@ -132,6 +132,17 @@ fn protocols_headers_health_metrics_and_documents() {
         body.contains("apiserver_request_duration_seconds_bucket{"),
         "metrics:\n{body}"
     );
+    // kubectl explain shows a built-in enum field's values, as from kube's documents.
+    let explain = gate.ok(&["explain", "service.spec.type"]);
+    assert!(
+        explain.contains("ENUM:\n    ClusterIP\n    ExternalName\n    LoadBalancer\n    NodePort"),
+        "{explain}"
+    );
+    assert!(explain.contains("Possible enum values:"), "{explain}");
+    assert!(
+        explain.contains("`\"NodePort\"` means a service will be exposed on one port"),
+        "{explain}"
+    );
     // Stored objects per resource, and the process's own figures.
     let stored = |resource: &str| -> i64 {
         let prefix = format!("apiserver_storage_objects{{resource=\"{resource}\"}} ");
