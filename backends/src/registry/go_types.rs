@@ -37,10 +37,10 @@ pub fn decode(definition: &str, object: &mut Value) -> Result<(), String> {
     ) {
         return Err(error);
     }
-    // Clients send times as kube writes them; only a body with one in another form is walked
-    // a second time.
+    // Clients send times as kube writes them, and strings as strings; only a body with a time
+    // in another form, or a `null` string, is walked a second time.
     if rewrite {
-        rewrite_times(&schema, &schema.root, object, 0);
+        rewrite_values(&schema, &schema.root, object, 0);
     }
     Ok(())
 }
@@ -52,8 +52,10 @@ fn type_mismatch(definition: &str, object: &Value) -> Option<String> {
     decode(definition, &mut object.clone()).err()
 }
 
-/// Rewrites every time field under `node` in kube's form (the walk [`check`] passed).
-fn rewrite_times(schema: &Schema, node: &Value, value: &mut Value, depth: usize) {
+/// Rewrites what Go's decoding changes under `node` (the walk [`check`] passed): every time
+/// field in kube's form, and the `null` items of string maps and string lists as the empty
+/// strings Go decodes them into.
+fn rewrite_values(schema: &Schema, node: &Value, value: &mut Value, depth: usize) {
     if depth > 64 || value.is_null() {
         return;
     }
@@ -71,8 +73,12 @@ fn rewrite_times(schema: &Schema, node: &Value, value: &mut Value, depth: usize)
         }
         Some("array") => {
             if let (Value::Array(items), Some(item_schema)) = (value, node.get("items")) {
+                let strings = is_plain_string(schema, item_schema);
                 for item in items {
-                    rewrite_times(schema, item_schema, item, depth + 1);
+                    if strings && item.is_null() {
+                        *item = Value::String(String::new());
+                    }
+                    rewrite_values(schema, item_schema, item, depth + 1);
                 }
             }
         }
@@ -80,18 +86,33 @@ fn rewrite_times(schema: &Schema, node: &Value, value: &mut Value, depth: usize)
             let Value::Object(map) = value else { return };
             let properties = node.get("properties").and_then(Value::as_object);
             let additional = node.get("additionalProperties").filter(|a| a.is_object());
+            let strings =
+                properties.is_none() && additional.is_some_and(|a| is_plain_string(schema, a));
             for (key, child) in map.iter_mut() {
+                if strings && child.is_null() {
+                    *child = Value::String(String::new());
+                }
                 let child_schema = match properties {
                     Some(properties) => properties.get(key),
                     None => additional,
                 };
                 if let Some(child_schema) = child_schema {
-                    rewrite_times(schema, child_schema, child, depth + 1);
+                    rewrite_values(schema, child_schema, child, depth + 1);
                 }
             }
         }
         Some(_) => {}
     }
+}
+
+/// A Go `string`: a string schema that is neither a time nor base64 bytes.
+fn is_plain_string(schema: &Schema, node: &Value) -> bool {
+    let (node, _) = resolve_named(schema, node);
+    node.get("type").and_then(Value::as_str) == Some("string")
+        && node
+            .get("format")
+            .is_none_or(|f| f != "date-time" && f != "byte")
+        && !flag(node, "x-kubernetes-int-or-string")
 }
 
 /// A `date-time` string: a `metav1.Time` or `metav1.MicroTime` field.
@@ -176,6 +197,7 @@ fn check<'a>(
                 return mismatch(go_type(schema, node, named));
             };
             let item_schema = node.get("items")?;
+            *rewrite |= items.iter().any(Value::is_null) && is_plain_string(schema, item_schema);
             items
                 .iter()
                 .find_map(|item| check(schema, item_schema, item, owner, path, rewrite))
@@ -192,7 +214,10 @@ fn check<'a>(
                 return mismatch(go_type(schema, node, named));
             };
             let Some(properties) = properties else {
-                // A map: its values, under the map's own field name.
+                // A map: its values, under the map's own field name (a `null` string value
+                // decodes as "", written back below).
+                *rewrite |= map.values().any(Value::is_null)
+                    && additional.is_some_and(|a| is_plain_string(schema, a));
                 return additional.and_then(|additional| {
                     map.values()
                         .find_map(|child| check(schema, additional, child, owner, path, rewrite))
@@ -292,6 +317,25 @@ mod tests {
 
     fn mismatch(definition: &str, object: Value) -> Option<String> {
         type_mismatch(&format!("io.k8s.api.{definition}"), &object)
+    }
+
+    #[test]
+    fn null_strings_in_maps_and_lists_decode_as_empty_strings() {
+        let mut cm = json!({"metadata": {"name": "c", "labels": {"x": null, "y": "1"},
+            "finalizers": [null, "a.io/f"]},
+            "data": {"LOG_LEVEL": null, "OTHER": "x"}, "binaryData": {"b": null}});
+        decode("io.k8s.api.core.v1.ConfigMap", &mut cm).expect("decodes");
+        assert_eq!(cm["data"], json!({"LOG_LEVEL": "", "OTHER": "x"}));
+        assert_eq!(cm["metadata"]["labels"], json!({"x": "", "y": "1"}));
+        assert_eq!(cm["metadata"]["finalizers"], json!(["", "a.io/f"]));
+        // Bytes are not strings: left as they are.
+        assert_eq!(cm["binaryData"], json!({"b": null}));
+        let mut service = json!({"spec": {"selector": {"app": null}, "type": null}});
+        decode("io.k8s.api.core.v1.Service", &mut service).expect("decodes");
+        assert_eq!(
+            service["spec"],
+            json!({"selector": {"app": ""}, "type": null})
+        );
     }
 
     #[test]

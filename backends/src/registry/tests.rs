@@ -1194,6 +1194,23 @@ async fn apply_refuses_keyed_list_items_it_cannot_tell_apart() {
     );
 }
 
+/// A `null` string value (a chart's unset value) is stored as the "" Go decodes it into, owned
+/// by its writer and found by label selectors as an empty value.
+#[tokio::test]
+async fn null_strings_are_stored_as_empty_strings_and_owned() {
+    let f = fixture().await;
+    let mut object = cm("nul", json!({"x": null}));
+    object["data"] = json!({"LOG_LEVEL": null, "OTHER": "x"});
+    let (code, created) = call(&f, "POST", CMS, Some(object)).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["data"], json!({"LOG_LEVEL": "", "OTHER": "x"}));
+    assert_eq!(created["metadata"]["labels"]["x"], "");
+    let owned = &created["metadata"]["managedFields"][0]["fieldsV1"]["f:data"];
+    assert!(owned.get("f:LOG_LEVEL").is_some(), "{created}");
+    let (_, listed) = call(&f, "GET", &format!("{CMS}?labelSelector=x%3D"), None).await;
+    assert_eq!(names(&listed), ["nul"]);
+}
+
 /// A request with a raw body (for what `serde_json::Value` cannot hold: duplicate members).
 fn raw_request(method: &str, path: &str, body: &str, content_type: &str) -> ApiRequest {
     let mut req = request(method, path, None, content_type);
