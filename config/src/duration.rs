@@ -42,6 +42,78 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Go's `time.ParseDuration`, strictly (no bare numbers but `0`; a sign allowed), in signed
+/// seconds, with its errors' words (`time: invalid duration "abc"`, `time: missing unit in
+/// duration "5"`, `time: unknown unit "x" in duration "1x"`): what a request's `?timeout=`
+/// is read with.
+pub fn parse_go_duration(text: &str) -> Result<f64, String> {
+    let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+    let invalid = || format!("time: invalid duration {}", quote(text));
+    let (negative, mut rest) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if rest == "0" {
+        return Ok(0.0);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0.0_f64;
+    while !rest.is_empty() {
+        if !rest.starts_with(|c: char| c == '.' || c.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = &rest[..number_len];
+        // At most one point, and a digit on one side of it.
+        if number.matches('.').count() > 1 || !number.contains(|c: char| c.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        let value: f64 = if let Some(whole) = number.strip_suffix('.') {
+            whole.parse()
+        } else if number.starts_with('.') {
+            format!("0{number}").parse()
+        } else {
+            number.parse()
+        }
+        .map_err(|_| invalid())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c == '.' || c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if unit_len == 0 {
+            return Err(format!("time: missing unit in duration {}", quote(text)));
+        }
+        let unit = &rest[..unit_len];
+        let seconds_per_unit = match unit {
+            "ns" => 1e-9,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => {
+                return Err(format!(
+                    "time: unknown unit {} in duration {}",
+                    quote(unit),
+                    quote(text)
+                ))
+            }
+        };
+        total += value * seconds_per_unit;
+        // Go's int64 nanoseconds hold about 292 years.
+        if total > 9.223_372_036_854_776e9 {
+            return Err(invalid());
+        }
+        rest = &rest[unit_len..];
+    }
+    Ok(if negative { -total } else { total })
+}
+
 /// Formats a duration the way Go prints it for whole seconds (`1m30s`, `500ms`).
 pub fn format_duration(d: Duration) -> String {
     let millis = d.as_millis();
@@ -91,6 +163,34 @@ pub mod serde_duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations_parse_strictly_with_gos_words() {
+        assert_eq!(parse_go_duration("1m30s"), Ok(90.0));
+        assert_eq!(parse_go_duration("1.5s"), Ok(1.5));
+        assert_eq!(parse_go_duration(".5s"), Ok(0.5));
+        assert_eq!(parse_go_duration("-2s"), Ok(-2.0));
+        assert_eq!(parse_go_duration("0"), Ok(0.0));
+        assert_eq!(parse_go_duration("300ms"), Ok(0.3));
+        assert_eq!(
+            parse_go_duration("abc"),
+            Err(r#"time: invalid duration "abc""#.into())
+        );
+        assert_eq!(
+            parse_go_duration("5"),
+            Err(r#"time: missing unit in duration "5""#.into())
+        );
+        assert_eq!(
+            parse_go_duration("1x"),
+            Err(r#"time: unknown unit "x" in duration "1x""#.into())
+        );
+        assert_eq!(
+            parse_go_duration(".s"),
+            Err(r#"time: invalid duration ".s""#.into())
+        );
+        assert!(parse_go_duration("").is_err());
+        assert!(parse_go_duration("1..2s").is_err());
+    }
 
     #[test]
     fn parses_go_durations() {

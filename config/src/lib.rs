@@ -21,7 +21,7 @@ pub use delegate::{
     group_version_enabled, parse_runtime_config, parse_server, DelegateConfig, DelegateServer,
     IDENTITY_FORWARDING_MODES,
 };
-pub use duration::{format_duration, parse_duration};
+pub use duration::{format_duration, parse_duration, parse_go_duration};
 pub use storage_etcd::{EtcdConfig, DEFAULT_ETCD_PREFIX};
 
 /// Errors loading or validating the configuration.

@@ -189,6 +189,7 @@ impl Gateway {
         ctx: &mut RequestCtx,
         plan: &ProxyPlan,
     ) -> Result<()> {
+        let deadline = ctx.deadline;
         let Some((mut address, mut peer)) = plan.backend.next_forward_peer(self.request_timeout)
         else {
             let why = match &plan.backend.location {
@@ -238,9 +239,14 @@ impl Gateway {
             upstream.set_read_timeout(peer.read_timeout());
             let header = Box::new(upstream_request(session, plan, &ctx.audit_id)?);
             // A client that goes away while the backend works is noticed (as pingora's proxy
-            // and Go's request context do): its seats and the backend's stream are let go.
+            // and Go's request context do): its seats and the backend's stream are let go. A
+            // backend that has not answered by the request's deadline gets kube's timeout.
             let exchanged = tokio::select! {
                 exchanged = exchange(&mut upstream, header) => exchanged,
+                _ = sleep_until_deadline(deadline) => {
+                    abandon(connector, upstream, peer).await;
+                    return self.write_timeout(session, ctx).await;
+                }
                 gone = session.read_body_or_idle(true) => {
                     abandon(connector, upstream, peer).await;
                     return Err(gone.err().unwrap_or_else(|| {
@@ -292,7 +298,16 @@ impl Gateway {
             return Err(error);
         }
         loop {
-            match upstream.read_response_body().await {
+            let read = tokio::select! {
+                read = upstream.read_response_body() => read,
+                // Past the deadline with half a response out: the client sees the
+                // connection end, as kube's timeout filter aborts it.
+                _ = sleep_until_deadline(deadline) => Err(pingora::Error::explain(
+                    pingora::ErrorType::ReadTimedout,
+                    "the request's deadline passed while the backend's response was streamed",
+                )),
+            };
+            match read {
                 Ok(Some(chunk)) => {
                     if let Err(error) = session.write_response_body(chunk, false).await {
                         abandon(connector, upstream, peer).await;
@@ -389,6 +404,14 @@ fn retry_safe(method: &http::Method) -> bool {
 /// Gives up an upstream session mid-request: HTTP/1.1 closes the connection; HTTP/2 resets
 /// the stream and hands the connection back to the pool, which drops it if it is closed (a
 /// session merely dropped would keep its connection counted as in use).
+/// Resolves at the request's deadline (never, for a request without one).
+async fn sleep_until_deadline(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn abandon(connector: &Connector, mut upstream: HttpSession, peer: &PooledPeer) {
     upstream.shutdown().await;
     if let HttpSession::H2(_) = upstream {

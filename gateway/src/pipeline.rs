@@ -98,6 +98,9 @@ pub struct RequestCtx {
     flow: Option<crate::flowcontrol::Ticket>,
     /// `X-Kubernetes-PF-*` for every response of a classified request.
     pub(crate) pf_headers: Option<Arc<crate::flowcontrol::PfHeaders>>,
+    /// When a request that is not long-running must have been answered (kube's request
+    /// deadline: the server's timeout, or a shorter `?timeout=`, from its arrival).
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl RequestCtx {
@@ -247,6 +250,15 @@ impl Gateway {
         ctx.dry_run = query.iter().any(|(k, v)| k == "dryRun" && v == "All");
         ctx.info = Some(info.clone());
 
+        // 2. the deadline of a request that is not long-running (kube's WithRequestDeadline,
+        // before authentication: a `?timeout=` that does not parse is a 400 to anyone).
+        if !info.long_running {
+            match effective_timeout(&query, self.request_timeout) {
+                Ok(timeout) => ctx.deadline = Some(ctx.started + timeout),
+                Err(message) => return ApiError::bad_request(message).into(),
+            }
+        }
+
         // 3. authentication.
         let started = Instant::now();
         let outcome = {
@@ -350,7 +362,9 @@ impl Gateway {
         // upgrade is honoured for long-running requests only (exec, attach, port-forward,
         // proxy, watch), as kube's timeout filter keeps any other from switching protocols.
         let upgrade = info.long_running && is_upgrade(session.req_header());
-        let own_timeout = (!info.long_running).then(|| timeout_param(&query, self.request_timeout));
+        let own_timeout = ctx
+            .deadline
+            .map(|deadline| deadline.saturating_duration_since(Instant::now()));
         let memo = tls_connection(session).map(|c| &c.classification_memo);
         let admitted = match self.flow.admit_now(
             &info,
@@ -494,13 +508,12 @@ impl Gateway {
             Some(self.lifecycle.clone()),
             metrics.inflight_gauge(is_read_only(&info.verb)),
         );
-        let timeout = request_timeout(&request, self.request_timeout);
-        match tokio::time::timeout(timeout, self.routes.serve(request)).await {
+        let deadline = ctx
+            .deadline
+            .unwrap_or_else(|| ctx.started + self.request_timeout);
+        match tokio::time::timeout_at(deadline.into(), self.routes.serve(request)).await {
             Ok(response) => response.into(),
-            Err(_) => ApiError::timeout(
-                "request did not complete within requested timeout - context deadline exceeded",
-            )
-            .into(),
+            Err(_) => allotted_timeout().into(),
         }
     }
 
@@ -583,6 +596,7 @@ impl Gateway {
             proxy: None,
             flow: None,
             pf_headers: None,
+            deadline: None,
         }
     }
 
@@ -594,7 +608,40 @@ impl Gateway {
         ctx: &mut RequestCtx,
         error: &pingora::Error,
     ) -> Result<()> {
-        let status = proxy_error_status(error, self.max_request_bytes);
+        // A backend that did not answer by the request's deadline: kube's timeout filter
+        // answers before the proxy gives up.
+        let past_deadline = ctx
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+            && matches!(
+                error.etype(),
+                pingora::ErrorType::ReadTimedout | pingora::ErrorType::WriteTimedout
+            );
+        let status = if past_deadline {
+            allotted_timeout()
+        } else {
+            proxy_error_status(error, self.max_request_bytes)
+        };
+        ctx.status = status.code;
+        respond::write(
+            session,
+            status.into(),
+            &ctx.audit_id,
+            ctx.pf_headers.as_deref(),
+            &self.lifecycle.shutting_down,
+            &mut || {},
+        )
+        .await
+    }
+
+    /// Answers a forwarded request whose backend did not answer by its deadline with kube's
+    /// timeout `Status`.
+    pub(crate) async fn write_timeout(
+        &self,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let status = allotted_timeout();
         ctx.status = status.code;
         respond::write(
             session,
@@ -808,28 +855,30 @@ fn header_string(session: &ServerSession, name: http::header::HeaderName) -> Opt
         .map(str::to_string)
 }
 
-/// The effective timeout: the server's, or a shorter `?timeout=` from the client.
-fn request_timeout(request: &ApiRequest, default: Duration) -> Duration {
-    effective_timeout(request.param("timeout"), default)
+/// The effective timeout: the server's, or a shorter positive `?timeout=` from the client
+/// (kube's `parseTimeout`: Go's `time.ParseDuration`, whose error is the request's 400).
+fn effective_timeout(query: &[(String, String)], default: Duration) -> Result<Duration, String> {
+    let Some((_, text)) = query.iter().find(|(k, _)| k == "timeout") else {
+        return Ok(default);
+    };
+    if text.is_empty() {
+        return Ok(default);
+    }
+    let seconds = kubegate_config::parse_go_duration(text)
+        .map_err(|e| format!("invalid timeout specified in the request URL - {e}"))?;
+    Ok(if seconds > 0.0 {
+        Duration::from_secs_f64(seconds).min(default)
+    } else {
+        default
+    })
 }
 
-/// [`request_timeout`] from the parsed query, before the request is built.
-fn timeout_param(query: &[(String, String)], default: Duration) -> Duration {
-    effective_timeout(
-        query
-            .iter()
-            .find(|(k, _)| k == "timeout")
-            .map(|(_, v)| v.as_str()),
-        default,
-    )
-}
-
-fn effective_timeout(param: Option<&str>, default: Duration) -> Duration {
-    param
-        .and_then(|t| kubegate_config::parse_duration(t).ok())
-        .filter(|t| !t.is_zero())
-        .map(|t| t.min(default))
-        .unwrap_or(default)
+/// kube's timeout filter's answer to a request past its deadline.
+pub(crate) fn allotted_timeout() -> ApiError {
+    let mut error =
+        ApiError::timeout("Timeout: request did not complete within the allotted timeout");
+    error.details = Some(Box::default());
+    error
 }
 
 /// Reads the whole request body, refusing it past `limit` bytes (413).
@@ -923,7 +972,14 @@ impl ProxyHttp for ProxyPhases {
                 why,
             ));
         };
-        let read_timeout = (!plan.long_running).then_some(self.request_timeout);
+        // What is left of the request's deadline (reads wait no longer than that).
+        let read_timeout = (!plan.long_running).then(|| {
+            ctx.deadline.map_or(self.request_timeout, |deadline| {
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            })
+        });
         Ok(Box::new(proxy::peer(
             &plan.backend,
             address,
@@ -1092,6 +1148,32 @@ impl ProxyHttp for ProxyPhases {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_deadline_is_the_servers_or_a_shorter_positive_timeout() {
+        let query = |v: &str| vec![("timeout".to_string(), v.to_string())];
+        let server = Duration::from_secs(60);
+        assert_eq!(effective_timeout(&[], server), Ok(server));
+        assert_eq!(
+            effective_timeout(&query("1s"), server),
+            Ok(Duration::from_secs(1))
+        );
+        assert_eq!(effective_timeout(&query("2m"), server), Ok(server));
+        assert_eq!(effective_timeout(&query("0s"), server), Ok(server));
+        assert_eq!(effective_timeout(&query("-5s"), server), Ok(server));
+        assert_eq!(effective_timeout(&query(""), server), Ok(server));
+        assert_eq!(
+            effective_timeout(&query("5"), server),
+            Err(r#"invalid timeout specified in the request URL - time: missing unit in duration "5""#.into())
+        );
+        let timeout = allotted_timeout();
+        assert_eq!((timeout.code, timeout.reason), (504, "Timeout"));
+        assert_eq!(
+            timeout.to_status()["details"],
+            serde_json::json!({}),
+            "kube's NewTimeoutError has empty details"
+        );
+    }
 
     #[test]
     fn a_backends_503_names_the_failure_but_not_kubegates_side_of_the_connection() {

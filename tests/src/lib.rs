@@ -322,7 +322,8 @@ impl Kubegate {
         self.curl_as(&["--http1.1"], method, path, headers, body)
     }
 
-    fn curl_as(
+    /// [`Kubegate::curl`] with more curl arguments (`--http1.1`, `--http2`).
+    pub fn curl_as(
         &self,
         curl_args: &[&str],
         method: &str,

@@ -1106,6 +1106,41 @@ fn a_client_that_goes_away_while_the_backend_works_is_let_go() {
     }
 }
 
+/// A request to a backend keeps kube's deadline: `?timeout=` (or the server's) ends a slow
+/// answer with kube's 504, over HTTP/1.1 and HTTP/2, and a `?timeout=` that does not parse is
+/// kube's 400.
+#[test]
+fn a_backend_slower_than_the_requests_deadline_is_kubes_timeout() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(SLOW_ANSWER));
+    let path =
+        format!("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/{SLOW_ANSWER}");
+    for protocol in ["--http1.1", "--http2"] {
+        let started = std::time::Instant::now();
+        let (code, body) =
+            gate.curl_as(&[protocol], "GET", &format!("{path}?timeout=1s"), &[], None);
+        let status: Value = serde_json::from_slice(&body).expect("a Status");
+        assert_eq!(code, 504, "{protocol}: {status}");
+        assert_eq!(status["reason"], "Timeout", "{status}");
+        assert_eq!(
+            status["message"],
+            "Timeout: request did not complete within the allotted timeout"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(SLOW_SECONDS),
+            "{protocol}: answered at the deadline, not by the backend"
+        );
+    }
+    let (code, body) = gate.curl("GET", &format!("{path}?timeout=abc"), &[], None);
+    let status: Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        r#"invalid timeout specified in the request URL - time: invalid duration "abc""#
+    );
+}
+
 #[test]
 fn a_backend_that_switches_protocols_unasked_opens_no_tunnel() {
     let (gate, wardle) = start();
