@@ -88,8 +88,8 @@ impl ServerApp for Front {
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
         if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
-            // pingora's HTTP/2 connection handling, each stream to `Requests`.
-            return ServerApp::process_new(&self.requests, stream, shutdown).await;
+            self.serve_h2(stream, shutdown).await;
+            return None;
         }
         // HTTP/1.1 (ALPN http/1.1, no ALPN, or the plain-HTTP loopback listener). Pipelined
         // requests are answered one after the other, as Go's server (and so kube-apiserver)
@@ -142,6 +142,138 @@ impl ServerApp for Front {
 
     async fn cleanup(&self) {
         self.requests.http_cleanup().await;
+    }
+}
+
+/// Rejected (malformed) streams an HTTP/2 connection may send before it is closed, as
+/// pingora's own accept loop bounds them.
+const MAX_REJECTED_H2_STREAMS: usize = 32;
+
+impl Front {
+    /// An HTTP/2 connection: pingora's accept loop (each stream to `Requests`, a GOAWAY on
+    /// shutdown, closed when idle), plus a GOAWAY once a stream asks for the connection to
+    /// close (the TLS connection's [`crate::tls::CloseSignal`]: kube's answer to an
+    /// unauthenticated or anonymous HTTP/2 request). Streams already open are still answered.
+    async fn serve_h2(&self, stream: Stream, shutdown: &ShutdownWatch) {
+        use pingora::protocols::http::v2::server::{self as h2_server, H2Accept, HttpSession};
+        let ssl_digest = stream.get_ssl_digest();
+        let digest = Arc::new(pingora::protocols::Digest {
+            ssl_digest: ssl_digest.clone(),
+            timing_digest: stream.get_timing_digest(),
+            proxy_digest: stream.get_proxy_digest(),
+            socket_digest: stream.get_socket_digest(),
+        });
+        let close_requested = async move {
+            match ssl_digest
+                .as_ref()
+                .and_then(|ssl| ssl.extension.get::<crate::tls::TlsConnection>())
+            {
+                Some(state) => state.close.requested().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(close_requested);
+        let mut conn = match h2_server::handshake(stream, self.requests.h2_options()).await {
+            Ok(conn) => conn,
+            Err(error) => {
+                tracing::debug!(%error, "HTTP/2 handshake");
+                return;
+            }
+        };
+        let idle_timeout = self
+            .requests
+            .server_options()
+            .and_then(|options| options.h2_idle_timeout);
+        let active = Arc::new(ActiveStreams::default());
+        let mut shutdown = shutdown.clone();
+        let mut closing = false;
+        let mut rejected = 0usize;
+        loop {
+            let accepted = tokio::select! {
+                biased;
+                _ = shutdown.changed(), if !closing => {
+                    conn.graceful_shutdown();
+                    closing = true;
+                    continue;
+                }
+                _ = &mut close_requested, if !closing => {
+                    conn.graceful_shutdown();
+                    closing = true;
+                    continue;
+                }
+                accepted = HttpSession::from_h2_conn(&mut conn, digest.clone()) => accepted,
+                _ = active.idle_for(idle_timeout.unwrap_or_default()), if idle_timeout.is_some() && !closing => {
+                    // Idle with nothing in flight: the socket closes now.
+                    return;
+                }
+            };
+            match accepted {
+                Err(error) => {
+                    tracing::debug!(%error, "HTTP/2 connection ended");
+                    return;
+                }
+                Ok(None) => return,
+                Ok(Some(H2Accept::Rejected)) => {
+                    rejected += 1;
+                    if rejected > MAX_REJECTED_H2_STREAMS {
+                        return;
+                    }
+                }
+                Ok(Some(H2Accept::Session(session))) => {
+                    let requests = self.requests.clone();
+                    let shutdown = shutdown.clone();
+                    let guard = active.start();
+                    tokio::spawn(async move {
+                        let _guard = guard;
+                        requests
+                            .process_new_http(ServerSession::new_http2(session), &shutdown)
+                            .await;
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The streams an HTTP/2 connection is serving, for its idle timeout.
+#[derive(Default)]
+struct ActiveStreams {
+    count: std::sync::atomic::AtomicUsize,
+    idle: Notify,
+}
+
+impl ActiveStreams {
+    fn start(self: &Arc<Self>) -> ActiveStream {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        ActiveStream(self.clone())
+    }
+
+    /// Resolves once no stream has been in flight for `timeout`.
+    async fn idle_for(&self, timeout: std::time::Duration) {
+        loop {
+            while self.count.load(Ordering::Acquire) > 0 {
+                let idle = self.idle.notified();
+                if self.count.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                idle.await;
+            }
+            tokio::time::sleep(timeout).await;
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+        }
+    }
+}
+
+/// One stream in flight; done when dropped.
+struct ActiveStream(Arc<ActiveStreams>);
+
+impl Drop for ActiveStream {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 

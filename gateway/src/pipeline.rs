@@ -284,6 +284,7 @@ impl Gateway {
                     .metrics
                     .observe_authentication("failure", started.elapsed().as_secs_f64());
                 tracing::info!(audit_id = %ctx.audit_id, %reason, "authentication failed");
+                close_unauthenticated_h2(session);
                 return ApiError::unauthorized().into();
             }
             // The public info paths are kubegate's exception to anonymous access being off by
@@ -294,9 +295,13 @@ impl Gateway {
                     || (matches!(self.anonymous, crate::authn::Anonymous::Off)
                         && is_public_info_path(&info.path)) =>
             {
+                close_unauthenticated_h2(session);
                 UserInfo::shared_anonymous()
             }
-            AuthnOutcome::NoCredential => return ApiError::unauthorized().into(),
+            AuthnOutcome::NoCredential => {
+                close_unauthenticated_h2(session);
+                return ApiError::unauthorized().into();
+            }
         };
         let stripped: Vec<_> = session
             .req_header()
@@ -817,6 +822,17 @@ fn scope(info: &RequestInfo) -> &'static str {
 }
 
 /// What the request's TLS connection shares with its other requests (set at the handshake).
+/// kube's mitigation of HTTP/2 abuse (CVE-2023-44487): a connection whose request was not
+/// authenticated, or was served as anonymous, carries no other request; it closes (GOAWAY)
+/// once its open streams are answered. HTTP/1.1 connections stay open, as in kube.
+fn close_unauthenticated_h2(session: &ServerSession) {
+    if session.is_http2() {
+        if let Some(connection) = tls_connection(session) {
+            connection.close.request();
+        }
+    }
+}
+
 fn tls_connection(session: &ServerSession) -> Option<&TlsConnection> {
     session
         .digest()

@@ -46,6 +46,37 @@ pub struct TlsConnection {
     /// The FlowSchema rule sets whose subjects matched the connection's last user: a client
     /// sends every request as the same user, and knowing them spares testing every subject.
     pub classification_memo: ClassificationMemo,
+    /// Asks an HTTP/2 connection to close once its streams are answered (kube's answer to an
+    /// unauthenticated or anonymous HTTP/2 request, CVE-2023-44487's mitigation).
+    pub close: CloseSignal,
+}
+
+/// A one-way request to close a connection, set from any of its streams and awaited by the
+/// connection's accept loop.
+#[derive(Debug, Default)]
+pub struct CloseSignal {
+    requested: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl CloseSignal {
+    pub fn request(&self) {
+        if !self
+            .requested
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            // `notify_one` keeps the permit if the loop is not waiting yet.
+            self.notify.notify_one();
+        }
+    }
+
+    /// Resolves once a close was requested.
+    pub async fn requested(&self) {
+        if self.requested.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        self.notify.notified().await;
+    }
 }
 
 /// Extracts the presented client certificate chain after the handshake.
@@ -74,6 +105,7 @@ impl TlsAccept for PeerIdentityCallback {
             peer,
             token_memo: TokenMemo::default(),
             classification_memo: ClassificationMemo::default(),
+            close: CloseSignal::default(),
         }))
     }
 }

@@ -836,6 +836,53 @@ except socket.timeout:
 print(json.dumps({"first": first, "second": second, "closed": closed}))
 "#;
 
+/// kube's HTTP/2 abuse mitigation (CVE-2023-44487): a connection that carried an
+/// unauthenticated (401) or anonymous request is closed (GOAWAY) once it is answered, so
+/// curl's second transfer connects again; an authenticated client keeps its connection.
+#[test]
+fn unauthenticated_http2_connections_carry_one_request() {
+    let gate = Kubegate::start_with(&["--anonymous-auth=true"]);
+    let pki = gate.data_dir.join("pki");
+    let transfers = |authenticated: bool, path: &str| -> String {
+        let url = format!("{}{path}", gate.url());
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--http2", "-o", "/dev/null", "-o", "/dev/null"])
+            .args(["-w", "%{http_code}:%{num_connects} ", "--cacert"])
+            .arg(pki.join("ca.crt"));
+        if authenticated {
+            cmd.arg("--cert")
+                .arg(pki.join("admin.crt"))
+                .arg("--key")
+                .arg(pki.join("admin.key"));
+        }
+        let out = cmd.arg(&url).arg(&url).output().expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(transfers(true, "/version"), "200:1 200:0 ");
+    assert_eq!(transfers(false, "/version"), "200:1 200:1 ", "anonymous");
+    let mut cmd = Command::new("curl");
+    let url = format!("{}/api", gate.url());
+    let out = cmd
+        .args(["-sS", "--http2", "-o", "/dev/null", "-o", "/dev/null"])
+        .args([
+            "-w",
+            "%{http_code}:%{num_connects} ",
+            "-H",
+            "Authorization: Bearer nope",
+        ])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg(&url)
+        .arg(&url)
+        .output()
+        .expect("curl");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "401:1 401:1 ",
+        "unauthenticated"
+    );
+}
+
 #[test]
 fn idle_connections_are_closed_after_the_idle_timeout() {
     let config = tempfile::NamedTempFile::new().unwrap();
