@@ -900,6 +900,20 @@ pub(crate) fn allotted_timeout() -> ApiError {
 /// Reads the whole request body, refusing it past `limit` bytes (413).
 async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Bytes, ApiResponse> {
     let mut body = bytes::BytesMut::new();
+    // A client that waits for `100 Continue` before sending its body (curl does for bodies
+    // over 1 MiB) gets it when the body is first read, as Go's server sends it.
+    let expects_continue = !session.is_http2()
+        && !session.is_body_empty()
+        && session
+            .req_header()
+            .headers
+            .get(http::header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects_continue {
+        if let Err(e) = session.write_continue_response().await {
+            return Err(ApiError::bad_request(format!("reading the request body: {e}")).into());
+        }
+    }
     loop {
         match session.read_request_body().await {
             Ok(Some(chunk)) => {

@@ -722,10 +722,11 @@ fn same_connection_identities(
         ],
         "{protocol}: {text}"
     );
-    assert_eq!(
-        connects, 1,
-        "{protocol}: all requests on one connection: {text}"
-    );
+    // HTTP/1.1 carries them all on one connection. An HTTP/2 connection is closed after an
+    // unauthenticated or anonymous request (kube's CVE-2023-44487 mitigation): the 401 and
+    // the anonymous request each end theirs, so the two after them connect again.
+    let expected = if protocol == "--http2" { 3 } else { 1 };
+    assert_eq!(connects, expected, "{protocol}: connections: {text}");
 }
 
 /// kube's 403 bodies name what they refuse in `details`: the user a request may not

@@ -836,6 +836,48 @@ except socket.timeout:
 print(json.dumps({"first": first, "second": second, "closed": closed}))
 "#;
 
+/// A client that asks for `100 Continue` before sending its body gets it (as from Go's server)
+/// and then its answer, rather than waiting out its own timeout.
+#[test]
+fn expect_100_continue_is_answered() {
+    let gate = Kubegate::start();
+    let pki = gate.data_dir.join("pki");
+    let body =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"expect"},"data":{"a":"1"}}"#;
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-v",
+            "--http1.1",
+            "--expect100-timeout",
+            "30",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["-w", "%{http_code}", "-H", "Expect: 100-continue"])
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!(
+            "{}/api/v1/namespaces/default/configmaps",
+            gate.url()
+        ))
+        .output()
+        .expect("curl");
+    let trace = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "201", "{trace}");
+    assert!(trace.contains("< HTTP/1.1 100 Continue"), "{trace}");
+}
+
 /// kube's HTTP/2 abuse mitigation (CVE-2023-44487): a connection that carried an
 /// unauthenticated (401) or anonymous request is closed (GOAWAY) once it is answered, so
 /// curl's second transfer connects again; an authenticated client keeps its connection.
