@@ -483,8 +483,17 @@ impl Gateway {
             });
         }
 
-        // Read the body (bounded) only once the request is allowed.
-        let body = match read_body(session, self.max_request_bytes).await {
+        // Read the body (bounded) only once the request is allowed, within the deadline (kube
+        // reads it in the handler, under its timeout).
+        let reading = read_body(session, self.max_request_bytes);
+        let read = match ctx.deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), reading).await {
+                Ok(read) => read,
+                Err(_) => return allotted_timeout().into(),
+            },
+            None => reading.await,
+        };
+        let body = match read {
             Ok(body) => body,
             Err(response) => return response.into(),
         };
@@ -550,9 +559,22 @@ impl Gateway {
         };
         ctx.status = response.status();
         // A request refused before its body was read (401, 403, 404...) still has the body in
-        // flight: read it (bounded) so the client gets the answer, not a connection reset.
+        // flight: read it (bounded, and no later than the request's deadline) so the client
+        // gets the answer, not a connection reset. Past the deadline the answer goes out at
+        // once and the connection closes after it.
         if !session.is_body_done() {
-            discard_body(session).await;
+            let drained = match ctx.deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), discard_body(session))
+                    .await
+                    .is_ok(),
+                None => {
+                    discard_body(session).await;
+                    true
+                }
+            };
+            if !drained {
+                session.set_keepalive(None);
+            }
         }
         // Open watches are counted for as long as they stream.
         let _streaming = match (&response, &ctx.info) {

@@ -836,6 +836,60 @@ except socket.timeout:
 print(json.dumps({"first": first, "second": second, "closed": closed}))
 "#;
 
+/// Sends a POST whose body arrives in part at once, the rest only if no answer came within
+/// `pause` seconds; prints the answer's status line and whether the rest had to be sent.
+const SLOW_BODY_PY: &str = r#"
+import json, socket, ssl, sys
+port, pki, pause = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+ctx.set_alpn_protocols(["http/1.1"])
+sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost")
+body = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"slow-body"}}'
+head = ("POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n"
+        "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+sock.sendall(head.encode() + body[:10])
+sock.settimeout(pause)
+sent_rest = False
+try:
+    answer = sock.recv(4096)
+except socket.timeout:
+    sock.sendall(body[10:])
+    sent_rest = True
+    sock.settimeout(30)
+    answer = sock.recv(4096)
+print(json.dumps({"status": answer.split(b"\r\n")[0].decode(), "sent_rest": sent_rest}))
+"#;
+
+/// A request whose body is still arriving at its deadline gets kube's 504 (kube reads the body
+/// inside the timeout), and nothing is created.
+#[test]
+fn a_body_still_arriving_at_the_deadline_is_a_timeout() {
+    let gate = Kubegate::start_with(&["--request-timeout", "2s"]);
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(SLOW_BODY_PY)
+        .arg(gate.port.to_string())
+        .arg(gate.data_dir.join("pki"))
+        .arg("8")
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(result["status"], "HTTP/1.1 504 Gateway Timeout", "{result}");
+    assert_eq!(
+        result["sent_rest"], false,
+        "answered without waiting for the body: {result}"
+    );
+    let (code, _) = gate.curl(
+        "GET",
+        "/api/v1/namespaces/default/configmaps/slow-body",
+        &[],
+        None,
+    );
+    assert_eq!(code, 404, "the create did not happen");
+}
+
 /// A client that asks for `100 Continue` before sending its body gets it (as from Go's server)
 /// and then its answer, rather than waiting out its own timeout.
 #[test]
