@@ -232,8 +232,9 @@ fn json_object_error(bytes: &[u8]) -> Option<String> {
                 "json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
             ))
         }
-        Err(e) if e.is_eof() => Some("unexpected end of JSON input".into()),
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(
+            crate::machinery::gojson_syntax::syntax_error(bytes).unwrap_or_else(|| e.to_string()),
+        ),
     }
 }
 
@@ -306,6 +307,11 @@ mod tests {
         assert_eq!(
             SecretStrategy.validate(&bad)[0].message,
             "Invalid value: \"<secret contents redacted>\": json: cannot unmarshal array into Go value of type map[string]interface {}"
+        );
+        let garbled = json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": b64::encode_std(b"{bad")}});
+        assert_eq!(
+            SecretStrategy.validate(&garbled)[0].message,
+            "Invalid value: \"<secret contents redacted>\": invalid character 'b' looking for beginning of object key string"
         );
         let good = json!({"type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": b64::encode_std(b"{\"auths\":{}}")}});
         assert!(SecretStrategy.validate(&good).is_empty());

@@ -2,6 +2,7 @@
 //! validation, Table output, protobuf bodies and the structural schemas of custom resources.
 
 pub mod duplicates;
+pub mod gojson_syntax;
 pub mod gotime;
 pub mod jsonpatch;
 pub mod managed;

@@ -432,7 +432,11 @@ pub fn decode_body_noting_duplicates(
                 ));
             }
             let decoded = crate::machinery::duplicates::from_slice(body).map_err(|e| {
-                ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+                let reason = crate::machinery::gojson_syntax::syntax_error(body)
+                    .unwrap_or_else(|| e.to_string());
+                ApiError::bad_request(format!(
+                    "couldn't get version/kind; json parse error: {reason}"
+                ))
             })?;
             (decoded.value, decoded.duplicates)
         }
@@ -826,11 +830,15 @@ mod tests {
     fn malformed_bodies_are_400_naming_the_problem() {
         let e = decode_body(MediaType::Json, b"{\"kind\":").expect_err("truncated");
         assert_eq!(e.code, 400);
-        assert!(
-            e.message
-                .starts_with("couldn't get version/kind; json parse error: "),
-            "{}",
-            e.message
+        assert_eq!(
+            e.message,
+            "couldn't get version/kind; json parse error: unexpected end of JSON input"
+        );
+        // Go's scanner's words, not serde's.
+        let e = decode_body(MediaType::Json, b"notjson").expect_err("not JSON");
+        assert_eq!(
+            e.message,
+            "couldn't get version/kind; json parse error: invalid character 'o' in literal null (expecting 'u')"
         );
         let e = decode_body(MediaType::Json, b"").expect_err("empty");
         assert_eq!(

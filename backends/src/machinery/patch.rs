@@ -183,13 +183,11 @@ fn ensure_object(value: Value) -> ApiResult<Value> {
     ))
 }
 
-/// A parse error message; an empty body gets Go's wording since it is the common case.
+/// A JSON parse error message, in the words of Go's `encoding/json`.
 fn json_syntax_message(body: &[u8], err: &serde_json::Error) -> String {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        "unexpected end of JSON input".to_string()
-    } else {
-        err.to_string()
-    }
+    // Go's words when its scanner finds the error too; serde's for what only serde refuses
+    // (a nesting deeper than serde's 128 levels).
+    super::gojson_syntax::syntax_error(body).unwrap_or_else(|| err.to_string())
 }
 
 // ---------------------------------------------------------------------------------------
