@@ -189,7 +189,8 @@ def main():
             text = text[len(const):]
         text = re.sub(r"\s+", " ", text.strip())
         quoted = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return f" - `{quoted}` {text}"
+        # kube-openapi's description drops each line's trailing space (a value without a comment).
+        return f" - `{quoted}` {text}".rstrip()
 
     def fields_of(pkg, struct):
         for json_name, go_type in pkg.structs.get(struct, []):

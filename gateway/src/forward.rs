@@ -401,9 +401,6 @@ fn retry_safe(method: &http::Method) -> bool {
     )
 }
 
-/// Gives up an upstream session mid-request: HTTP/1.1 closes the connection; HTTP/2 resets
-/// the stream and hands the connection back to the pool, which drops it if it is closed (a
-/// session merely dropped would keep its connection counted as in use).
 /// Resolves at the request's deadline (never, for a request without one).
 async fn sleep_until_deadline(deadline: Option<std::time::Instant>) {
     match deadline {
@@ -412,6 +409,9 @@ async fn sleep_until_deadline(deadline: Option<std::time::Instant>) {
     }
 }
 
+/// Gives up an upstream session mid-request: HTTP/1.1 closes the connection; HTTP/2 resets
+/// the stream and hands the connection back to the pool, which drops it if it is closed (a
+/// session merely dropped would keep its connection counted as in use).
 async fn abandon(connector: &Connector, mut upstream: HttpSession, peer: &PooledPeer) {
     upstream.shutdown().await;
     if let HttpSession::H2(_) = upstream {

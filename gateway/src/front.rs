@@ -145,9 +145,14 @@ impl ServerApp for Front {
     }
 }
 
-/// Rejected (malformed) streams an HTTP/2 connection may send before it is closed, as
-/// pingora's own accept loop bounds them.
+/// Rejected (malformed) streams that close an HTTP/2 connection, as pingora's own accept loop
+/// bounds them.
 const MAX_REJECTED_H2_STREAMS: usize = 32;
+
+/// How long an HTTP/2 connection asked to close (after an unauthenticated request) may take to
+/// finish its open streams before it is dropped: a client that stops reading (a zero flow
+/// control window) cannot keep it, or its streams, open.
+const CLOSING_H2_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Front {
     /// An HTTP/2 connection: pingora's accept loop (each stream to `Requests`, a GOAWAY on
@@ -173,21 +178,37 @@ impl Front {
             }
         };
         tokio::pin!(close_requested);
-        let mut conn = match h2_server::handshake(stream, self.requests.h2_options()).await {
-            Ok(conn) => conn,
-            Err(error) => {
-                tracing::debug!(%error, "HTTP/2 handshake");
-                return;
-            }
-        };
         let idle_timeout = self
             .requests
             .server_options()
             .and_then(|options| options.h2_idle_timeout);
+        // A client that never sends its preface is given the idle timeout, as a connection
+        // with no stream open.
+        let handshake = h2_server::handshake(stream, self.requests.h2_options());
+        let mut conn = match tokio::time::timeout(
+            idle_timeout.unwrap_or(self.idle_timeout),
+            handshake,
+        )
+        .await
+        {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "HTTP/2 handshake");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("closing an HTTP/2 connection that never sent its preface");
+                return;
+            }
+        };
         let active = Arc::new(ActiveStreams::default());
         let mut shutdown = shutdown.clone();
         let mut closing = false;
         let mut rejected = 0usize;
+        // Set when a stream asked for the connection to close: past it, the connection goes.
+        let drain = tokio::time::sleep(std::time::Duration::MAX);
+        tokio::pin!(drain);
+        let mut draining = false;
         loop {
             let accepted = tokio::select! {
                 biased;
@@ -199,7 +220,13 @@ impl Front {
                 _ = &mut close_requested, if !closing => {
                     conn.graceful_shutdown();
                     closing = true;
+                    draining = true;
+                    drain.as_mut().reset(tokio::time::Instant::now() + CLOSING_H2_DRAIN);
                     continue;
+                }
+                _ = &mut drain, if draining => {
+                    tracing::debug!("dropping an HTTP/2 connection that did not finish closing");
+                    return;
                 }
                 accepted = HttpSession::from_h2_conn(&mut conn, digest.clone()) => accepted,
                 _ = active.idle_for(idle_timeout.unwrap_or_default()), if idle_timeout.is_some() && !closing => {
@@ -215,7 +242,7 @@ impl Front {
                 Ok(None) => return,
                 Ok(Some(H2Accept::Rejected)) => {
                     rejected += 1;
-                    if rejected > MAX_REJECTED_H2_STREAMS {
+                    if rejected >= MAX_REJECTED_H2_STREAMS {
                         return;
                     }
                 }

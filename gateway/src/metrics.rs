@@ -290,47 +290,58 @@ pub fn metric_verb<'a>(verb: &str, method: &'a str) -> &'a str {
 
 /// kube's `apiserver_storage_objects{resource}`: the objects stored per resource, counted in
 /// the watch cache when scraped (kube counts every minute). A resource served in several
-/// versions is counted once.
+/// versions, or under two names sharing its storage (events.k8s.io's events are core's), is
+/// counted once, under its first name.
 pub struct StorageObjects {
     registry: std::sync::Arc<kubegate_backends::registry::Registry>,
-    objects: IntGaugeVec,
+    /// The family's description; each scrape fills a fresh one (two scrapes at once must not
+    /// reset each other's).
+    template: IntGaugeVec,
 }
 
 impl StorageObjects {
     pub fn new(
         registry: std::sync::Arc<kubegate_backends::registry::Registry>,
     ) -> Result<StorageObjects, prometheus::Error> {
-        let objects = IntGaugeVec::new(
+        Ok(StorageObjects {
+            registry,
+            template: Self::family()?,
+        })
+    }
+
+    fn family() -> Result<IntGaugeVec, prometheus::Error> {
+        IntGaugeVec::new(
             Opts::new(
                 "apiserver_storage_objects",
                 "[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
             ),
             &["resource"],
-        )?;
-        Ok(StorageObjects { registry, objects })
+        )
     }
 }
 
 impl prometheus::core::Collector for StorageObjects {
     fn desc(&self) -> Vec<&prometheus::core::Desc> {
-        self.objects.desc()
+        self.template.desc()
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        // Resources no longer served (a deleted CRD) drop out.
-        self.objects.reset();
+        let Ok(objects) = Self::family() else {
+            return Vec::new();
+        };
         let mut counted = std::collections::HashSet::new();
         for def in self.registry.resources().iter() {
-            let resource = def.group_resource().to_string();
-            if !counted.insert(resource.clone()) {
+            let prefix = def.collection_prefix("");
+            if counted.contains(&prefix) {
                 continue;
             }
-            let count = self.registry.cacher().count(&def.collection_prefix(""));
-            self.objects
-                .with_label_values(&[resource.as_str()])
+            let count = self.registry.cacher().count(&prefix);
+            counted.insert(prefix);
+            objects
+                .with_label_values(&[def.group_resource().to_string().as_str()])
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
-        self.objects.collect()
+        objects.collect()
     }
 }
 

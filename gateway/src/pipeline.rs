@@ -563,13 +563,22 @@ impl Gateway {
         // gets the answer, not a connection reset. Past the deadline the answer goes out at
         // once and the connection closes after it.
         if !session.is_body_done() {
-            let drained = match ctx.deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline.into(), discard_body(session))
-                    .await
-                    .is_ok(),
-                None => {
-                    discard_body(session).await;
-                    true
+            // A client waiting for `100 Continue` (never sent: the body was not read) has not
+            // sent its body; it is answered at once, as Go answers it, and the connection
+            // closes after the answer.
+            let drained = if expects_continue(session) && session.body_bytes_read() == 0 {
+                false
+            } else {
+                match ctx.deadline {
+                    Some(deadline) => {
+                        tokio::time::timeout_at(deadline.into(), discard_body(session))
+                            .await
+                            .is_ok()
+                    }
+                    None => {
+                        discard_body(session).await;
+                        true
+                    }
                 }
             };
             if !drained {
@@ -843,7 +852,6 @@ fn scope(info: &RequestInfo) -> &'static str {
     }
 }
 
-/// What the request's TLS connection shares with its other requests (set at the handshake).
 /// kube's mitigation of HTTP/2 abuse (CVE-2023-44487): a connection whose request was not
 /// authenticated, or was served as anonymous, carries no other request; it closes (GOAWAY)
 /// once its open streams are answered. HTTP/1.1 connections stay open, as in kube.
@@ -855,6 +863,7 @@ fn close_unauthenticated_h2(session: &ServerSession) {
     }
 }
 
+/// What the request's TLS connection shares with its other requests (set at the handshake).
 fn tls_connection(session: &ServerSession) -> Option<&TlsConnection> {
     session
         .digest()
@@ -919,19 +928,23 @@ pub(crate) fn allotted_timeout() -> ApiError {
     error
 }
 
-/// Reads the whole request body, refusing it past `limit` bytes (413).
-async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Bytes, ApiResponse> {
-    let mut body = bytes::BytesMut::new();
-    // A client that waits for `100 Continue` before sending its body (curl does for bodies
-    // over 1 MiB) gets it when the body is first read, as Go's server sends it.
-    let expects_continue = !session.is_http2()
+/// An HTTP/1.1 request with a body whose client waits for `100 Continue` before sending it.
+fn expects_continue(session: &mut ServerSession) -> bool {
+    !session.is_http2()
         && !session.is_body_empty()
         && session
             .req_header()
             .headers
             .get(http::header::EXPECT)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    if expects_continue {
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
+
+/// Reads the whole request body, refusing it past `limit` bytes (413).
+async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Bytes, ApiResponse> {
+    let mut body = bytes::BytesMut::new();
+    // A client that waits for `100 Continue` before sending its body (curl does for bodies
+    // over 1 MiB) gets it when the body is first read, as Go's server sends it.
+    if expects_continue(session) {
         if let Err(e) = session.write_continue_response().await {
             return Err(ApiError::bad_request(format!("reading the request body: {e}")).into());
         }

@@ -930,6 +930,36 @@ fn expect_100_continue_is_answered() {
     let trace = String::from_utf8_lossy(&out.stderr);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "201", "{trace}");
     assert!(trace.contains("< HTTP/1.1 100 Continue"), "{trace}");
+    // Refused before its body is read: answered at once, without waiting for the body the
+    // client holds back (curl would say it gave up waiting for the 100).
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-v",
+            "--http1.1",
+            "--expect100-timeout",
+            "30",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["-w", "%{http_code}", "-H", "Expect: 100-continue"])
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg(format!(
+            "{}/api/v1/namespaces/default/configmaps",
+            gate.url()
+        ))
+        .output()
+        .expect("curl");
+    let trace = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "{trace}");
+    assert!(!trace.contains("Done waiting for 100-continue"), "{trace}");
 }
 
 /// kube's HTTP/2 abuse mitigation (CVE-2023-44487): a connection that carried an

@@ -144,7 +144,18 @@ pub async fn ensure_legacy_token_tracking(
     };
     let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let (namespace, name) = LEGACY_TOKEN_TRACKING;
-    let dated = |since: &str| chrono::NaiveDate::parse_from_str(since, "%Y-%m-%d").is_ok();
+    // Go's `time.Parse("2006-01-02", ...)`: two-digit month and day, nothing else.
+    let dated = |since: &str| {
+        since.len() == 10
+            && since.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            })
+            && chrono::NaiveDate::parse_from_str(since, "%Y-%m-%d").is_ok()
+    };
     match registry.get_object(&def, namespace, name).await {
         Ok(current) => {
             if dated(

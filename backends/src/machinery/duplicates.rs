@@ -1,8 +1,11 @@
 //! JSON decoding that also reports duplicate object members, by the path kube's strict
 //! decoder (sigs.k8s.io/json `UnmarshalStrict`) names them with: `duplicate field
-//! "metadata.name"`, `"[0].op"`. As in Go, the last value of a duplicated member wins.
+//! "metadata.name"`, `"[0].op"`. The value a duplicated member decodes to is Go's: decoded
+//! into a map of interfaces (a custom resource, a patch), the last wins; decoded into a typed
+//! struct (a built-in kind, [`from_slice_merging`]), a repeated object is merged into the
+//! first, as Go decodes it into the struct or map already there.
 //! It costs about what `serde_json::from_slice::<Value>` does: paths are only built for the
-//! (rare) duplicates found.
+//! (rare) duplicates found, once per member and object.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -23,9 +26,22 @@ pub struct Decoded {
     pub duplicates: Vec<String>,
 }
 
-/// Decodes `bytes` as JSON, noting duplicate members.
+/// Decodes `bytes` as JSON, noting duplicate members (the last value of each wins).
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Decoded> {
-    let found = RefCell::new(Vec::new());
+    decode(bytes, false)
+}
+
+/// [`from_slice`] for a body Go decodes into a typed struct: a duplicated member whose values
+/// are both objects keeps the first's members the second does not set.
+pub fn from_slice_merging(bytes: &[u8]) -> serde_json::Result<Decoded> {
+    decode(bytes, true)
+}
+
+fn decode(bytes: &[u8], merge: bool) -> serde_json::Result<Decoded> {
+    let found = Found {
+        paths: RefCell::new(Vec::new()),
+        merge,
+    };
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = ValueSeed {
         at: None,
@@ -35,8 +51,31 @@ pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Decoded> {
     deserializer.end()?;
     Ok(Decoded {
         value,
-        duplicates: found.into_inner(),
+        duplicates: found.paths.into_inner(),
     })
+}
+
+/// What a decode collects: the duplicates' paths, and how duplicated objects combine.
+struct Found {
+    paths: RefCell<Vec<String>>,
+    merge: bool,
+}
+
+/// Go decoding an object into the struct or map a first one already filled.
+fn merge_into(first: &mut Value, second: Value) {
+    match (first, second) {
+        (Value::Object(into), Value::Object(from)) => {
+            for (key, value) in from {
+                match into.get_mut(&key) {
+                    Some(existing) => merge_into(existing, value),
+                    None => {
+                        into.insert(key, value);
+                    }
+                }
+            }
+        }
+        (first, second) => *first = second,
+    }
 }
 
 /// kube's messages for duplicates (`duplicate field "data.a"`).
@@ -92,7 +131,7 @@ fn render(at: &At<'_>, last: &str) -> String {
 
 struct ValueSeed<'a> {
     at: Option<&'a At<'a>>,
-    found: &'a RefCell<Vec<String>>,
+    found: &'a Found,
 }
 
 impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
@@ -167,6 +206,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut members = Map::new();
+        // Members of this object already reported: a key repeated many times is reported
+        // (and its path built) once.
+        let mut reported: Vec<String> = Vec::new();
         while let Some(name) = access.next_key::<String>()? {
             let value = {
                 let at = At {
@@ -183,15 +225,21 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
                     slot.insert(value);
                 }
                 Entry::Occupied(mut slot) => {
-                    let path = match self.at {
-                        Some(at) => render(at, slot.key()),
-                        None => slot.key().clone(),
-                    };
-                    let mut found = self.found.borrow_mut();
-                    if found.len() < MAX_REPORTED && !found.contains(&path) {
-                        found.push(path);
+                    if !reported.iter().any(|r| r == slot.key()) {
+                        reported.push(slot.key().clone());
+                        let mut paths = self.found.paths.borrow_mut();
+                        if paths.len() < MAX_REPORTED {
+                            paths.push(match self.at {
+                                Some(at) => render(at, slot.key()),
+                                None => slot.key().clone(),
+                            });
+                        }
                     }
-                    slot.insert(value);
+                    if self.found.merge {
+                        merge_into(slot.get_mut(), value);
+                    } else {
+                        slot.insert(value);
+                    }
                 }
             }
         }
@@ -224,6 +272,34 @@ mod tests {
             messages(&decoded.duplicates[..1]),
             ["duplicate field \"metadata.name\""]
         );
+    }
+
+    #[test]
+    fn a_typed_decode_merges_repeated_objects_as_go_does() {
+        let body = br#"{"metadata":{"name":"a","labels":{"x":"1"}},"data":{"k":"1"},
+            "metadata":{"labels":{"y":"2"}},"data":{"j":"2","k":"3"},"list":[1],"list":[2]}"#;
+        let decoded = from_slice_merging(body).expect("decodes");
+        assert_eq!(
+            decoded.value,
+            json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}},
+                   "data": {"k": "3", "j": "2"}, "list": [2]})
+        );
+        assert_eq!(decoded.duplicates, ["metadata", "data", "list"]);
+        // Into maps of interfaces the last wins.
+        let decoded = from_slice(body).expect("decodes");
+        assert_eq!(decoded.value["metadata"], json!({"labels": {"y": "2"}}));
+    }
+
+    #[test]
+    fn a_key_repeated_many_times_is_reported_once() {
+        let mut body = String::from("{");
+        for i in 0..1000 {
+            body.push_str(&format!("\"k\":{i},\"k{i}\":1,"));
+        }
+        body.push_str("\"end\":1}");
+        let decoded = from_slice(body.as_bytes()).expect("decodes");
+        assert_eq!(decoded.duplicates, ["k"]);
+        assert_eq!(decoded.value["k"], 999);
     }
 
     #[test]

@@ -2,18 +2,44 @@
 //! 1.33 applies them with (evanphx/json-patch v4), so that a patch kube accepts is accepted
 //! here too: `replace` of a missing object member adds it, `copy` from a missing member
 //! copies `null`, a `test` of a missing member against `null` passes, negative array indices
-//! count from the end, a missing `value` is `null`, and path segments before the first `/`
-//! are ignored, and replacing the whole document with a scalar changes nothing. The caller turns any error into kube's generic 422.
+//! count from the end, a missing `value` is `null`, path segments before the first `/` are
+//! ignored, and replacing the whole document with a scalar changes nothing. As in kube, what
+//! `copy` operations copy may not add up to more than 3 MiB (`JSONPatchMaxCopyBytes`: each
+//! copy can double the document). The caller turns any error into kube's generic 422.
 
 use serde_json::{Map, Value};
 
 /// Why an operation did not apply (kube does not show it; kept for logs and tests).
 pub type OpError = String;
 
+/// kube-apiserver's `JSONPatchMaxCopyBytes`: the most all of a patch's copies may add.
+const MAX_COPY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The length of `value` as JSON, counted without building the text.
+fn serialized_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing into a counter cannot fail; a value that could not be written counts as huge.
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 /// Applies `operations` (each a JSON object; anything else is an unknown operation) to `doc`
 /// in order. On error `doc` may be partly patched: apply to a copy.
 pub fn apply(doc: &mut Value, operations: &[Value]) -> Result<(), OpError> {
     let empty = Map::new();
+    let mut copied = 0usize;
     for op in operations {
         let op = op.as_object().unwrap_or(&empty);
         let kind = match op.get("op") {
@@ -29,10 +55,16 @@ pub fn apply(doc: &mut Value, operations: &[Value]) -> Result<(), OpError> {
                 add(doc, &path(op, "path")?, moved)
             }
             "copy" => {
-                let copied = get(doc, &path(op, "from")?)?
+                let value = get(doc, &path(op, "from")?)?
                     .cloned()
                     .unwrap_or(Value::Null);
-                add(doc, &path(op, "path")?, copied)
+                copied = copied.saturating_add(serialized_len(&value));
+                if copied > MAX_COPY_BYTES {
+                    return Err(format!(
+                        "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_COPY_BYTES}"
+                    ));
+                }
+                add(doc, &path(op, "path")?, value)
             }
             "test" => test(doc, &path(op, "path")?, op.get("value")),
             other => Err(format!("Unexpected kind: {other}")),
@@ -317,6 +349,27 @@ mod tests {
         ] {
             assert!(patched(doc.clone(), ops.clone()).is_err(), "{ops}");
         }
+    }
+
+    #[test]
+    fn copies_may_not_add_up_to_more_than_kubes_limit() {
+        // Each copy of the object into itself doubles it.
+        let doc = json!({"a": {"k": "x".repeat(1024)}});
+        let ops: Vec<Value> = (0..40)
+            .map(|i| json!({"op": "copy", "from": "/a", "path": format!("/a/c{i}")}))
+            .collect();
+        let error = patched(doc.clone(), Value::Array(ops)).expect_err("limited");
+        assert!(error.contains("exceeding the limit 3145728"), "{error}");
+        // A small copy is fine.
+        let out =
+            patched(doc, json!([{"op": "copy", "from": "/a/k", "path": "/b"}])).expect("copies");
+        assert_eq!(out["b"].as_str().map(str::len), Some(1024));
+    }
+
+    #[test]
+    fn a_test_without_value_fails() {
+        let error = patched(json!({"a": 1}), json!([{"op": "test", "path": "/missing"}]));
+        assert!(error.is_err());
     }
 
     #[test]

@@ -414,14 +414,17 @@ pub fn patch_type_allowing(content_type: Option<&str>, strategic: bool) -> ApiRe
 /// `error converting YAML to JSON: ...`). Protobuf bodies go to
 /// [`crate::machinery::protobuf::decode`].
 pub fn decode_body(media: MediaType, body: &[u8]) -> ApiResult<Value> {
-    decode_body_noting_duplicates(media, body).map(|(value, _)| value)
+    decode_body_noting_duplicates(media, body, false).map(|(value, _)| value)
 }
 
-/// [`decode_body`], and the paths of a JSON body's duplicated members (the last value wins),
-/// which kube's strict decoding reports as it reports unknown fields.
+/// [`decode_body`], and the paths of a JSON body's duplicated members, which kube's strict
+/// decoding reports as it reports unknown fields. `typed`: the body is a built-in kind, which
+/// Go decodes into its struct (a repeated object merges into the first; otherwise the last
+/// value wins).
 pub fn decode_body_noting_duplicates(
     media: MediaType,
     body: &[u8],
+    typed: bool,
 ) -> ApiResult<(Value, Vec<String>)> {
     let (value, duplicates) = match media {
         MediaType::Protobuf => return Ok((crate::machinery::protobuf::decode(body)?, Vec::new())),
@@ -431,7 +434,12 @@ pub fn decode_body_noting_duplicates(
                     "couldn't get version/kind; json parse error: unexpected end of JSON input",
                 ));
             }
-            let decoded = crate::machinery::duplicates::from_slice(body).map_err(|e| {
+            let decoded = if typed {
+                crate::machinery::duplicates::from_slice_merging(body)
+            } else {
+                crate::machinery::duplicates::from_slice(body)
+            }
+            .map_err(|e| {
                 let reason = crate::machinery::gojson_syntax::syntax_error(body)
                     .unwrap_or_else(|| e.to_string());
                 ApiError::bad_request(format!(

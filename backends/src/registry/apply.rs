@@ -305,18 +305,9 @@ impl Registry {
         output: &Negotiated,
     ) -> ApiResult<ApiResponse> {
         let info = &request.info;
+        // The options (a field manager is required) were checked with the others
+        // (`write::check_write_options`).
         let manager = request.param("fieldManager").unwrap_or("");
-        let mut causes = Vec::new();
-        if manager.is_empty() {
-            causes.push(status::field_required(
-                "fieldManager",
-                "is required for apply patch",
-            ));
-        }
-        causes.extend(field_manager_causes(manager));
-        if !causes.is_empty() {
-            return Err(options_invalid("PatchOptions", causes));
-        }
         // As kube's parameter codec reads a `*bool`: `0` and `false` are false, all else true.
         let force = request.flag("force");
         let subresource = info.subresource.as_str();

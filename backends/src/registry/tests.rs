@@ -1362,6 +1362,28 @@ async fn duplicate_fields_are_strict_decoding_errors() {
     assert_eq!(code, 200);
 }
 
+/// A built-in kind's repeated object member merges into the first (Go decodes it into the
+/// struct or map already there); the duplicate is still reported.
+#[tokio::test]
+async fn a_built_in_kinds_repeated_objects_merge() {
+    let f = fixture().await;
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"merged"},
+        "data":{"x":"1"},"metadata":{"labels":{"l":"v"}},"data":{"y":"2"}}"#;
+    let (code, warnings) =
+        warnings_of(&f, raw_request("POST", CMS, body, "application/json")).await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"duplicate field \\\"metadata\\\"\"",
+            "299 - \"duplicate field \\\"data\\\"\""
+        ]
+    );
+    let (_, stored) = call(&f, "GET", &format!("{CMS}/merged"), None).await;
+    assert_eq!(stored["data"], json!({"x": "1", "y": "2"}));
+    assert_eq!(stored["metadata"]["labels"], json!({"l": "v"}));
+}
+
 async fn call_raw(f: &Fixture, req: ApiRequest) -> (u16, Value) {
     match f.registry.handle(req).await {
         ApiResponse::Body(b) => (

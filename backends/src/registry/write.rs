@@ -147,7 +147,7 @@ fn invalid_options(request: &ApiRequest, causes: Vec<status::StatusCause>) -> Ap
 }
 
 /// `ValidateDryRun`'s cause: every value must be `All`; the bad value is the whole list, as
-/// Go prints it (JSON).
+/// kube 1.33 prints it (Go's `%#v`).
 fn dry_run_cause(values: &[&str]) -> Option<status::StatusCause> {
     if values.iter().all(|v| *v == "All") {
         return None;
@@ -177,22 +177,23 @@ fn dry_run(request: &ApiRequest) -> ApiResult<bool> {
 
 /// Decodes a request body in its content type (JSON, YAML or protobuf).
 pub(super) fn decode_request_body(request: &ApiRequest) -> ApiResult<Value> {
-    if request.body.is_empty() {
-        return Err(ApiError::bad_request("the body of the request was empty"));
-    }
-    let media = negotiation::request_body_type(request.content_type.as_deref())?;
-    negotiation::decode_body(media, &request.body)
+    decode_body_of(request, false).map(|(object, _)| object)
 }
 
-/// [`decode_request_body`] for a create or update, with kube's strict decoding messages for
-/// the body's duplicate fields (`duplicate field "data.a"`).
-fn decode_object_body(request: &ApiRequest) -> ApiResult<(Value, Vec<String>)> {
+/// [`decode_request_body`] for a create or update of `def`'s objects, with kube's strict
+/// decoding messages for the body's duplicate fields (`duplicate field "data.a"`), decoded
+/// as Go decodes them into a built-in kind's struct or a custom resource's map.
+fn decode_object_body(def: &ResourceDef, request: &ApiRequest) -> ApiResult<(Value, Vec<String>)> {
+    let (object, duplicates) = decode_body_of(request, def.openapi_schema.is_none())?;
+    Ok((object, crate::machinery::duplicates::messages(&duplicates)))
+}
+
+fn decode_body_of(request: &ApiRequest, typed: bool) -> ApiResult<(Value, Vec<String>)> {
     if request.body.is_empty() {
         return Err(ApiError::bad_request("the body of the request was empty"));
     }
     let media = negotiation::request_body_type(request.content_type.as_deref())?;
-    let (object, duplicates) = negotiation::decode_body_noting_duplicates(media, &request.body)?;
-    Ok((object, crate::machinery::duplicates::messages(&duplicates)))
+    negotiation::decode_body_noting_duplicates(media, &request.body, typed)
 }
 
 /// The strategic-merge-patch directives of a resource: its own plus ObjectMeta's.
@@ -524,11 +525,8 @@ impl Registry {
         validation::validate_object_meta(meta, def.namespaced, def.strategy.name_rule())
     }
 
-    /// Unknown fields per `fieldValidation`: an error under Strict, warnings under Warn; in
-    /// every mode they are then dropped, as kube's typed decoding drops them, so they are
-    /// never stored.
-    /// [`Registry::unknown_fields`] for a create or an update, whose strict decoding error
-    /// is kube's 400 for a body it cannot decode.
+    /// Unknown fields per `fieldValidation` ([`Registry::unknown_fields`]) for a create or an
+    /// update, whose strict decoding error is kube's 400 for a body it cannot decode.
     /// `earlier` are the body's other strict decoding errors (its duplicate fields).
     pub(super) fn handle_unknown_fields(
         &self,
@@ -541,9 +539,10 @@ impl Registry {
             .map_err(|error| decode_error(def, &error))
     }
 
-    /// Drops the fields the kind does not have; their warnings under `Warn`, kube's strict
-    /// decoding error (`strict decoding error: unknown field "x"`) under `Strict`, after the
-    /// `earlier` strict errors of the body (duplicate fields, a patch's own).
+    /// Drops the fields the kind does not have (in every mode: kube's typed decoding drops
+    /// them, so they are never stored); their warnings under `Warn`, kube's strict decoding
+    /// error (`strict decoding error: unknown field "x"`) under `Strict`, after the `earlier`
+    /// strict errors of the body (duplicate fields, a patch's own).
     pub(super) fn unknown_fields(
         &self,
         def: &ResourceDef,
@@ -641,7 +640,7 @@ impl Registry {
         }
         let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         check_write_options(request, None)?;
-        let (mut object, duplicates) = decode_object_body(request)?;
+        let (mut object, duplicates) = decode_object_body(def, request)?;
         check_kind_named(def, &object, &request.body)?;
         check_type(&mut object, def, &def.kind)?;
         if def.strategy.terminating() {
@@ -925,7 +924,7 @@ impl Registry {
     ) -> ApiResult<ApiResponse> {
         let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
         check_write_options(request, None)?;
-        let (mut body, duplicates) = decode_object_body(request)?;
+        let (mut body, duplicates) = decode_object_body(def, request)?;
         check_kind_named(def, &body, &request.body)?;
         let info = &request.info;
         let expected_kind = def.kind.clone();
@@ -1031,6 +1030,8 @@ impl Registry {
         let patch_bytes = request.body.clone();
         let lookup = ResourcePatchMeta(def);
         let mode = field_validation(request)?;
+        // The body's own strict decoding errors, found once (the closure may run again).
+        let body_errors = std::sync::OnceLock::new();
         // Warnings of the attempt that was written (the closure may run again on conflict).
         let warnings = std::sync::Mutex::new(Vec::new());
         let mut written = self
@@ -1048,11 +1049,15 @@ impl Registry {
                     // kube decodes the body strictly first (under Warn and Strict), once it
                     // has the object: the body's own duplicate (and, for a JSON patch,
                     // unknown) fields are reported with the patched object's.
-                    let body_errors = if mode == FieldValidation::Ignore {
-                        Vec::new()
-                    } else {
-                        patch::strict_body_errors(patch_type, &patch_bytes)?
-                    };
+                    let body_errors = body_errors
+                        .get_or_init(|| {
+                            if mode == FieldValidation::Ignore {
+                                Ok(Vec::new())
+                            } else {
+                                patch::strict_body_errors(patch_type, &patch_bytes)
+                            }
+                        })
+                        .clone()?;
                     let mut patched = match patch_type {
                         PatchType::Json => patch::json_patch(current, &patch_bytes)?,
                         PatchType::Merge => patch::merge_patch(current, &patch_bytes)?,
