@@ -294,6 +294,11 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Records that the resource's definition is (or is no longer) being deleted, for a
+    /// strategy whose [`Strategy::terminating`] can change without the definition being
+    /// built again.
+    fn mark_terminating(&self, _terminating: bool) {}
+
     /// Whether this is a custom resource: kube serves those from apiextensions' own handler,
     /// not from go-restful routes (see `machinery::restful`).
     fn is_custom_resource(&self) -> bool {

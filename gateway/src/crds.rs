@@ -19,8 +19,7 @@ use kubegate_backends::core::crd::CLEANUP_FINALIZER;
 use kubegate_backends::core::crd_conversion::ConversionTransports;
 use kubegate_backends::core::crd_status::storage_version;
 use kubegate_backends::core::crd_status::{
-    ensure_stored_version, establish, is_condition_true, set_condition, sync_names,
-    terminating_condition, Termination,
+    ensure_stored_version, establish, set_condition, sync_names, terminating_condition, Termination,
 };
 use kubegate_backends::core::custom_resource::{resource_defs_with, storage_defs_with};
 use kubegate_backends::registry::{manager, now_rfc3339, Registry};
@@ -74,18 +73,9 @@ pub async fn sync(
     let Some(def) = registry.find(GROUP, "customresourcedefinitions") else {
         return watcher;
     };
-    for crd in &crds {
-        if crd.pointer("/metadata/deletionTimestamp").is_some() {
-            if let Err(e) = finalize(registry, transports, &def, crd).await {
-                tracing::warn!(crd = %name_of(crd), error = %e, "deleting a CustomResourceDefinition's instances");
-            }
-            continue;
-        }
-        if let Err(e) = update_status(registry, &def, crd, &crds).await {
-            tracing::warn!(crd = %name_of(crd), error = %e, "updating a CustomResourceDefinition's status");
-        }
-    }
-    // Serve what is Established now (the status just written shows up on the next pass).
+    // Serve what has its names accepted (or is Established) first: a CRD is only made
+    // Established (below) once this server serves it, as kube's establishing controller
+    // follows its handler, so a client that saw `Established` finds the resource served.
     let builtin_prefixes: BTreeSet<String> = registry
         .builtin_resources()
         .iter()
@@ -120,6 +110,10 @@ pub async fn sync(
                 fingerprint.push_str(
                     &serde_json::to_string(&crd["status"]["acceptedNames"]).unwrap_or_default(),
                 );
+                // A deletion that starts changes discovery's verbs (the definitions stay).
+                if crd.pointer("/metadata/deletionTimestamp").is_some() {
+                    fingerprint.push_str("terminating;");
+                }
             }
             defs.extend(versions);
         }
@@ -137,6 +131,18 @@ pub async fn sync(
             "custom resources served"
         );
         *served = fingerprint;
+    }
+    for crd in &crds {
+        if crd.pointer("/metadata/deletionTimestamp").is_some() {
+            if let Err(e) = finalize(registry, transports, &def, crd).await {
+                tracing::warn!(crd = %name_of(crd), error = %e, "deleting a CustomResourceDefinition's instances");
+            }
+            continue;
+        }
+        let served = kubegate_backends::core::custom_resource::is_served(crd);
+        if let Err(e) = update_status(registry, &def, crd, &crds, served).await {
+            tracing::warn!(crd = %name_of(crd), error = %e, "updating a CustomResourceDefinition's status");
+        }
     }
     if let Err(e) = register_apiservices(registry, &group_versions).await {
         tracing::warn!(error = %e, "registering CRD APIServices");
@@ -164,8 +170,10 @@ fn built_resource_defs(
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or("");
-    // Everything `resource_defs` reads: the spec, the accepted names, whether the CRD is
-    // Established and whether it is being deleted.
+    // Everything `resource_defs` reads: the spec, the accepted names and whether the CRD is
+    // served. Not whether it is being deleted: that is marked on the definitions' strategies
+    // in place, so they (and their objects' watches) stay until the CRD is gone, as kube tears
+    // a CRD's storage down only then.
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     serde_json::to_string(&crd["spec"])
         .unwrap_or_default()
@@ -173,15 +181,16 @@ fn built_resource_defs(
     serde_json::to_string(&crd["status"]["acceptedNames"])
         .unwrap_or_default()
         .hash(&mut hasher);
-    is_condition_true(crd, "Established").hash(&mut hasher);
-    crd.pointer("/metadata/deletionTimestamp")
-        .is_some()
-        .hash(&mut hasher);
+    kubegate_backends::core::custom_resource::is_served(crd).hash(&mut hasher);
     let inputs = hasher.finish();
     let defs = match built.remove(uid) {
         Some((hash, defs)) if hash == inputs && !uid.is_empty() => defs,
         _ => resource_defs_with(crd, Some(transports)),
     };
+    let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
+    for def in &defs {
+        def.strategy.mark_terminating(terminating);
+    }
     still_built.insert(uid.to_string(), (inputs, defs.clone()));
     defs
 }
@@ -195,16 +204,20 @@ fn name_of(object: &Value) -> String {
 }
 
 /// The naming and establishing controllers' writes, and `storedVersions`.
+/// `served`: this server serves the CRD's resources already (only then is it Established).
 async fn update_status(
     registry: &Registry,
     def: &ResourceDef,
     crd: &Value,
     all: &[Value],
+    served: bool,
 ) -> Result<(), String> {
     let now = now_rfc3339();
     let mut next = crd.clone();
     let mut changed = sync_names(&mut next, all, &now);
-    changed |= establish(&mut next, &now);
+    if served {
+        changed |= establish(&mut next, &now);
+    }
     changed |= ensure_stored_version(&mut next);
     if !changed || next["status"] == crd["status"] {
         return Ok(());
@@ -462,12 +475,14 @@ mod tests {
         let replaced = build(&mut built, &crd("u2", "b"));
         assert!(!Arc::ptr_eq(&changed[0].strategy, &replaced[0].strategy));
         assert_eq!(built.keys().collect::<Vec<_>>(), ["u2"]);
-        // Being deleted is a change: the objects are served by a terminating strategy.
+        // Being deleted marks the same definitions terminating, in place: their objects'
+        // watches go on (kube keeps a terminating CRD's storage until the CRD is gone).
         let mut terminating = crd("u2", "b");
         terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         let deleting = build(&mut built, &terminating);
         assert_eq!(deleting.len(), 1);
         assert!(deleting[0].strategy.terminating());
-        assert!(!Arc::ptr_eq(&replaced[0].strategy, &deleting[0].strategy));
+        assert!(Arc::ptr_eq(&replaced[0].strategy, &deleting[0].strategy));
+        assert!(replaced[0].strategy.terminating());
     }
 }

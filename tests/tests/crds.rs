@@ -709,3 +709,150 @@ fn stored_objects_are_pruned_with_their_storage_versions_schema_on_read() {
         assert!(object["spec"].get("extra").is_none(), "{version}: {object}");
     }
 }
+
+/// Creates a CRD, polls it on one connection until it is `Established`, and at once creates an
+/// instance: prints the instance's status code for each of five CRDs.
+const ESTABLISHED_RACE_PY: &str = r#"
+import http.client, json, ssl, sys
+port, pki = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+def call(method, path, body=None):
+    conn.request(method, path, body=json.dumps(body) if body else None,
+                 headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    return response.status, json.loads(response.read() or b"null")
+codes = []
+for i in range(5):
+    group = "race%d.example.com" % i
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets." + group},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                             "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    for _ in range(2000):
+        _, got = call("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets." + group)
+        conditions = (got.get("status") or {}).get("conditions") or []
+        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            break
+    code, _ = call("POST", "/apis/%s/v1/namespaces/default/widgets" % group,
+                   {"apiVersion": group + "/v1", "kind": "Widget", "metadata": {"name": "first"}})
+    codes.append(code)
+print(json.dumps(codes))
+"#;
+
+/// A CRD reported `Established` is served already: a client that waits for the condition
+/// and creates an instance at once (as envtest and controller tests do) is not refused.
+#[test]
+fn a_crd_reported_established_is_already_served() {
+    let gate = Kubegate::start();
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(ESTABLISHED_RACE_PY)
+        .arg(gate.port.to_string())
+        .arg(gate.data_dir.join("pki"))
+        .output()
+        .expect("python3");
+    let codes: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(codes, serde_json::json!([201, 201, 201, 201, 201]));
+}
+
+/// Deleting a CRD leaves its objects' watches open until it is gone: a watcher sees each
+/// instance deleted (one held by a finalizer too), as kube keeps a terminating CRD's storage.
+#[test]
+fn watches_of_a_deleted_crds_objects_see_them_go() {
+    let gate = Kubegate::start();
+    established(&gate);
+    gate.ok_stdin(&["apply", "--validate=false", "-f", "-"], MY_CRONTAB);
+    gate.ok_stdin(
+        &["apply", "--validate=false", "-f", "-"],
+        &MY_CRONTAB.replace(
+            "  name: my\n",
+            "  name: held\n  finalizers: [example.com/hold]\n",
+        ),
+    );
+    let list = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    let (_, body) = gate.curl("GET", list, &[], None);
+    let listed: Value = serde_json::from_slice(&body).expect("a list");
+    let rv = listed["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_string();
+    let events = tempfile::NamedTempFile::new().expect("a file");
+    let pki = gate.data_dir.join("pki");
+    let mut watch = std::process::Command::new("curl")
+        .args(["-sSN", "--max-time", "60", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!("{}{list}?watch=1&resourceVersion={rv}", gate.url()))
+        .stdout(events.reopen().expect("the file"))
+        .spawn()
+        .expect("curl");
+    gate.ok(&[
+        "delete",
+        "crd",
+        "crontabs.stable.example.com",
+        "--wait=false",
+    ]);
+    // `my` goes; `held` waits for its finalizer, which is then removed.
+    let terminating = eventually(Duration::from_secs(20), || {
+        let (code, body) = gate.curl("GET", &format!("{list}/held"), &[], None);
+        code == 200
+            && serde_json::from_slice::<Value>(&body)
+                .is_ok_and(|o| o["metadata"]["deletionTimestamp"].is_string())
+    });
+    assert!(terminating, "held was never marked for deletion");
+    let (code, body) = gate.curl(
+        "PATCH",
+        &format!("{list}/held"),
+        &["Content-Type: application/merge-patch+json"],
+        Some(br#"{"metadata":{"finalizers":null}}"#),
+    );
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let gone = eventually(Duration::from_secs(20), || {
+        gate.curl(
+            "GET",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com",
+            &[],
+            None,
+        )
+        .0 == 404
+    });
+    assert!(gone, "the CRD was never deleted");
+    // The watch ends on its own once the CRD is gone (after its grace); it is stopped by its
+    // pid otherwise.
+    let ended = eventually(Duration::from_secs(10), || {
+        matches!(watch.try_wait(), Ok(Some(_)))
+    });
+    if !ended {
+        let _ = watch.kill();
+    }
+    let _ = watch.wait();
+    let seen: Vec<(String, String)> = std::fs::read_to_string(events.path())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|event| {
+            (
+                event["type"].as_str().unwrap_or("").to_string(),
+                event["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
+    let has = |kind: &str, name: &str| seen.iter().any(|(k, n)| k == kind && n == name);
+    assert!(has("DELETED", "my"), "{seen:?}");
+    assert!(has("MODIFIED", "held"), "{seen:?}");
+    assert!(has("DELETED", "held"), "{seen:?}");
+    assert!(ended, "the watch did not end once the CRD was gone");
+}

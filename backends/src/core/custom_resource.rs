@@ -30,9 +30,16 @@ struct PrinterColumn {
     type_: String,
 }
 
-/// The resources `crd` serves now: none unless it is Established. While the CRD is being
-/// deleted its objects are still served, as kube serves them (only creates are refused), so
-/// that their own finalizers can be removed and the deletion can finish.
+/// Whether kube's custom resource handler serves `crd`'s resources: once its names are
+/// accepted (it is Established only after that, so a client that saw `Established` finds them
+/// served).
+pub fn is_served(crd: &Value) -> bool {
+    is_condition_true(crd, "NamesAccepted") || is_condition_true(crd, "Established")
+}
+
+/// The resources `crd` serves now: none until its names are accepted ([`is_served`]). While
+/// the CRD is being deleted its objects are still served, as kube serves them (only creates
+/// are refused), so that their own finalizers can be removed and the deletion can finish.
 pub fn resource_defs(crd: &Value) -> Vec<ResourceDef> {
     resource_defs_with(crd, None)
 }
@@ -42,7 +49,7 @@ pub fn resource_defs_with(
     crd: &Value,
     transports: Option<&dyn ConversionTransports>,
 ) -> Vec<ResourceDef> {
-    if !is_condition_true(crd, "Established") {
+    if !is_served(crd) {
         return Vec::new();
     }
     storage_defs_with(crd, transports)
@@ -193,7 +200,9 @@ pub fn storage_defs_with(
             })
             .unwrap_or_default();
         let strategy = CustomResourceStrategy {
-            terminating: crd.pointer("/metadata/deletionTimestamp").is_some(),
+            terminating: std::sync::atomic::AtomicBool::new(
+                crd.pointer("/metadata/deletionTimestamp").is_some(),
+            ),
             selectable,
             deprecation,
             scale: scale_paths,
@@ -545,8 +554,10 @@ fn get_path<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// apiextensions-apiserver's `customResourceStrategy` for one served version.
 pub struct CustomResourceStrategy {
-    /// The CRD is being deleted: no new objects.
-    terminating: bool,
+    /// The CRD is being deleted: no new objects. Set in place when the deletion starts, so
+    /// the definitions (and the watches of their objects) stay, as kube keeps a terminating
+    /// CRD's storage until the CRD is gone.
+    terminating: std::sync::atomic::AtomicBool,
     /// `selectableFields`: (field label, field names from the root).
     selectable: Vec<(String, Vec<String>)>,
     /// The `Warning` every request to a deprecated version gets.
@@ -737,7 +748,12 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn terminating(&self) -> bool {
+        self.terminating.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn mark_terminating(&self, terminating: bool) {
         self.terminating
+            .store(terminating, std::sync::atomic::Ordering::Release);
     }
 
     fn requires_kind(&self) -> bool {

@@ -23,6 +23,11 @@ use crate::status::{ApiError, ApiResult};
 use crate::storage::cacher::{CacheEventKind, CachedObject};
 use crate::storage::Revision;
 
+/// How long a watch of a definition that was replaced or removed goes on delivering the
+/// events already written (kube's CRD handler waits at least a second before tearing a
+/// CRD's storage down).
+const REPLACED_WATCH_GRACE: Duration = Duration::from_secs(1);
+
 /// How long before a watch's deadline its last bookmark goes out (kube's cache watcher).
 const PRE_DEADLINE_BOOKMARK: Duration = Duration::from_secs(2);
 
@@ -712,7 +717,17 @@ impl Registry {
             // resumes from the freshest revision it can.
             let mut last_bookmark = deadline.checked_sub(PRE_DEADLINE_BOOKMARK);
             let mut replaced = replaced;
+            // Once the definition is replaced or gone (a CRD deleted or changed), the events
+            // already written (its objects' deletions) still go out for a moment, as kube
+            // tears a CRD's storage down only after a grace period.
+            let mut ending: Option<tokio::time::Instant> = None;
             loop {
+                let end_of_grace = async {
+                    match ending {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 let before_deadline = async {
                     match last_bookmark {
                         Some(at) => tokio::time::sleep_until(at).await,
@@ -721,7 +736,10 @@ impl Registry {
                 };
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => return,
-                    _ = &mut replaced => return,
+                    _ = &mut replaced, if ending.is_none() => {
+                        ending = Some(tokio::time::Instant::now() + REPLACED_WATCH_GRACE);
+                    }
+                    _ = end_of_grace => return,
                     _ = before_deadline, if bookmarks => {
                         last_bookmark = None;
                         let revision = watcher.bookmark_revision();
