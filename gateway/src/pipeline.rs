@@ -367,9 +367,11 @@ impl Gateway {
         // upgrade is honoured for long-running requests only (exec, attach, port-forward,
         // proxy, watch), as kube's timeout filter keeps any other from switching protocols.
         let upgrade = info.long_running && is_upgrade(session.req_header());
+        // The request's own timeout, as flow control bounds its queue wait by it (no clock is
+        // read for it: nearly every request is admitted at once).
         let own_timeout = ctx
             .deadline
-            .map(|deadline| deadline.saturating_duration_since(Instant::now()));
+            .map(|deadline| deadline.saturating_duration_since(ctx.started));
         let memo = tls_connection(session).map(|c| &c.classification_memo);
         let admitted = match self.flow.admit_now(
             &info,
