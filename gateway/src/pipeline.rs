@@ -660,16 +660,7 @@ impl Gateway {
         } else {
             proxy_error_status(error, self.max_request_bytes)
         };
-        ctx.status = status.code;
-        respond::write(
-            session,
-            status.into(),
-            &ctx.audit_id,
-            ctx.pf_headers.as_deref(),
-            &self.lifecycle.shutting_down,
-            &mut || {},
-        )
-        .await
+        self.write_status(session, ctx, status).await
     }
 
     /// Answers a forwarded request whose backend did not answer by its deadline with kube's
@@ -679,7 +670,16 @@ impl Gateway {
         session: &mut ServerSession,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let status = allotted_timeout();
+        self.write_status(session, ctx, allotted_timeout()).await
+    }
+
+    /// Writes a `Status` answer for a request sent on to a backend, counting its code.
+    async fn write_status(
+        &self,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        status: ApiError,
+    ) -> Result<()> {
         ctx.status = status.code;
         respond::write(
             session,

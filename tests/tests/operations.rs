@@ -898,67 +898,51 @@ fn expect_100_continue_is_answered() {
     let pki = gate.data_dir.join("pki");
     let body =
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"expect"},"data":{"a":"1"}}"#;
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "-v",
-            "--http1.1",
-            "--expect100-timeout",
-            "30",
-            "-o",
-            "/dev/null",
-        ])
-        .args(["-w", "%{http_code}", "-H", "Expect: 100-continue"])
-        .args([
-            "-H",
-            "Content-Type: application/json",
-            "--data-binary",
-            body,
-        ])
-        .arg("--cacert")
-        .arg(pki.join("ca.crt"))
-        .arg("--cert")
-        .arg(pki.join("admin.crt"))
-        .arg("--key")
-        .arg(pki.join("admin.key"))
-        .arg(format!(
-            "{}/api/v1/namespaces/default/configmaps",
-            gate.url()
-        ))
-        .output()
-        .expect("curl");
-    let trace = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "201", "{trace}");
+    // curl's POST, waiting up to 30 s for `100 Continue`: (status, verbose trace).
+    let post = |with_certificate: bool| {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "-v", "--http1.1", "--expect100-timeout", "30"])
+            .args([
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-H",
+                "Expect: 100-continue",
+            ])
+            .args([
+                "-H",
+                "Content-Type: application/json",
+                "--data-binary",
+                body,
+            ])
+            .arg("--cacert")
+            .arg(pki.join("ca.crt"));
+        if with_certificate {
+            cmd.arg("--cert")
+                .arg(pki.join("admin.crt"))
+                .arg("--key")
+                .arg(pki.join("admin.key"));
+        }
+        let out = cmd
+            .arg(format!(
+                "{}/api/v1/namespaces/default/configmaps",
+                gate.url()
+            ))
+            .output()
+            .expect("curl");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, trace) = post(true);
+    assert_eq!(code, "201", "{trace}");
     assert!(trace.contains("< HTTP/1.1 100 Continue"), "{trace}");
     // Refused before its body is read: answered at once, without waiting for the body the
     // client holds back (curl would say it gave up waiting for the 100).
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "-v",
-            "--http1.1",
-            "--expect100-timeout",
-            "30",
-            "-o",
-            "/dev/null",
-        ])
-        .args(["-w", "%{http_code}", "-H", "Expect: 100-continue"])
-        .args([
-            "-H",
-            "Content-Type: application/json",
-            "--data-binary",
-            body,
-        ])
-        .arg("--cacert")
-        .arg(pki.join("ca.crt"))
-        .arg(format!(
-            "{}/api/v1/namespaces/default/configmaps",
-            gate.url()
-        ))
-        .output()
-        .expect("curl");
-    let trace = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "{trace}");
+    let (code, trace) = post(false);
+    assert_eq!(code, "401", "{trace}");
     assert!(!trace.contains("Done waiting for 100-continue"), "{trace}");
 }
 

@@ -80,13 +80,7 @@ async fn call_typed(
     body: Option<Value>,
     ct: &str,
 ) -> (u16, Value) {
-    match f.registry.handle(request(method, path, body, ct)).await {
-        ApiResponse::Body(b) => (
-            b.status,
-            serde_json::from_slice(&b.bytes()).unwrap_or(Value::Null),
-        ),
-        ApiResponse::Watch(_) => panic!("unexpected watch"),
-    }
+    call_raw(f, request(method, path, body, ct)).await
 }
 
 fn cm(name: &str, labels: Value) -> Value {
