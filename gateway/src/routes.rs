@@ -185,7 +185,37 @@ impl Routes {
             }
             return response;
         }
-        ApiError::path_not_found().into()
+        if self.under_restful_service(path) {
+            return ApiError::path_not_found().into();
+        }
+        // Outside every go-restful web service kube's last handler is Go's `http.NotFound`.
+        ApiResponse::with_type(
+            404,
+            "text/plain; charset=utf-8",
+            b"404 page not found\n".to_vec(),
+        )
+    }
+
+    /// Whether kube answers an unknown `path` from one of its go-restful web services (whose
+    /// 404 is a `Status`): `/api/...`, `/version/...`, and a built-in group's `/apis/<group>/...`.
+    fn under_restful_service(&self, path: &str) -> bool {
+        let under = |root: &str| {
+            path.strip_prefix(root)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        };
+        if under("/api") || under("/version") {
+            return true;
+        }
+        let Some(rest) = path.strip_prefix("/apis/") else {
+            return false;
+        };
+        let group = rest.split('/').next().unwrap_or("");
+        !group.is_empty()
+            && self
+                .registry
+                .builtin_resources()
+                .iter()
+                .any(|def| def.group == group)
     }
 }
 

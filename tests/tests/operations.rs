@@ -1092,6 +1092,31 @@ fn go_restful_routes_refuse_what_kube_refuses() {
         let value = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
         (head, value)
     };
+    // An unknown path under a go-restful web service is a `Status` 404; outside them it is
+    // Go's plain `http.NotFound`, as kube's last handler answers.
+    for path in [
+        "/api/v2",
+        "/apis/coordination.k8s.io/v9",
+        "/apis/rbac.authorization.k8s.io/v9",
+    ] {
+        let (head, body) = status(&[], path);
+        assert!(head.starts_with("http/2 404"), "{path}: {head}");
+        assert_eq!(body["kind"], "Status", "{path}: {body}");
+    }
+    for path in [
+        "/foo",
+        "/healthz/",
+        "/apis/nosuch.example.com/v1",
+        "/openapi/v2/",
+    ] {
+        let (head, body) = curl(&gate, &[], path);
+        assert!(head.starts_with("http/2 404"), "{path}: {head}");
+        assert!(
+            head.contains("content-type: text/plain; charset=utf-8"),
+            "{path}: {head}"
+        );
+        assert_eq!(body, "404 page not found\n", "{path}");
+    }
     let objects = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
     let (head, body) = status(&["-H", "Accept: text/html"], "/api");
     assert!(head.starts_with("http/2 406"), "{head}");
