@@ -1275,13 +1275,14 @@ fn bodies_are_indented_and_errors_negotiated_as_kube_writes_them() {
     );
     assert!(text.starts_with("k8s\0"), "{text:?}");
     // An Accept nothing can answer: the error itself, indented JSON, its own code (kube's
-    // `WriteRawJSON`), here go-restful's 406 and an unknown path's 404.
+    // `WriteRawJSON`), here go-restful's 406 and an unknown path's 404 under its `/api` web
+    // service (outside every web service a 404 is Go's plain text).
     let (head, text) = accepting("text/html", "/api/v1/namespaces/default/configmaps");
     assert!(head.starts_with("http/2 406"), "{head}");
     assert!(head.contains("content-type: application/json"), "{head}");
     assert!(text.starts_with("{\n  \"kind\": \"Status\","), "{text}");
     assert!(text.ends_with("\n  \"code\": 406\n}"), "{text}");
-    let (head, text) = accepting("text/html", "/no/such/path");
+    let (head, text) = accepting("text/html", "/api/v2");
     assert!(head.starts_with("http/2 404"), "{head}");
     assert!(text.ends_with("\n  \"code\": 404\n}"), "{text}");
 }
