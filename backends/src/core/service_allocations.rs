@@ -259,14 +259,19 @@ struct Wanted {
     shared_within: bool,
 }
 
-/// The values `service` asks for, in the order kube's allocator takes them: cluster IPs, the
-/// ports' node ports, the health check node port.
-fn wanted(service: &Value, old: Option<&Value>) -> Vec<Wanted> {
-    let before: HashSet<Allocated> = old
+/// The values a Service (none: no Service) holds, as a set.
+fn allocation_set(service: Option<&Value>) -> HashSet<Allocated> {
+    service
         .map(allocations_of)
         .unwrap_or_default()
         .into_iter()
-        .collect();
+        .collect()
+}
+
+/// The values `service` asks for, in the order kube's allocator takes them: cluster IPs, the
+/// ports' node ports, the health check node port.
+fn wanted(service: &Value, old: Option<&Value>) -> Vec<Wanted> {
+    let before = allocation_set(old);
     let mut wanted = Vec::new();
     let mut push = |value: Allocated, place: Place, shared_within: bool| {
         wanted.push(Wanted {
@@ -553,11 +558,7 @@ pub async fn release_claims(
 
 /// The values `before` held that `after` (`None`: deleted) does not.
 pub fn released(before: &Value, after: Option<&Value>) -> Vec<Allocated> {
-    let kept: HashSet<Allocated> = after
-        .map(allocations_of)
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
+    let kept = allocation_set(after);
     let mut seen = HashSet::new();
     allocations_of(before)
         .into_iter()
