@@ -249,3 +249,118 @@ fn namespace_with_finalized_content_stays_terminating_until_released() {
         !gate.kubectl(&["get", "ns", "team-b"]).status.success()
     }));
 }
+
+/// What kube-apiserver stores is what Go's encoding/json writes for the decoded object:
+/// `omitempty` fields holding their zero value are gone after a create, an update and a
+/// patch, while pointer fields (`immutable: false`) and fields without `omitempty` (a Role's
+/// `rules: null`) stay.
+#[test]
+fn objects_come_back_as_kubes_go_encoding_writes_them() {
+    let gate = Kubegate::start();
+    let manifest = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: empty, labels: {}, annotations: {}}
+data: {}
+binaryData: {}
+immutable: false
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {}
+  externalIPs: []
+  ports: [{name: "", port: 80, nodePort: 0}]
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: robot}
+secrets: []
+imagePullSecrets: []
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: none}
+"#;
+    gate.ok_stdin(&["create", "-f", "-"], manifest);
+
+    let configmap = gate.json(&["get", "configmap", "empty", "-o", "json"]);
+    let mut keys: Vec<&str> = configmap
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["apiVersion", "immutable", "kind", "metadata"],
+        "{configmap}"
+    );
+    let mut meta_keys: Vec<&str> = configmap["metadata"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    meta_keys.sort_unstable();
+    assert_eq!(
+        meta_keys,
+        [
+            "creationTimestamp",
+            "name",
+            "namespace",
+            "resourceVersion",
+            "uid"
+        ],
+        "{configmap}"
+    );
+    assert_eq!(configmap["immutable"], false, "{configmap}");
+
+    let service = gate.json(&["get", "service", "web", "-o", "json"]);
+    let spec = &service["spec"];
+    for gone in ["selector", "externalIPs"] {
+        assert!(spec.get(gone).is_none(), "{gone} in {service}");
+    }
+    assert_eq!(
+        spec["ports"],
+        serde_json::json!([{"port": 80, "protocol": "TCP", "targetPort": 80}]),
+        "{service}"
+    );
+
+    let account = gate.json(&["get", "serviceaccount", "robot", "-o", "json"]);
+    for gone in ["secrets", "imagePullSecrets"] {
+        assert!(account.get(gone).is_none(), "{gone} in {account}");
+    }
+    let role = gate.json(&["get", "role", "none", "-o", "json"]);
+    assert_eq!(role["rules"], serde_json::Value::Null, "{role}");
+    assert!(role.as_object().unwrap().contains_key("rules"), "{role}");
+
+    // Updates and patches go the same way: a merge patch that empties `data` leaves none.
+    gate.ok(&[
+        "patch",
+        "configmap",
+        "empty",
+        "--type=merge",
+        "-p",
+        r#"{"data": {"a": "1"}}"#,
+    ]);
+    gate.ok(&[
+        "patch",
+        "configmap",
+        "empty",
+        "--type=json",
+        "-p",
+        r#"[{"op": "remove", "path": "/data/a"}]"#,
+    ]);
+    let configmap = gate.json(&["get", "configmap", "empty", "-o", "json"]);
+    assert!(configmap.get("data").is_none(), "{configmap}");
+    let replaced = gate.json(&["get", "serviceaccount", "robot", "-o", "json"]);
+    let mut replaced = replaced;
+    replaced["automountServiceAccountToken"] = serde_json::json!(false);
+    replaced["secrets"] = serde_json::json!([]);
+    gate.ok_stdin(&["replace", "-f", "-"], &replaced.to_string());
+    let account = gate.json(&["get", "serviceaccount", "robot", "-o", "json"]);
+    assert!(account.get("secrets").is_none(), "{account}");
+    assert_eq!(account["automountServiceAccountToken"], false, "{account}");
+}

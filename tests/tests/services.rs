@@ -270,6 +270,53 @@ fn loosely_written_addresses_static_bands_and_defaults_are_kubes() {
         serde_json::json!([{"ip": "1.2.3.4", "ipMode": "VIP"}, {"hostname": "lb.example.com"}]),
         "{lb}"
     );
+    // A status write is validated as kube's ValidateServiceStatusUpdate does, and a refused
+    // one leaves the stored status as it was.
+    let refused = gate.fails(&[
+        "-n",
+        "loose",
+        "patch",
+        "service",
+        "lb",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"loadBalancer":{"ingress":[{"ip":"bogus"},{"hostname":"1.2.3.4"}]}}}"#,
+    ]);
+    for expected in [
+        r#"status.loadBalancer.ingress[0].ip: Invalid value: "bogus": must be a valid IP address"#,
+        r#"status.loadBalancer.ingress[1].hostname: Invalid value: "1.2.3.4": must be a DNS name, not an IP address"#,
+    ] {
+        assert!(refused.contains(expected), "{expected} in {refused}");
+    }
+    let unchanged = gate.json(&["-n", "loose", "get", "service", "lb", "-o", "json"]);
+    assert_eq!(unchanged["status"], lb["status"], "{unchanged}");
+    gate.ok(&[
+        "-n",
+        "loose",
+        "create",
+        "service",
+        "clusterip",
+        "status-less",
+        "--tcp=80",
+    ]);
+    let refused = gate.fails(&[
+        "-n",
+        "loose",
+        "patch",
+        "service",
+        "status-less",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"loadBalancer":{"ingress":[{"ip":"1.2.3.4"}]}}}"#,
+    ]);
+    assert!(
+        refused.contains(
+            "status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is 'LoadBalancer'"
+        ),
+        "{refused}"
+    );
 
     // A field the type ignores is accepted with kube's warning.
     let out = gate.kubectl_stdin(

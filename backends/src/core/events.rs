@@ -231,8 +231,13 @@ pub(crate) fn event_row(object: &Value) -> Vec<Value> {
     ]
 }
 
+/// The reporting controller's field in core/v1 Events' validation errors.
+const CORE_CONTROLLER_FIELD: &str = "reportingComponent";
+
 /// kube's `legacyValidateEvent`, which every event write passes, whatever its version.
-pub(crate) fn legacy_validate(object: &Value) -> Vec<StatusCause> {
+/// `controller_field` names the reporting controller as the request's version does
+/// (`reportingComponent` in core/v1, `reportingController` in events.k8s.io/v1).
+pub(crate) fn legacy_validate(object: &Value, controller_field: &str) -> Vec<StatusCause> {
     let event = EventView(object);
     let namespace = super::str_at(object, "/metadata/namespace");
     let involved_ns = event.involved("namespace");
@@ -260,10 +265,10 @@ pub(crate) fn legacy_validate(object: &Value) -> Vec<StatusCause> {
         }
         let controller = event.reporting_controller();
         if controller.is_empty() {
-            causes.push(field_required("reportingController", ""));
+            causes.push(field_required(controller_field, ""));
         }
         causes.extend(invalid_each(
-            "reportingController",
+            controller_field,
             controller,
             is_qualified_name(controller),
         ));
@@ -342,11 +347,11 @@ impl Strategy for EventStrategy {
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
-        legacy_validate(object)
+        legacy_validate(object, CORE_CONTROLLER_FIELD)
     }
 
     fn validate_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
-        legacy_validate(object)
+        legacy_validate(object, CORE_CONTROLLER_FIELD)
     }
 
     fn table_cells(&self, object: &Value) -> Vec<Value> {
@@ -403,10 +408,10 @@ mod tests {
 
     #[test]
     fn legacy_namespace_rules() {
-        assert!(legacy_validate(&event()).is_empty());
+        assert!(legacy_validate(&event(), CORE_CONTROLLER_FIELD).is_empty());
         let mut ev = event();
         ev["involvedObject"]["namespace"] = json!("other");
-        let causes = legacy_validate(&ev);
+        let causes = legacy_validate(&ev, CORE_CONTROLLER_FIELD);
         assert_eq!(causes.len(), 1);
         assert_eq!(causes[0].field, "involvedObject.namespace");
         assert_eq!(
@@ -416,9 +421,12 @@ mod tests {
         // A new-style event needs its reporting fields.
         let ev = json!({"metadata": {"namespace": "default", "name": "e"}, "eventTime": "2020-01-01T00:00:00.000000Z",
             "involvedObject": {"namespace": "default"}});
-        let fields: Vec<String> = legacy_validate(&ev).into_iter().map(|c| c.field).collect();
+        let fields: Vec<String> = legacy_validate(&ev, CORE_CONTROLLER_FIELD)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
         for f in [
-            "reportingController",
+            "reportingComponent",
             "reportingInstance",
             "action",
             "reason",

@@ -175,7 +175,7 @@ impl Strategy for EventsV1Strategy {
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
         let event = EventView(object);
-        let mut causes = legacy_validate(object);
+        let mut causes = legacy_validate(object, "reportingController");
         causes.extend(validate_series(object));
         if event.time("eventTime", "eventTime").is_none() {
             causes.push(field_required("eventTime", ""));
@@ -219,7 +219,7 @@ impl Strategy for EventsV1Strategy {
 
     fn validate_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
         let (new_event, old_event) = (EventView(object), EventView(old));
-        let mut causes = legacy_validate(object);
+        let mut causes = legacy_validate(object, "reportingController");
         if new_event.get("series", "series") != old_event.get("series", "series") {
             causes.extend(validate_series(object));
         }

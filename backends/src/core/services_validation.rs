@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::causes::{go_string_slice, go_value, index_path, invalid_each, invalid_raw, key_path};
 use super::netutil::{
-    is_ipv6, non_special_ip, valid_cidr, valid_ip, valid_port_num, valid_port_num_or_name,
-    valid_protocol,
+    is_ipv6, non_special_ip, parse_ip, valid_cidr, valid_ip, valid_port_num,
+    valid_port_num_or_name, valid_protocol,
 };
 use super::services_alloc::{externally_accessible, needs_health_check, service_type};
 use super::services_ip_rules::{
@@ -28,7 +28,11 @@ const AFFINITIES: &[&str] = &["ClientIP", "None"];
 const FAMILIES: &[&str] = &["IPv4", "IPv6"];
 const FAMILY_POLICIES: &[&str] = &["PreferDualStack", "RequireDualStack", "SingleStack"];
 const TRAFFIC_POLICIES: &[&str] = &["Cluster", "Local"];
-const TRAFFIC_DISTRIBUTIONS: &[&str] = &["PreferClose", "PreferSameNode", "PreferSameZone"];
+/// kube 1.33's: `PreferSameZone` and `PreferSameNode` need the PreferSameTrafficDistribution
+/// gate (alpha, off).
+const TRAFFIC_DISTRIBUTIONS: &[&str] = &["PreferClose"];
+/// `supportedLoadBalancerIPMode`, sorted.
+const LOAD_BALANCER_IP_MODES: &[&str] = &["Proxy", "VIP"];
 const MAX_AFFINITY_SECONDS: i64 = 86400;
 const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 
@@ -68,6 +72,58 @@ pub(crate) fn validate_update(object: &Value, old: &Value) -> Vec<StatusCause> {
     }
     causes.extend(validate_service(object));
     causes.extend(allocation_errors(object, Some(old)));
+    causes
+}
+
+/// kube's `ValidateServiceStatusUpdate` (metadata aside): `ValidateLoadBalancerStatus`.
+pub(crate) fn validate_status_update(object: &Value) -> Vec<StatusCause> {
+    const INGRESS: &str = "status.loadBalancer.ingress";
+    let ingresses = items(object.pointer("/status/loadBalancer/ingress"));
+    // The AllowServiceLBStatusOnNonLB gate is off in 1.33.
+    if service_type(object) != "LoadBalancer" && !ingresses.is_empty() {
+        return vec![field_forbidden(
+            INGRESS,
+            "may only be used when `spec.type` is 'LoadBalancer'",
+        )];
+    }
+    let mut causes = Vec::new();
+    for (i, ingress) in ingresses.iter().enumerate() {
+        let at = |field: &str| format!("{INGRESS}[{i}].{field}");
+        let ip = str_at(ingress, "/ip");
+        if !ip.is_empty() {
+            causes.extend(valid_ip(&at("ip"), ip));
+        }
+        match ingress.get("ipMode").and_then(Value::as_str) {
+            None if !ip.is_empty() => causes.push(field_required(
+                &at("ipMode"),
+                "must be specified when `ip` is set",
+            )),
+            None => {}
+            Some(_) if ip.is_empty() => causes.push(field_forbidden(
+                &at("ipMode"),
+                "may not be specified when `ip` is not set",
+            )),
+            Some(mode) if !LOAD_BALANCER_IP_MODES.contains(&mode) => causes.push(
+                field_not_supported(&at("ipMode"), mode, LOAD_BALANCER_IP_MODES),
+            ),
+            Some(_) => {}
+        }
+        let hostname = str_at(ingress, "/hostname");
+        if !hostname.is_empty() {
+            causes.extend(invalid_each(
+                &at("hostname"),
+                hostname,
+                is_dns1123_subdomain(hostname),
+            ));
+            if parse_ip(hostname).is_some() {
+                causes.push(field_invalid(
+                    &at("hostname"),
+                    hostname,
+                    "must be a DNS name, not an IP address",
+                ));
+            }
+        }
+    }
     causes
 }
 
@@ -575,6 +631,49 @@ mod tests {
                 messages(&validate_create(&s))
             );
         }
+    }
+
+    #[test]
+    fn load_balancer_status_is_validated_as_kube_does() {
+        let mut lb = created(json!({"type": "LoadBalancer", "ports": [{"port": 80}]}));
+        lb["status"] = json!({"loadBalancer": {"ingress": [
+            {"ip": "bogus", "ipMode": "VIP"},
+            {"hostname": "1.2.3.4"},
+            {"ip": "1.2.3.4", "ipMode": "Weird"},
+            {"hostname": "a.b", "ipMode": "VIP"},
+            {"ip": "10.0.0.1"},
+            {"ip": "010.0.0.2", "ipMode": "Proxy", "hostname": "lb.example.com"}
+        ]}});
+        assert_eq!(
+            messages(&validate_status_update(&lb)),
+            [
+                "status.loadBalancer.ingress[0].ip: Invalid value: \"bogus\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "status.loadBalancer.ingress[1].hostname: Invalid value: \"1.2.3.4\": must be a DNS name, not an IP address",
+                "status.loadBalancer.ingress[2].ipMode: Unsupported value: \"Weird\": supported values: \"Proxy\", \"VIP\"",
+                "status.loadBalancer.ingress[3].ipMode: Forbidden: may not be specified when `ip` is not set",
+                "status.loadBalancer.ingress[4].ipMode: Required value: must be specified when `ip` is set",
+            ]
+        );
+        let mut cluster_ip = created(json!({"ports": [{"port": 80}]}));
+        cluster_ip["status"] =
+            json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4", "ipMode": "VIP"}]}});
+        assert_eq!(
+            messages(&validate_status_update(&cluster_ip)),
+            ["status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is 'LoadBalancer'"]
+        );
+        cluster_ip["status"] = json!({"loadBalancer": {}});
+        assert!(validate_status_update(&cluster_ip).is_empty());
+    }
+
+    #[test]
+    fn traffic_distribution_is_prefer_close_only_in_1_33() {
+        let s = created(json!({"ports": [{"port": 80}], "trafficDistribution": "PreferSameNode"}));
+        assert_eq!(
+            messages(&validate_create(&s)),
+            ["spec.trafficDistribution: Unsupported value: \"PreferSameNode\": supported values: \"PreferClose\""]
+        );
+        let s = created(json!({"ports": [{"port": 80}], "trafficDistribution": "PreferClose"}));
+        assert!(validate_create(&s).is_empty());
     }
 
     #[test]

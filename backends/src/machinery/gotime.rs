@@ -52,6 +52,20 @@ pub fn format(t: &DateTime<Utc>, layout: Layout) -> String {
     }
 }
 
+/// `t` as Go's `Time.String` prints a UTC time (`2006-01-02 15:04:05.999999999 -0700 MST`),
+/// which is how a field error shows a bad `metav1.Time` value.
+pub fn go_string(t: &DateTime<Utc>) -> String {
+    let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    let nanos = t.timestamp_subsec_nanos();
+    if nanos != 0 {
+        let fraction = format!("{nanos:09}");
+        text.push('.');
+        text.push_str(fraction.trim_end_matches('0'));
+    }
+    text.push_str(" +0000 UTC");
+    text
+}
+
 /// The field's `UnmarshalJSON`: `null` is the zero time (`None`), a string is parsed with
 /// `layout`, anything else fails as `json.Unmarshal` into a string does.
 pub fn unmarshal(value: &Value, layout: Layout) -> Result<Option<DateTime<Utc>>, String> {

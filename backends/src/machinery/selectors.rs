@@ -10,6 +10,10 @@
 use crate::machinery::go_quote;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+// kube 1.33's label key and value checks.
+use crate::machinery::validation::{
+    is_qualified_name as label_key_errors, is_valid_label_value as label_value_errors,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Label selectors
@@ -764,131 +768,6 @@ impl Parser {
     }
 }
 
-// --- kube's label key and value validation (content.IsLabelKey / IsLabelValue) ---------------
-
-const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_KEY_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-
-/// kube's `RegexError`: the message, examples and the regex, in its exact (double-spaced) form.
-fn regex_error(message: &str, regex: &str, examples: &[&str]) -> String {
-    let mut out = format!("{message} (e.g. ");
-    for (i, example) in examples.iter().enumerate() {
-        if i > 0 {
-            out.push_str(" or ");
-        }
-        out.push('\'');
-        out.push_str(example);
-        out.push_str("', ");
-    }
-    out.push_str("regex used for validation is '");
-    out.push_str(regex);
-    out.push_str("')");
-    out
-}
-
-/// Matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]` (the label name / non-empty value form).
-fn is_label_name_form(s: &str) -> bool {
-    let b = s.as_bytes();
-    let edge_ok = |c: u8| c.is_ascii_alphanumeric();
-    match (b.first(), b.last()) {
-        (Some(&first), Some(&last)) => {
-            edge_ok(first)
-                && edge_ok(last)
-                && b.iter()
-                    .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        }
-        _ => false,
-    }
-}
-
-/// Matches a lowercase RFC 1123 subdomain (dot-separated RFC 1123 labels).
-fn is_dns1123_subdomain_form(s: &str) -> bool {
-    !s.is_empty()
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            let edge_ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-            match (b.first(), b.last()) {
-                (Some(&first), Some(&last)) => {
-                    edge_ok(first) && edge_ok(last) && b.iter().all(|&c| edge_ok(c) || c == b'-')
-                }
-                _ => false,
-            }
-        })
-}
-
-/// kube's `content.IsLabelKey` (== `IsQualifiedName`).
-fn label_key_errors(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errors.push("prefix part must be non-empty".to_string());
-            } else {
-                if prefix.len() > 253 {
-                    errors.push("prefix part must be no more than 253 characters".to_string());
-                }
-                if !is_dns1123_subdomain_form(prefix) {
-                    errors.push(format!(
-                        "prefix part {}",
-                        regex_error(
-                            DNS1123_SUBDOMAIN_ERR,
-                            DNS1123_SUBDOMAIN_FMT,
-                            &["example.com"]
-                        )
-                    ));
-                }
-            }
-            *name
-        }
-        _ => {
-            errors.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(LABEL_KEY_ERR, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errors;
-        }
-    };
-    if name.is_empty() {
-        errors.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errors.push("name part must be no more than 63 characters".to_string());
-    }
-    if !is_label_name_form(name) {
-        errors.push(format!(
-            "name part {}",
-            regex_error(
-                LABEL_KEY_ERR,
-                LABEL_KEY_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errors
-}
-
-/// kube's `content.IsLabelValue`.
-fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > 63 {
-        errors.push("must be no more than 63 characters".to_string());
-    }
-    if !value.is_empty() && !is_label_name_form(value) {
-        errors.push(regex_error(
-            LABEL_VALUE_ERR,
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errors
-}
-
 /// `field.Invalid(path, key, ...)` text for a bad key, or `None` when the key is valid.
 fn validate_label_key(key: &str, path: &str) -> Option<String> {
     let errors = label_key_errors(key);
@@ -1376,7 +1255,7 @@ mod tests {
         assert!(e.starts_with("unable to parse requirement: <nil>: Invalid value: \"a/\": name part must be non-empty; name part must consist of"), "{e}");
         let e = parse_err("a/b/c");
         assert!(
-            e.contains("Invalid value: \"a/b/c\": a valid label key must consist of"),
+            e.contains("Invalid value: \"a/b/c\": a qualified name must consist of"),
             "{e}"
         );
         assert!(

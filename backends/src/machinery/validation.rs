@@ -176,7 +176,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
         }
         _ => {
             errs.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
                 regex_error(LABEL_KEY_ERR, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
             ));
             return errs;
@@ -517,21 +517,21 @@ fn validate_owner_references(refs: Option<&Value>, causes: &mut Vec<StatusCause>
             causes.push(invalid_str(
                 &format!("{FIELD}.kind"),
                 kind,
-                "must not be empty",
+                "kind must not be empty",
             ));
         }
         if name.is_empty() {
             causes.push(invalid_str(
                 &format!("{FIELD}.name"),
                 name,
-                "must not be empty",
+                "name must not be empty",
             ));
         }
         if uid.is_empty() {
             causes.push(invalid_str(
                 &format!("{FIELD}.uid"),
                 uid,
-                "must not be empty",
+                "uid must not be empty",
             ));
         }
         // kube's `BannedOwners`: core/v1 Events may not own anything.
@@ -715,7 +715,7 @@ mod tests {
         );
         let e = is_qualified_name("a/b/c");
         assert_eq!(e.len(), 1);
-        assert!(e[0].starts_with("a valid label key must consist of"));
+        assert!(e[0].starts_with("a qualified name must consist of"));
         assert!(e[0].ends_with(
             "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ));
@@ -859,7 +859,7 @@ mod tests {
             "metadata.labels: Invalid value: \"-v\": a valid label must be an empty string"
         ));
         assert!(msgs[2]
-            .starts_with("metadata.annotations: Invalid value: \"bad/key/x\": a valid label key"));
+            .starts_with("metadata.annotations: Invalid value: \"bad/key/x\": a qualified name"));
     }
 
     #[test]
@@ -904,7 +904,8 @@ mod tests {
                 .to_string()
         ));
         assert!(msgs.contains(
-            &"metadata.ownerReferences.name: Invalid value: \"\": must not be empty".to_string()
+            &"metadata.ownerReferences.name: Invalid value: \"\": name must not be empty"
+                .to_string()
         ));
         assert!(msgs
             .iter()

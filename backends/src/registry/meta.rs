@@ -59,22 +59,35 @@ pub(crate) fn finalizers(object: &Value) -> Vec<String> {
 }
 
 /// The `metadata.resourceVersion` an incoming object asks for (a precondition), if any.
-pub(crate) fn requested_revision(object: &Value, def: &ResourceDef) -> ApiResult<Option<u64>> {
-    match meta_str(object, "resourceVersion") {
-        None | Some("") => Ok(None),
-        Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
-            ApiError::invalid(
-                &def.group,
-                &def.kind,
-                object_name(object),
-                vec![crate::status::field_invalid(
-                    "metadata.resourceVersion",
-                    rv,
-                    "must be a decimal resource version",
-                )],
-            )
-        }),
+pub(crate) fn requested_revision(object: &Value) -> ApiResult<Option<u64>> {
+    match object_resource_version(object) {
+        // kube's versioner reads `0` as no resourceVersion: an unconditional update.
+        Ok(0) => Ok(None),
+        Ok(rv) => Ok(Some(rv)),
+        // kube's store returns the versioner's error as it is: a 500 without a reason.
+        Err(error) => Err(ApiError::new(500, "", error)),
     }
+}
+
+/// kube's `APIObjectVersioner.ObjectResourceVersion`: an object's resourceVersion as a
+/// number, 0 when it has none, Go's `strconv.ParseUint` error when it does not parse.
+pub(crate) fn object_resource_version(object: &Value) -> Result<u64, String> {
+    match meta_str(object, "resourceVersion") {
+        None | Some("") => Ok(0),
+        Some(rv) => parse_uint(rv),
+    }
+}
+
+/// Go's `strconv.ParseUint(s, 10, 64)`, with its error text.
+pub(crate) fn parse_uint(text: &str) -> Result<u64, String> {
+    let quoted = kubegate_policy::quote::go_quote(text);
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "strconv.ParseUint: parsing {quoted}: invalid syntax"
+        ));
+    }
+    text.parse()
+        .map_err(|_| format!("strconv.ParseUint: parsing {quoted}: value out of range"))
 }
 
 /// Checks an incoming body's `apiVersion` and `kind` against the resource it was sent to,

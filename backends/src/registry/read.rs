@@ -116,16 +116,9 @@ fn validate_list_options(request: &ApiRequest) -> ApiResult<()> {
 /// kube's `APIObjectVersioner.ParseResourceVersion`: `strconv.ParseUint` and its error as
 /// a `resourceVersion` field error (the text kube's answers carry).
 fn parse_resource_version(rv: &str) -> Result<Revision, String> {
-    let quoted = kubegate_policy::quote::go_quote(rv);
-    if rv.is_empty() || !rv.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: invalid syntax"
-        ));
-    }
-    rv.parse().map_err(|_| {
-        format!(
-            "resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: value out of range"
-        )
+    super::meta::parse_uint(rv).map_err(|error| {
+        let quoted = kubegate_policy::quote::go_quote(rv);
+        format!("resourceVersion: Invalid value: {quoted}: {error}")
     })
 }
 

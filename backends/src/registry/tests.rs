@@ -1418,9 +1418,92 @@ async fn a_create_naming_a_resource_version_is_kubes_internal_error() {
     object["metadata"]["resourceVersion"] = json!("12");
     let (code, s) = call(&f, "POST", CMS, Some(object)).await;
     assert_eq!(code, 500, "{s}");
+    // kube's store returns a plain error: no reason, no details.
+    assert_eq!(
+        s,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "resourceVersion should not be set on objects to be created", "code": 500})
+    );
+    // One that is not a revision (`0`, or not a number) is replaced like any other.
+    for (name, version) in [("zero", "0"), ("word", "abc")] {
+        let mut object = cm(name, json!({}));
+        object["metadata"]["resourceVersion"] = json!(version);
+        let (code, created) = call(&f, "POST", CMS, Some(object)).await;
+        assert_eq!(code, 201, "{created}");
+        assert!(rv(&created) > 0, "{created}");
+    }
+}
+
+#[tokio::test]
+async fn updates_read_resource_versions_and_system_metadata_as_kube_does() {
+    let f = fixture().await;
+    let (_, created) = call(&f, "POST", CMS, Some(cm("meta", json!({})))).await;
+    let path = format!("{CMS}/meta");
+    // A resourceVersion that does not parse is the versioner's error, a bare 500; `0` is no
+    // precondition at all.
+    let mut update = created.clone();
+    update["metadata"]["resourceVersion"] = json!("abc");
+    let (code, s) = call(&f, "PUT", &path, Some(update.clone())).await;
+    assert_eq!(code, 500, "{s}");
+    assert!(s.get("reason").is_none(), "{s}");
     assert_eq!(
         s["message"],
-        "Internal error occurred: resourceVersion should not be set on objects to be created"
+        r#"strconv.ParseUint: parsing "abc": invalid syntax"#
+    );
+    update["metadata"]["resourceVersion"] = json!("0");
+    update["data"] = json!({"a": "1"});
+    let (code, s) = call(&f, "PUT", &path, Some(update.clone())).await;
+    assert_eq!(code, 200, "{s}");
+    // A deletion cannot be started by writing its timestamp or grace period.
+    let mut update = s.clone();
+    update["metadata"]["deletionTimestamp"] = json!("2026-11-29T17:30:00Z");
+    update["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+    let (code, s) = call(&f, "PUT", &path, Some(update)).await;
+    assert_eq!(code, 422, "{s}");
+    let causes: Vec<&str> = s["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            "Invalid value: 2026-11-29 17:30:00 +0000 UTC: field is immutable",
+            "Invalid value: 30: field is immutable"
+        ],
+        "{s}"
+    );
+    // generateName is the client's to change.
+    let (_, current) = call(&f, "GET", &path, None).await;
+    let mut update = current.clone();
+    update["metadata"]["generateName"] = json!("meta-");
+    let (code, s) = call(&f, "PUT", &path, Some(update)).await;
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(s["metadata"]["generateName"], "meta-", "{s}");
+    // A kind that does not track generations keeps the one its creator gave, if valid.
+    let mut object = cm("generated", json!({}));
+    object["metadata"]["generation"] = json!(5);
+    let (code, s) = call(&f, "POST", CMS, Some(object)).await;
+    assert_eq!(
+        (code, &s["metadata"]["generation"]),
+        (201, &json!(5)),
+        "{s}"
+    );
+    let mut object = cm("negative", json!({}));
+    object["metadata"]["generation"] = json!(-1);
+    let (code, s) = call(&f, "POST", CMS, Some(object)).await;
+    assert_eq!(code, 422, "{s}");
+    // Fields the server sets are still decoded first: a mistyped one is the decoder's 400.
+    let mut object = cm("typed", json!({}));
+    object["metadata"]["uid"] = json!(5);
+    let (code, s) = call(&f, "POST", CMS, Some(object)).await;
+    assert_eq!(code, 400, "{s}");
+    assert!(
+        s["message"].as_str().is_some_and(|m| m.contains(
+            "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.uid of type "
+        )),
+        "{s}"
     );
 }
 

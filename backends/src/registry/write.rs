@@ -19,8 +19,10 @@ use super::meta::{
 };
 use super::{store_error, Registry};
 use crate::api::{ApiRequest, ApiResponse};
+use crate::machinery::gotime::Layout;
 use crate::machinery::negotiation::{self, negotiate_output, Negotiated, PatchType};
 use crate::machinery::patch::{self, PatchMeta, PatchMetaLookup, StaticPatchMeta};
+use crate::machinery::protobuf;
 use crate::machinery::validation;
 use crate::resource::{ResourceDef, SubresourceHandler, VirtualHandler};
 use crate::status::{self, ApiError, ApiResult, GroupResource, StatusCause};
@@ -696,12 +698,18 @@ impl Registry {
         mode: WriteMode<'_>,
     ) -> ApiResult<Written> {
         let dry_run = mode.dry_run;
-        if meta_str(&object, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
-            // kube's store returns a plain error here, which its handler answers as a 500.
-            return Err(ApiError::internal(
+        // kube's store refuses a resourceVersion that parses to a revision (one that does not,
+        // or `0`, is replaced like any other); its plain error is a 500 without a reason.
+        if super::meta::object_resource_version(&object).is_ok_and(|rv| rv != 0) {
+            return Err(ApiError::new(
+                500,
+                "",
                 "resourceVersion should not be set on objects to be created",
             ));
         }
+        // kube decodes the body into its Go type before anything else looks at it: a mistyped
+        // field the server would overwrite (`uid: 5`) is still the decoder's 400.
+        check_decoding(def, &mut object)?;
         {
             let meta = metadata_mut(&mut object);
             let name_missing = meta
@@ -724,14 +732,14 @@ impl Registry {
             meta.remove("deletionTimestamp");
             meta.remove("deletionGracePeriodSeconds");
             meta.remove("selfLink");
+            // A kind that tracks generations starts at 1; others keep what the client sent
+            // (validated as kube's ObjectMeta validation does: not negative).
             if def.strategy.tracks_generation() {
                 meta.insert("generation".into(), json!(1));
-            } else {
-                meta.remove("generation");
             }
         }
-        check_decoding(def, &mut object)?;
         super::meta::drop_empty_meta_collections(&mut object);
+        protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object);
         def.strategy.prepare_for_create(&mut object);
         let mut abandoned = Abandoned::new(def, &object);
         if let Some(tracker) = mode.tracker {
@@ -941,7 +949,7 @@ impl Registry {
             ..WriteMode::client(request)?
         };
         let create_on_update = subresource.is_empty() && def.strategy.allow_create_on_update();
-        let unconditional = meta_str(&body, "resourceVersion").unwrap_or("").is_empty();
+        let unconditional = super::meta::object_resource_version(&body) == Ok(0);
         // With create on update, a missing object is created and one created meanwhile is
         // updated, as kube's guaranteed update retries against what it finds.
         for _ in 0..MAX_CONFLICT_RETRIES {
@@ -1162,11 +1170,12 @@ impl Registry {
             }
             check_decoding(def, &mut object)?;
             super::meta::drop_empty_meta_collections(&mut object);
+            protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object);
             if let Some(map) = object.as_object_mut() {
                 map.insert("apiVersion".into(), json!(def.api_version()));
                 map.insert("kind".into(), json!(def.kind));
             }
-            let precondition = requested_revision(&object, def)?;
+            let precondition = requested_revision(&object)?;
             if let Some(rv) = precondition {
                 if rv != cached.revision {
                     return Err(ApiError::stale_resource_version(&gr, name));
@@ -1231,10 +1240,16 @@ impl Registry {
                     ));
                 }
             }
-            // System-owned metadata always comes from the stored object.
+            // System-owned metadata comes from the stored object, as kube's BeforeUpdate
+            // takes it; a deletion a client tries to start or change by writing it is kube's
+            // immutable-field error.
             {
                 let old_meta = current.get("metadata").cloned().unwrap_or(json!({}));
                 let meta = metadata_mut(&mut object);
+                let immutable = deletion_fields_changed(&old_meta, meta);
+                if !immutable.is_empty() {
+                    return Err(invalid(def, &object, immutable));
+                }
                 for field in [
                     "uid",
                     "creationTimestamp",
@@ -1242,7 +1257,6 @@ impl Registry {
                     "deletionGracePeriodSeconds",
                     "generation",
                     "namespace",
-                    "generateName",
                 ] {
                     match old_meta.get(field) {
                         Some(v) => {
@@ -1855,6 +1869,38 @@ mod stored_form_tests {
             );
         }
     }
+}
+
+/// kube's BeforeUpdate keeps a deletion timestamp the stored object has, and a grace period
+/// the update leaves out; what else the update says of them must equal the stored values
+/// (`ValidateObjectMetaUpdate`'s immutable fields). `new_meta` is the update's metadata.
+fn deletion_fields_changed(old_meta: &Value, new_meta: &Map<String, Value>) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    let stored = |field: &str| old_meta.get(field).filter(|v| !v.is_null());
+    let sent = |field: &str| new_meta.get(field).filter(|v| !v.is_null());
+    if stored("deletionTimestamp").is_none() {
+        if let Some(value) = sent("deletionTimestamp") {
+            let rendered = match crate::machinery::gotime::unmarshal(value, Layout::Rfc3339) {
+                Ok(Some(time)) => crate::machinery::gotime::go_string(&time),
+                _ => value.to_string(),
+            };
+            causes.push(crate::core::causes::invalid_raw(
+                "metadata.deletionTimestamp",
+                &rendered,
+                "field is immutable",
+            ));
+        }
+    }
+    if let Some(value) = sent("deletionGracePeriodSeconds") {
+        if stored("deletionGracePeriodSeconds") != Some(value) {
+            causes.push(crate::core::causes::invalid_raw(
+                "metadata.deletionGracePeriodSeconds",
+                &value.to_string(),
+                "field is immutable",
+            ));
+        }
+    }
+    causes
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::convert::{mismatch, Conv, ConvError, Field, FieldFrom, Fields, FromJson, Obj, ToJson};
 use super::messages::messages;
+use super::shape::{Shape, Shaper};
 
 messages! {
     extv1::CustomResourceDefinition {
@@ -273,6 +274,38 @@ impl FromJson for extv1::JsonSchemaPropsOrStringArray {
                 property: Vec::new(),
             }),
             other => Err(mismatch("a schema or an array of strings", other)),
+        }
+    }
+}
+
+/// Any JSON value: kept as it is.
+impl Shape for extv1::Json {}
+
+/// A schema, or a boolean.
+impl Shape for extv1::JsonSchemaPropsOrBool {
+    fn shape(value: &mut Value) {
+        if value.is_object() {
+            extv1::JsonSchemaProps::shape(value);
+        }
+    }
+}
+
+/// One schema, or an array of schemas.
+impl Shape for extv1::JsonSchemaPropsOrArray {
+    fn shape(value: &mut Value) {
+        match value {
+            Value::Array(schemas) => schemas.iter_mut().for_each(extv1::JsonSchemaProps::shape),
+            Value::Object(_) => extv1::JsonSchemaProps::shape(value),
+            _ => {}
+        }
+    }
+}
+
+/// A schema, or the names of properties.
+impl Shape for extv1::JsonSchemaPropsOrStringArray {
+    fn shape(value: &mut Value) {
+        if value.is_object() {
+            extv1::JsonSchemaProps::shape(value);
         }
     }
 }

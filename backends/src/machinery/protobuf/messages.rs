@@ -17,8 +17,10 @@ use k8s_pb::kube_aggregator::pkg::apis::apiregistration::v1 as apiregv1;
 use serde_json::Value;
 
 use super::convert::{Conv, ConvError, Fields, FromJson, Obj, ToJson};
+use super::shape::{Shape, Shaper};
 
-/// `ToJson` (through [`Obj`]) and `FromJson` (through [`Fields`]) for each listed message.
+/// `ToJson` (through [`Obj`]), `FromJson` (through [`Fields`]) and [`Shape`] (through
+/// [`Shaper`]) for each listed message.
 ///
 /// `FromJson` names every field of the message instead of ending in `..Default::default()`,
 /// so a table that misses a k8s-pb field fails to compile rather than silently dropping it.
@@ -38,6 +40,18 @@ macro_rules! messages {
                 Ok(Self {
                     $($field: fields.$mode($key)?,)*
                 })
+            }
+        }
+
+        impl Shape for $ty {
+            fn shape(value: &mut Value) {
+                if let Value::Object(map) = value {
+                    Shaper(map)$(.$mode($key, |m: &$ty| &m.$field))*;
+                }
+            }
+
+            fn null_item() -> Option<Value> {
+                <$ty as ToJson>::to_json(&<$ty>::default()).ok()
             }
         }
     )*};

@@ -28,6 +28,7 @@
 mod apiextensions;
 mod convert;
 mod messages;
+mod shape;
 #[cfg(test)]
 mod tests;
 
@@ -48,6 +49,7 @@ use prost::Message;
 use serde_json::{Map, Value};
 
 use self::convert::{ConvError, FromJson, ToJson};
+use self::shape::Shape;
 use crate::status::{ApiError, ApiResult};
 
 /// The media type of Kubernetes protobuf bodies.
@@ -153,6 +155,15 @@ pub fn encodes(api_version: &str, kind: &str) -> bool {
     find(&[REQUEST_KINDS, RESPONSE_KINDS], api_version, kind).is_some()
 }
 
+/// Rewrites a built-in object of this (apiVersion, kind) as kube-apiserver stores it after
+/// decoding it into its Go type: `omitempty` fields holding their zero value left out. Kinds
+/// without a table (custom resources) are left as they are.
+pub fn go_json_round_trip(api_version: &str, kind: &str, object: &mut Value) {
+    if let Some(codec) = find(&[REQUEST_KINDS], api_version, kind) {
+        (codec.shape)(object);
+    }
+}
+
 /// Encodes a JSON object (as kubegate stores and serves it) into the protobuf body
 /// kube-apiserver writes for it: `k8s\0`, then `runtime.Unknown{typeMeta{apiVersion, kind},
 /// raw: <message>, contentEncoding: "", contentType: ""}` with every field written, as Go's
@@ -238,15 +249,17 @@ fn encode_raw<T: Message + FromJson>(object: &Value) -> Result<Vec<u8>, ConvErro
     T::from_json(object).map(|message| message.encode_to_vec())
 }
 
-/// One (apiVersion, kind) of the envelope and its message type, both ways.
+/// One (apiVersion, kind) of the envelope and its message type, both ways, and Go's JSON
+/// round trip of the kind.
 struct Codec {
     api_version: &'static str,
     kind: &'static str,
     decode: DecodeRaw,
     encode: EncodeRaw,
+    shape: fn(&mut Value),
 }
 
-const fn named<T: Message + ToJson + FromJson>(
+const fn named<T: Message + ToJson + FromJson + Shape>(
     api_version: &'static str,
     kind: &'static str,
 ) -> Codec {
@@ -255,15 +268,18 @@ const fn named<T: Message + ToJson + FromJson>(
         kind,
         decode: decode_raw::<T>,
         encode: encode_raw::<T>,
+        shape: T::shape,
     }
 }
 
-const fn kind<T: k8s_pb::Resource + Message + ToJson + FromJson>() -> Codec {
+const fn kind<T: k8s_pb::Resource + Message + ToJson + FromJson + Shape>() -> Codec {
     named::<T>(T::API_VERSION, T::KIND)
 }
 
 /// `L`, the list of `T`: k8s-pb gives lists no `Resource` impl, so the kind is spelled out.
-const fn list<L: Message + ToJson + FromJson, T: k8s_pb::Resource>(kind: &'static str) -> Codec {
+const fn list<L: Message + ToJson + FromJson + Shape, T: k8s_pb::Resource>(
+    kind: &'static str,
+) -> Codec {
     named::<L>(T::API_VERSION, kind)
 }
 
