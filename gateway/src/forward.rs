@@ -284,7 +284,13 @@ impl Gateway {
             }
         };
         let response = match upstream.response_header() {
-            Some(response) => self.downstream_response(session, ctx, plan, response)?,
+            Some(response) => {
+                if let Some(refused) = crate::pipeline::refused_backend_answer(response, false) {
+                    abandon(connector, upstream, peer).await;
+                    return self.write_proxy_error(session, ctx, &refused).await;
+                }
+                self.downstream_response(session, ctx, plan, response)?
+            }
             None => {
                 let error = pingora::Error::explain(
                     pingora::ErrorType::InvalidHTTPHeader,

@@ -657,6 +657,13 @@ impl Gateway {
             );
         let status = if past_deadline {
             allotted_timeout()
+        } else if *error.etype() == INVALID_UPGRADE_ERROR {
+            // pingora's proxy replaces the error's context with the peer's: the backend's
+            // status was kept in `ctx.status` by `response_filter`.
+            ApiError::service_unavailable(format!(
+                "invalid upgrade response: status code {}",
+                ctx.status
+            ))
         } else {
             proxy_error_status(error, self.max_request_bytes)
         };
@@ -752,13 +759,51 @@ impl Gateway {
     }
 }
 
+/// kube-aggregator's words for a backend answer that redirects
+/// (`--aggregator-reject-forwarding-redirect`, on by default: a client must not be sent, with
+/// its credentials, wherever a backend points).
+const REDIRECT_REFUSED: &str =
+    "the backend attempted to redirect this request, which is not permitted";
+/// The error type of a backend answer kubegate does not pass on: a redirect.
+const REDIRECT_REFUSED_ERROR: pingora::ErrorType = pingora::ErrorType::Custom("RedirectRefused");
+/// The error type of an upgrade the backend answered with neither 101 nor an error.
+const INVALID_UPGRADE_ERROR: pingora::ErrorType =
+    pingora::ErrorType::Custom("InvalidUpgradeResponse");
+
+/// Whether a backend's response header must be answered by kubegate instead of passed on, as
+/// kube's upgrade-aware proxy decides: a 3xx with a `Location` (502), or an upgrade answered
+/// with anything but 101 below 400 (503 "invalid upgrade response"; an error code goes to the
+/// client as it is).
+pub(crate) fn refused_backend_answer(
+    response: &pingora::http::ResponseHeader,
+    upgrade: bool,
+) -> Option<Box<pingora::Error>> {
+    let status = response.status;
+    if upgrade && status != http::StatusCode::SWITCHING_PROTOCOLS && status.as_u16() < 400 {
+        return Some(pingora::Error::explain(
+            INVALID_UPGRADE_ERROR,
+            format!("invalid upgrade response: status code {}", status.as_u16()),
+        ));
+    }
+    let location = response
+        .headers
+        .get(http::header::LOCATION)
+        .is_some_and(|value| !value.is_empty());
+    (status.is_redirection() && location)
+        .then(|| pingora::Error::explain(REDIRECT_REFUSED_ERROR, REDIRECT_REFUSED))
+}
+
 /// The `Status` for a proxied request that failed before its response started: 413 for a
-/// body over the limit, otherwise kube-aggregator's 503 "error trying to reach service".
+/// body over the limit, 502 for a redirect, otherwise kube-aggregator's 503 "error trying to
+/// reach service".
 fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError {
     match e.etype() {
         pingora::ErrorType::HTTPStatus(413) => {
             ApiError::request_entity_too_large(max_request_bytes)
         }
+        // kube sends these as plain text; a `Status` is what clients can read.
+        etype if *etype == REDIRECT_REFUSED_ERROR => ApiError::new(502, "", REDIRECT_REFUSED),
+
         _ => ApiError::service_unavailable(format!(
             "error trying to reach service: {}",
             describe_proxy_error(e)
@@ -1123,6 +1168,11 @@ impl ProxyHttp for ProxyPhases {
             .proxy_request_duration
             .with_label_values(&[&plan.backend.service.name])
             .observe(ctx.started.elapsed().as_secs_f64());
+        if let Some(refused) = refused_backend_answer(upstream_response, plan.upgrade) {
+            // Answered by `fail_to_proxy` (nothing has gone to the client yet), and the
+            // connection is closed after it.
+            return Err(refused);
+        }
         if plan.upgrade && status != 101 {
             // The backend refused the upgrade. Whatever the client sends next on this
             // connection must not reach the backend unauthenticated as a tunnel under

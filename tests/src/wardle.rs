@@ -21,6 +21,7 @@
 //!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
 //!   answered chunked with hop-by-hop response headers; one named [`SLOW_ANSWER`] whose GET
 //!   takes [`SLOW_SECONDS`]; one named [`UNASKED_SWITCH`] whose GET is answered `101` unasked;
+//!   one named [`REDIRECT_ANSWER`] whose GET, PUT and exec upgrade are redirected elsewhere;
 //!   [`INFORMATIONAL_ANSWER`] and [`ENDLESS_INFORMATIONAL`], whose GETs get `103` informational
 //!   answers first (two, then the object; eight, then nothing).
 //!
@@ -787,6 +788,9 @@ UNASKED_SWITCH = "unasked-switch"
 INFORMATIONAL_ANSWER = "informational-answer"
 # A flunder name whose GET gets informational answers only, more than any client waits for.
 ENDLESS_INFORMATIONAL = "endless-informational"
+# A flunder name whose GET and PUT are answered with a redirect to another server.
+REDIRECT_ANSWER = "redirect-answer"
+REDIRECT_TARGET = "https://127.0.0.1:1/api/v1/namespaces"
 # A flunder name whose GET is answered after SLOW_SECONDS.
 SLOW_ANSWER = "slow-answer"
 SLOW_SECONDS = 20
@@ -1035,6 +1039,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not self.wants_upgrade():
             return self.reply(400, bad_request("Upgrade request required"))
         name = parts[-2] if len(parts) >= 2 else ""
+        if name == REDIRECT_ANSWER:
+            return self.reply(302, b"elsewhere", "text/plain", [("Location", REDIRECT_TARGET)])
         if name != "upgrade-ok":
             # The connection stays open for further requests: the failure a naive proxy must
             # not treat as an upgraded (raw, unauthenticated) tunnel.
@@ -1139,6 +1145,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.reply(404, not_found(resource, name))
                 if name == CHUNKED_ANSWER:
                     return self.reply_chunked(200, self.render(obj, form))
+                if name == REDIRECT_ANSWER:
+                    return self.reply(302, b"elsewhere", "text/plain",
+                                      [("Location", REDIRECT_TARGET)])
                 if name == SLOW_ANSWER:
                     time.sleep(SLOW_SECONDS)
                 if name in (INFORMATIONAL_ANSWER, ENDLESS_INFORMATIONAL):
@@ -1162,6 +1171,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return
                 return self.reply(200, self.render(obj, form))
             if method == "PUT":
+                if name == REDIRECT_ANSWER:
+                    return self.reply(307, b"elsewhere", "text/plain",
+                                      [("Location", REDIRECT_TARGET)])
                 return self.update(key, form)
             if method == "PATCH":
                 return self.patch(key, form)
@@ -1628,6 +1640,11 @@ pub const INFORMATIONAL_ANSWER: &str = "informational-answer";
 /// The flunder name whose GET gets eight `103` informational answers and then nothing (the
 /// connection closes).
 pub const ENDLESS_INFORMATIONAL: &str = "endless-informational";
+/// The flunder name whose GET (`302`) and PUT (`307`) are answered with a redirect to
+/// [`REDIRECT_TARGET`].
+pub const REDIRECT_ANSWER: &str = "redirect-answer";
+/// Where [`REDIRECT_ANSWER`]'s redirects point.
+pub const REDIRECT_TARGET: &str = "https://127.0.0.1:1/api/v1/namespaces";
 /// The flunder name whose GET is answered only after [`SLOW_SECONDS`].
 pub const SLOW_ANSWER: &str = "slow-answer";
 /// How long a GET of [`SLOW_ANSWER`] takes.

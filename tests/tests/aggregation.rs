@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use kubegate_tests::wardle::{
     wait_until_served, Wardle, WardleOptions, CHUNKED_ANSWER, DROP_WHEN_REUSED,
-    ENDLESS_INFORMATIONAL, INFORMATIONAL_ANSWER, SLOW_ANSWER, SLOW_SECONDS, UNASKED_SWITCH,
+    ENDLESS_INFORMATIONAL, INFORMATIONAL_ANSWER, REDIRECT_ANSWER, REDIRECT_TARGET, SLOW_ANSWER,
+    SLOW_SECONDS, UNASKED_SWITCH,
 };
 use kubegate_tests::{eventually, Kubegate};
 use serde_json::{json, Value};
@@ -609,6 +610,24 @@ with socket.create_connection(("127.0.0.1", port)) as raw:
         sys.stdout.buffer.write(out)
 "#;
 
+/// [`pipeline`] with kubegate's admin client certificate.
+fn pipeline_as_admin(gate: &Kubegate, payload: &str) -> String {
+    let admin = PIPELINE_PY.replace(
+        "ctx = ssl.create_default_context(cafile=cafile)\n",
+        "ctx = ssl.create_default_context(cafile=cafile)\n\
+         pki = cafile.rsplit('/', 1)[0]\n\
+         ctx.load_cert_chain(pki + '/admin.crt', pki + '/admin.key')\n",
+    );
+    assert_ne!(admin, PIPELINE_PY, "the client script changed");
+    let out = python_client(
+        &admin,
+        gate,
+        gate.data_dir.join("pki/ca.crt"),
+        payload.as_bytes(),
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 fn pipeline(gate: &Kubegate, payload: &str) -> String {
     let out = python_client(
         PIPELINE_PY,
@@ -1168,6 +1187,66 @@ fn a_backend_that_switches_protocols_unasked_opens_no_tunnel() {
         serde_json::from_str(answers[1]["body"].as_str().expect("body")).expect("JSON");
     assert!(version["gitVersion"].is_string(), "{version}");
     assert_eq!(answers[0]["port"], answers[1]["port"], "one connection");
+}
+
+/// A backend's redirect is not passed on (kube-aggregator's
+/// `--aggregator-reject-forwarding-redirect`, CVE-2022-3172): a client following it would take
+/// its credentials wherever the backend points. Forwarded GETs, proxied writes and upgrades
+/// alike.
+#[test]
+fn a_backends_redirects_are_refused() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder(REDIRECT_ANSWER));
+    let path =
+        format!("/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/{REDIRECT_ANSWER}");
+    // The forwarded GET's connection stays open; a proxied write's closes after the answer,
+    // as for every failure pingora's proxy answers.
+    let requests = json!([["GET", path, null, false], ["GET", "/version", null, false]]);
+    let mut answers = on_one_http11_connection(&gate, &requests);
+    assert_eq!(answers[1]["status"], 200, "{}", answers[1]);
+    let requests = json!([["PUT", path, flunder(REDIRECT_ANSWER), false]]);
+    answers.truncate(1);
+    answers.extend(on_one_http11_connection(&gate, &requests));
+    for answer in &answers {
+        assert_eq!(answer["status"], 502, "{answer}");
+        let headers = answer["headers"].as_array().expect("headers");
+        assert!(
+            headers.iter().all(|h| h[0] != "location"),
+            "no Location goes out: {answer}"
+        );
+        let status: Value =
+            serde_json::from_str(answer["body"].as_str().expect("body")).expect("a Status");
+        assert_eq!(
+            status["message"],
+            "the backend attempted to redirect this request, which is not permitted",
+            "{status}"
+        );
+        assert!(!answer["body"]
+            .as_str()
+            .unwrap_or("")
+            .contains(REDIRECT_TARGET));
+    }
+    // kubectl does not follow anything either.
+    let out = gate.kubectl(&["get", "--raw", &path]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the backend attempted to redirect this request"),
+        "{stderr}"
+    );
+    // An upgrade the backend answers with a redirect is kube's "invalid upgrade response".
+    let exec = format!(
+        "GET {path}/exec HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n\
+         Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n"
+    );
+    let answer = pipeline_as_admin(&gate, &exec);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("invalid upgrade response: status code 302"),
+        "{answer}"
+    );
+    assert!(!answer.contains(REDIRECT_TARGET), "{answer}");
 }
 
 #[test]
