@@ -326,7 +326,7 @@ impl WebhookTransport {
                     .ok_or("no address to reach the webhook at")?;
                 // kube's webhook client names the Service (`<name>.<namespace>.svc`) in the
                 // URL and TLS whatever the Service resolves to, an ExternalName host included
-                // (unlike an APIService's backend here: kubernetes#123808).
+                // (as kube-aggregator does for an APIService's backend).
                 let Target::Service {
                     namespace, name, ..
                 } = target

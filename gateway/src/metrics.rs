@@ -73,14 +73,14 @@ impl Metrics {
         let requests = IntCounterVec::new(
             Opts::new(
                 "apiserver_request_total",
-                "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+                "[STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
             ),
             &total_labels,
         )?;
         let request_duration = HistogramVec::new(
             HistogramOpts::new(
                 "apiserver_request_duration_seconds",
-                "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+                "[STABLE] Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
             )
             .buckets(vec![
                 0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0,
@@ -91,14 +91,14 @@ impl Metrics {
         let inflight = IntGaugeVec::new(
             Opts::new(
                 "apiserver_current_inflight_requests",
-                "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+                "[STABLE] Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
             ),
             &["request_kind"],
         )?;
         let long_running = IntGaugeVec::new(
             Opts::new(
                 "apiserver_longrunning_requests",
-                "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+                "[STABLE] Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
             ),
             &["verb", "group", "version", "resource", "subresource", "scope", "component"],
         )?;
@@ -108,14 +108,14 @@ impl Metrics {
         let authentication_attempts = IntCounterVec::new(
             Opts::new(
                 "authentication_attempts",
-                "Counter of authenticated attempts.",
+                "[ALPHA] Counter of authenticated attempts.",
             ),
             &["result"],
         )?;
         let authentication_duration = HistogramVec::new(
             HistogramOpts::new(
                 "authentication_duration_seconds",
-                "Authentication duration in seconds broken out by result.",
+                "[ALPHA] Authentication duration in seconds broken out by result.",
             )
             .buckets(prometheus::exponential_buckets(0.001, 2.0, 15)?),
             &["result"],
@@ -126,14 +126,14 @@ impl Metrics {
         let unavailable_apiservice = IntGaugeVec::new(
             Opts::new(
                 "aggregator_unavailable_apiservice",
-                "Gauge of APIServices which are marked as unavailable broken down by APIService name.",
+                "[ALPHA] Gauge of APIServices which are marked as unavailable broken down by APIService name.",
             ),
             &["name"],
         )?;
         let unavailable_apiservice_total = IntCounterVec::new(
             Opts::new(
                 "aggregator_unavailable_apiservice_total",
-                "Counter of APIServices which are marked as unavailable broken down by APIService name and reason.",
+                "[ALPHA] Counter of APIServices which are marked as unavailable broken down by APIService name and reason.",
             ),
             &["name", "reason"],
         )?;

@@ -129,7 +129,6 @@ pub struct ProxyPlan {
     /// An HTTP/1.1 `Upgrade` request (exec, attach, port-forward).
     pub(crate) upgrade: bool,
     pub(crate) long_running: bool,
-    body_bytes: usize,
     /// Backend addresses that refused this request's connection so far (pingora's proxy
     /// then asks for a peer again; each address is tried once).
     dial_failures: usize,
@@ -427,14 +426,16 @@ impl Gateway {
 
         // A body declared over the limit is refused before it is read. As in kube, where the
         // handler refuses it, this comes after authentication, flow control and
-        // authorization: a client that may not make the request hears that first.
+        // authorization: a client that may not make the request hears that first. A request
+        // sent on to a backend has no limit here (kube-aggregator streams any body; the
+        // backend applies its own).
         let declared_length = session
             .req_header()
             .headers
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        if declared_length.is_some_and(|l| l > self.max_request_bytes) {
+        if remote.is_none() && declared_length.is_some_and(|l| l > self.max_request_bytes) {
             discard_body(session).await;
             return ApiError::request_entity_too_large(self.max_request_bytes).into();
         }
@@ -479,7 +480,6 @@ impl Gateway {
                 raw_query: (!raw_query.is_empty()).then_some(raw_query),
                 upgrade,
                 long_running: info.long_running,
-                body_bytes: 0,
                 dial_failures: 0,
                 _in_flight: in_flight,
             });
@@ -665,7 +665,7 @@ impl Gateway {
                 ctx.status
             ))
         } else {
-            proxy_error_status(error, self.max_request_bytes)
+            proxy_error_status(error)
         };
         self.write_status(session, ctx, status).await
     }
@@ -793,14 +793,10 @@ pub(crate) fn refused_backend_answer(
         .then(|| pingora::Error::explain(REDIRECT_REFUSED_ERROR, REDIRECT_REFUSED))
 }
 
-/// The `Status` for a proxied request that failed before its response started: 413 for a
-/// body over the limit, 502 for a redirect, otherwise kube-aggregator's 503 "error trying to
-/// reach service".
-fn proxy_error_status(e: &pingora::Error, max_request_bytes: usize) -> ApiError {
+/// The `Status` for a proxied request that failed before its response started: 502 for a
+/// redirect, otherwise kube-aggregator's 503 "error trying to reach service".
+fn proxy_error_status(e: &pingora::Error) -> ApiError {
     match e.etype() {
-        pingora::ErrorType::HTTPStatus(413) => {
-            ApiError::request_entity_too_large(max_request_bytes)
-        }
         // kube sends these as plain text; a `Status` is what clients can read.
         etype if *etype == REDIRECT_REFUSED_ERROR => ApiError::new(502, "", REDIRECT_REFUSED),
 
@@ -856,6 +852,9 @@ fn describe_proxy_error(e: &pingora::Error) -> String {
                             text.push_str("connect: connection refused")
                         }
                         Some(std::io::ErrorKind::TimedOut) => text.push_str("i/o timeout"),
+                        // Go's words for a connection that ended early (rustls adds a link to
+                        // its manual, which tells a client nothing).
+                        Some(std::io::ErrorKind::UnexpectedEof) => text.push_str("unexpected EOF"),
                         _ => text.push_str(&cause.to_string()),
                     }
                     None
@@ -1131,27 +1130,6 @@ impl ProxyHttp for ProxyPhases {
         Ok(())
     }
 
-    async fn request_body_filter(
-        &self,
-        _session: &mut Session,
-        body: &mut Option<Bytes>,
-        _end_of_stream: bool,
-        ctx: &mut RequestCtx,
-    ) -> Result<()> {
-        let Some(plan) = &mut ctx.proxy else {
-            return Ok(());
-        };
-        // An upgraded connection's bytes are the tunnel, not a request body.
-        if plan.upgrade {
-            return Ok(());
-        }
-        plan.body_bytes += body.as_ref().map_or(0, Bytes::len);
-        if plan.body_bytes > self.max_request_bytes {
-            return Err(pingora::Error::new(pingora::ErrorType::HTTPStatus(413)));
-        }
-        Ok(())
-    }
-
     async fn response_filter(
         &self,
         session: &mut Session,
@@ -1309,7 +1287,7 @@ mod tests {
             message, "ConnectRefused: dialing 127.0.0.1:9: connect: connection refused",
             "{error}"
         );
-        let status = proxy_error_status(&error, 1024);
+        let status = proxy_error_status(&error);
         assert_eq!(status.code, 503);
         assert_eq!(
             status.message,
@@ -1327,8 +1305,37 @@ mod tests {
             describe_proxy_error(&dial),
             "ConnectRefused: dial tcp 127.0.0.1:9: connect: connection refused"
         );
-        // A body over the limit is the client's fault, not the backend's.
-        let too_large = pingora::Error::new(pingora::ErrorType::HTTPStatus(413));
-        assert_eq!(proxy_error_status(&too_large, 1024).code, 413);
+        let eof = std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "peer closed connection without sending TLS close_notify: https://docs.rs/rustls/",
+        );
+        let read = pingora::Error::because(pingora::ErrorType::ReadError, "reading", eof);
+        assert_eq!(
+            describe_proxy_error(&read),
+            "ReadError: reading: unexpected EOF"
+        );
+        // A redirect is refused with kube-aggregator's words.
+        let response = pingora::http::ResponseHeader::build(302, None).expect("header");
+        assert!(
+            refused_backend_answer(&response, false).is_none(),
+            "no Location"
+        );
+        let mut response = pingora::http::ResponseHeader::build(307, None).expect("header");
+        response
+            .insert_header(http::header::LOCATION, "https://elsewhere/")
+            .expect("header");
+        let refused = refused_backend_answer(&response, false).expect("refused");
+        let status = proxy_error_status(&refused);
+        assert_eq!((status.code, status.reason), (502, ""));
+        assert_eq!(status.message, REDIRECT_REFUSED);
+        // An upgrade answered 2xx or 3xx (not 101) is refused; an error answer passes on.
+        for (code, refused) in [(101, false), (200, true), (302, true), (400, false)] {
+            let response = pingora::http::ResponseHeader::build(code, None).expect("header");
+            assert_eq!(
+                refused_backend_answer(&response, true).is_some(),
+                refused,
+                "{code}"
+            );
+        }
     }
 }

@@ -36,8 +36,8 @@ fn start() -> (Kubegate, Wardle) {
     (gate, wardle)
 }
 
-/// Registers wardle as the ExternalName Service `wardle/api` (host `localhost`, which its
-/// certificate names) and its APIService. Endpoints cannot point at loopback addresses (kube's
+/// Registers wardle as the ExternalName Service `wardle/api` (dialled at `localhost`, verified
+/// as `api.wardle.svc`, which its certificate names) and its APIService. Endpoints cannot point at loopback addresses (kube's
 /// validation forbids them); `endpoints.rs` covers them, in a private network namespace.
 fn register(gate: &Kubegate, wardle: &Wardle) {
     gate.ok(&["create", "namespace", "wardle"]);
@@ -53,6 +53,76 @@ fn register(gate: &Kubegate, wardle: &Wardle) {
     });
     gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
     wait_until_served(gate);
+}
+
+/// A body sent on to a backend has no limit at kubegate (kube-aggregator streams any body; the
+/// backend applies its own), while a local request's over `--max-request-bytes` is a 413.
+#[test]
+fn bodies_for_a_backend_are_not_held_to_kubegates_limit() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    let big = "x".repeat(4 * 1024 * 1024);
+    let flunder = json!({
+        "apiVersion": "wardle.example.com/v1alpha1",
+        "kind": "Flunder",
+        "metadata": {"name": "big", "namespace": "default"},
+        "spec": {"reference": big}
+    });
+    gate.ok_stdin(&["create", "-f", "-"], &flunder.to_string());
+    let stored = gate.json(&["get", "flunder", "big", "-n", "default", "-o", "json"]);
+    assert_eq!(
+        stored["spec"]["reference"].as_str().map(str::len),
+        Some(big.len())
+    );
+    let configmap = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big", "namespace": "default"},
+        "data": {"big": big}
+    });
+    let refused = gate.kubectl_stdin(&["create", "-f", "-"], Some(&configmap.to_string()));
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("Request entity too large"), "{stderr}");
+}
+
+/// An ExternalName Service's backend is verified as the Service's in-cluster name, as
+/// kube-aggregator does, not as the host it is dialled at: a certificate naming `localhost`
+/// but not `api.wardle.svc` fails the discovery check.
+#[test]
+fn an_external_name_backend_is_verified_as_the_services_name() {
+    let gate = fast_probing_gate();
+    let mut options = WardleOptions::new(gate.data_dir.join("pki").join("front-proxy-ca.crt"));
+    options.dns_names = vec!["other.wardle.svc".to_string()];
+    let wardle = Wardle::start(options);
+    gate.ok(&["create", "namespace", "wardle"]);
+    let objects = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "api", "namespace": "wardle"},
+             "spec": {"type": "ExternalName", "externalName": "localhost"}},
+            wardle.apiservice("wardle", "api"),
+        ]
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    let message = || {
+        let out = gate.kubectl(&[
+            "get",
+            "apiservice",
+            APISERVICE,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].message}",
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || message()
+            .contains("not valid for name \"api.wardle.svc\"")),
+        "{}",
+        message()
+    );
+    assert_eq!(available(&gate), "False");
 }
 
 fn available(gate: &Kubegate) -> String {
@@ -453,9 +523,13 @@ fn a_dead_backend_is_unavailable_and_stale_without_slowing_the_rest() {
     assert!(metrics.contains(&format!(
         "aggregator_unavailable_apiservice{{name=\"{APISERVICE}\"}} 1"
     )));
-    assert!(metrics.contains(&format!(
-        "aggregator_unavailable_apiservice_total{{name=\"{APISERVICE}\",reason=\"FailedDiscoveryCheck\"}}"
-    )));
+    // One transition to unavailable, one count, however many probes fail after it.
+    assert!(
+        metrics.contains(&format!(
+            "aggregator_unavailable_apiservice_total{{name=\"{APISERVICE}\",reason=\"FailedDiscoveryCheck\"}} 1\n"
+        )),
+        "{metrics}"
+    );
 
     // The backend comes back: so does the group.
     wardle.restart();
@@ -485,6 +559,15 @@ fn a_dead_backend_is_unavailable_and_stale_without_slowing_the_rest() {
         fresh_again,
         "discovery stayed stale after the backend returned"
     );
+
+    // A deleted APIService leaves no gauge series behind (kube's ForgetAPIService).
+    gate.ok(&["delete", "apiservice", APISERVICE]);
+    let forgotten = eventually(Duration::from_secs(10), || {
+        !gate.ok(&["get", "--raw", "/metrics"]).contains(&format!(
+            "aggregator_unavailable_apiservice{{name=\"{APISERVICE}\"}}"
+        ))
+    });
+    assert!(forgotten, "the deleted APIService's gauge stayed");
 }
 
 /// The namespace's deletion condition of `type_`, as (status, message).

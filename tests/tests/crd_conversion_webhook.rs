@@ -51,7 +51,8 @@ fn get(gate: &Kubegate, resource: &str, name: &str) -> Value {
 fn objects_are_converted_by_the_webhook_between_served_versions() {
     let gate = Kubegate::start();
     let webhook = ConversionWebhook::start();
-    // The webhook's Service: an ExternalName for `localhost`, which its certificate names.
+    // The webhook's Service: an ExternalName for `localhost`, verified as `hook.webhooks.svc`,
+    // which its certificate names.
     gate.ok(&["create", "namespace", "webhooks"]);
     gate.ok_stdin(
         &["apply", "-f", "-"],

@@ -512,7 +512,7 @@ fn an_apiservice_registered_through_one_replica_routes_on_the_other() {
     ));
 
     // Registered through a only, as aggregation.rs does: an ExternalName Service `localhost`
-    // (which wardle's certificate names) and the APIService.
+    // (verified as `api.wardle.svc`, which wardle's certificate names) and the APIService.
     a.ok(&["create", "namespace", "wardle"]);
     let objects = json!({
         "apiVersion": "v1",

@@ -8,7 +8,7 @@
 // `ApiError` is the registry's error type throughout; boxing it here alone would not help.
 #![allow(clippy::result_large_err)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -40,6 +40,8 @@ pub async fn run(
 ) {
     // The fingerprint each backend was last probed with, and when.
     let mut probed: HashMap<String, (u64, Instant)> = HashMap::new();
+    // The APIServices the unavailability gauge has a series for.
+    let mut gauged: HashSet<String> = HashSet::new();
     loop {
         let notified = aggregator.table_changed.notified();
         let table = aggregator.table.load_full();
@@ -74,9 +76,19 @@ pub async fn run(
             if let Some(probe) = probe {
                 probed.insert(service.name.clone(), probe);
             }
+            gauged.insert(service.name.clone());
             record(&registry, &metrics, &service, &condition).await;
         }
         probed.retain(|name, _| table.services.iter().any(|s| &s.name == name));
+        // A deleted APIService's series goes, as kube's ForgetAPIService drops it: an alert on
+        // the gauge must not fire for something that no longer exists.
+        gauged.retain(|name| {
+            let exists = table.services.iter().any(|s| &s.name == name);
+            if !exists {
+                let _ = metrics.unavailable_apiservice.remove_label_values(&[name]);
+            }
+            exists
+        });
         // Sleep until the next backend is due, or a change.
         let next_due = probed
             .values()
@@ -106,10 +118,14 @@ async fn record(
         return;
     }
     if !condition.status {
-        metrics
-            .unavailable_apiservice_total
-            .with_label_values(&[&service.name, &condition.reason])
-            .inc();
+        // Counted when an available APIService becomes unavailable (kube's
+        // SetUnavailableCounter), not on every change of an unavailable one's message.
+        if service.available.as_ref().is_some_and(|was| was.status) {
+            metrics
+                .unavailable_apiservice_total
+                .with_label_values(&[&service.name, &condition.reason])
+                .inc();
+        }
         tracing::warn!(
             apiservice = %service.name,
             reason = %condition.reason,

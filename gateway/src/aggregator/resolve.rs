@@ -105,11 +105,12 @@ pub async fn resolve(
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
-                // The ExternalName host is what the backend's certificate names
-                // (kubernetes#123808: kube verifies the in-cluster name instead).
+                // Dialled at the ExternalName host, verified as the Service's in-cluster name,
+                // as kube-aggregator's TLS config names it whatever the Service resolves to
+                // (kubernetes#123808, which would have verified the host, was not merged).
                 return Ok(Location {
                     addresses: lookup(&host, *port).await?,
-                    server_name: host,
+                    server_name,
                     dialing: Dialing::InOrder,
                     base_path: String::new(),
                 });
@@ -434,7 +435,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn external_name_is_the_server_name() {
+    async fn an_external_name_is_dialled_and_the_service_name_verified() {
         let mut objects = Objects::default();
         objects.services.insert(
             "wardle/api".into(),
@@ -443,7 +444,8 @@ mod tests {
         let location = resolve(&service_target(), &objects, Resolution::Endpoints)
             .await
             .expect("resolved");
-        assert_eq!(location.server_name, "localhost");
+        assert_eq!(location.server_name, "api.wardle.svc");
+        assert!(location.addresses.iter().all(|a| a.ip().is_loopback()));
         assert!(location.addresses.iter().all(|a| a.port() == 443));
     }
 }
