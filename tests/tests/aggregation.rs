@@ -468,6 +468,22 @@ fn a_dead_backend_is_unavailable_and_stale_without_slowing_the_rest() {
     let condition = gate.json(&["get", "apiservice", APISERVICE, "-o", "json"]);
     let reason = condition["status"]["conditions"][0]["reason"].clone();
     assert_eq!(reason, "FailedDiscoveryCheck", "{condition}");
+    // kube's words, naming the address dialled (localhost's, for the ExternalName Service).
+    let message = condition["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let port = wardle.port();
+    let words = |address: &str| {
+        let url = format!("https://{address}:{port}/apis/wardle.example.com/v1alpha1");
+        format!(
+            "failing or missing response from {url}: Get \"{url}\": dial tcp {address}:{port}: connect: connection refused"
+        )
+    };
+    assert!(
+        message == words("127.0.0.1") || message == words("[::1]"),
+        "{condition}"
+    );
     let listing = gate.ok(&["get", "apiservices"]);
     assert!(
         listing.contains("False (FailedDiscoveryCheck)"),

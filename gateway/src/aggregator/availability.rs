@@ -259,20 +259,52 @@ async fn probe(
     let request = with_probe_identity(client.get(&url), &backend.identity)
         .header("Accept", "application/json")
         .timeout(aggregator.probe_timeout);
+    // kube's messages name the URL of the address it dialled (the Service's name is only the
+    // TLS server name).
+    let shown = format!("https://{address}{path}");
     match request.send().await {
         Ok(response) if response.status().is_success() => Ok(()),
         Ok(response) => Err(format!(
-            "failing or missing response from {url}: bad status from {url}: {}",
+            "failing or missing response from {shown}: bad status from {shown}: {}",
             response.status().as_u16()
         )
         .into()),
         Err(e) => Err(ProbeFailure {
             message: format!(
-                "failing or missing response from {url}: {}",
-                error_chain(&e)
+                "failing or missing response from {shown}: Get \"{shown}\": {}",
+                go_transport_error(&e, address)
             ),
             could_not_connect: e.is_connect(),
         }),
+    }
+}
+
+/// A request's failure as Go's transport words the common ones (`dial tcp ...: connect:
+/// connection refused`), otherwise the error's causes without reqwest's own preamble.
+fn go_transport_error(error: &reqwest::Error, address: std::net::SocketAddr) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    return format!("dial tcp {address}: connect: connection refused")
+                }
+                std::io::ErrorKind::TimedOut => return format!("dial tcp {address}: i/o timeout"),
+                _ => {}
+            }
+        }
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        return "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into();
+    }
+    let text = error_chain(error);
+    // reqwest's "error sending request for url (...): " says nothing the message does not.
+    match text.split_once("): ") {
+        Some((preamble, rest)) if preamble.starts_with("error sending request for url (") => {
+            rest.to_string()
+        }
+        _ => text,
     }
 }
 
