@@ -259,35 +259,35 @@ impl FlowMetrics {
         let rejected = IntCounterVec::new(
             Opts::new(
                 "apiserver_flowcontrol_rejected_requests_total",
-                "Number of requests rejected by API Priority and Fairness subsystem",
+                "[BETA] Number of requests rejected by API Priority and Fairness subsystem",
             ),
             &["flow_schema", "priority_level", "reason"],
         )?;
         let dispatched = IntCounterVec::new(
             Opts::new(
                 "apiserver_flowcontrol_dispatched_requests_total",
-                "Number of requests executed by API Priority and Fairness subsystem",
+                "[BETA] Number of requests executed by API Priority and Fairness subsystem",
             ),
             both,
         )?;
         let in_queue = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_current_inqueue_requests",
-                "Number of requests currently pending in queues of the API Priority and Fairness subsystem",
+                "[BETA] Number of requests currently pending in queues of the API Priority and Fairness subsystem",
             ),
             both,
         )?;
         let executing_seats = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_current_executing_seats",
-                "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+                "[BETA] Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
             ),
             both,
         )?;
         let wait_duration = HistogramVec::new(
             HistogramOpts::new(
                 "apiserver_flowcontrol_request_wait_duration_seconds",
-                "Length of time a request spent waiting in its queue",
+                "[BETA] Length of time a request spent waiting in its queue",
             )
             .buckets(vec![
                 0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
@@ -297,14 +297,14 @@ impl FlowMetrics {
         let nominal_limit = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_nominal_limit_seats",
-                "Nominal number of execution seats configured for each priority level",
+                "[BETA] Nominal number of execution seats configured for each priority level",
             ),
             &["priority_level"],
         )?;
         let current_limit = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_current_limit_seats",
-                "current derived number of execution seats available to each priority level",
+                "[ALPHA] current derived number of execution seats available to each priority level",
             ),
             &["priority_level"],
         )?;
@@ -316,28 +316,28 @@ impl FlowMetrics {
         let lower_limit = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_lower_limit_seats",
-                "Configured lower bound on number of execution seats available to each priority level",
+                "[ALPHA] Configured lower bound on number of execution seats available to each priority level",
             ),
             &["priority_level"],
         )?;
         let upper_limit = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_upper_limit_seats",
-                "Configured upper bound on number of execution seats available to each priority level",
+                "[ALPHA] Configured upper bound on number of execution seats available to each priority level",
             ),
             &["priority_level"],
         )?;
         let executing_requests = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_current_executing_requests",
-                "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+                "[BETA] Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
             ),
             both,
         )?;
         let inqueue_seats = IntGaugeVec::new(
             Opts::new(
                 "apiserver_flowcontrol_current_inqueue_seats",
-                "Number of seats currently pending in queues of the API Priority and Fairness subsystem",
+                "[ALPHA] Number of seats currently pending in queues of the API Priority and Fairness subsystem",
             ),
             both,
         )?;
@@ -741,8 +741,22 @@ pub async fn run(
     let mut watcher = configure(&registry, &gate).await;
     let mut borrowing = tokio::time::interval(BORROWING_ADJUSTMENT_PERIOD);
     borrowing.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let drained = gate.apf().map(|control| control.drained());
     loop {
+        let level_drained = async {
+            match &drained {
+                Some(drained) => drained.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            _ = level_drained => {
+                // A removed priority level finished its last request: it goes now.
+                if let Some(control) = gate.apf() {
+                    control.reap_drained();
+                }
+                gate.publish_limits();
+            }
             event = watcher.next() => {
                 if !matches!(event, Some(Ok(_))) {
                     // The watch ended (the cache re-listed): start over from a fresh list.

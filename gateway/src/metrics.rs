@@ -23,6 +23,8 @@ const REQUEST_LABELS: &[&str] = &[
 pub struct Metrics {
     registry: Registry,
     pub requests: IntCounterVec,
+    /// `apiserver_request_terminations_total`: requests kubegate ended itself.
+    pub request_terminations: IntCounterVec,
     pub request_duration: HistogramVec,
     pub inflight: IntGaugeVec,
     pub long_running: IntGaugeVec,
@@ -77,6 +79,22 @@ impl Metrics {
             ),
             &total_labels,
         )?;
+        let request_terminations = IntCounterVec::new(
+            Opts::new(
+                "apiserver_request_terminations_total",
+                "[ALPHA] Number of requests which apiserver terminated in self-defense.",
+            ),
+            &[
+                "verb",
+                "group",
+                "version",
+                "resource",
+                "subresource",
+                "scope",
+                "component",
+                "code",
+            ],
+        )?;
         let request_duration = HistogramVec::new(
             HistogramOpts::new(
                 "apiserver_request_duration_seconds",
@@ -103,6 +121,7 @@ impl Metrics {
             &["verb", "group", "version", "resource", "subresource", "scope", "component"],
         )?;
         registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(request_terminations.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(inflight.clone()))?;
         let authentication_attempts = IntCounterVec::new(
@@ -171,6 +190,7 @@ impl Metrics {
         Ok(Metrics {
             registry,
             requests,
+            request_terminations,
             request_duration,
             inflight,
             long_running,
@@ -185,8 +205,9 @@ impl Metrics {
         })
     }
 
-    /// Records one finished request.
-    pub fn observe(&self, labels: &RequestLabels<'_>, code: u16, seconds: f64) {
+    /// Records one finished request; `terminated` when kubegate ended it itself (flow
+    /// control's 429, the deadline's 504), as kube's `RecordRequestTermination` counts those.
+    pub fn observe(&self, labels: &RequestLabels<'_>, code: u16, seconds: f64, terminated: bool) {
         let dry_run = if labels.dry_run { "All" } else { "" };
         // Every request passes here: the common codes need no formatting.
         let formatted;
@@ -213,6 +234,16 @@ impl Metrics {
             code,
         ];
         self.requests.with_label_values(&labels_with_code).inc();
+        if terminated {
+            // The same labels but dry run.
+            let [verb, _, rest @ ..] = labels_with_code;
+            let mut termination = [""; 8];
+            termination[0] = verb;
+            termination[1..].copy_from_slice(&rest);
+            self.request_terminations
+                .with_label_values(&termination)
+                .inc();
+        }
         // kube excludes long-running requests (WATCH, CONNECT) from the latency histogram.
         if labels.verb != "WATCH" && labels.verb != "CONNECT" {
             self.request_duration
@@ -364,9 +395,25 @@ mod tests {
             },
             200,
             0.01,
+            false,
         );
+        let labels = RequestLabels {
+            verb: "LIST",
+            dry_run: false,
+            group: "",
+            version: "v1",
+            resource: "configmaps",
+            subresource: "",
+            scope: "namespace",
+        };
+        m.observe(&labels, 429, 0.001, true);
         let text = String::from_utf8(m.render()).unwrap();
         assert!(text.contains("apiserver_request_total{code=\"200\",component=\"apiserver\",dry_run=\"\",group=\"\",resource=\"configmaps\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 1"), "{text}");
+        assert!(text.contains("apiserver_request_terminations_total{code=\"429\",component=\"apiserver\",group=\"\",resource=\"configmaps\",scope=\"namespace\",subresource=\"\",verb=\"LIST\",version=\"v1\"} 1"), "{text}");
+        assert!(
+            !text.contains("apiserver_request_terminations_total{code=\"200\""),
+            "{text}"
+        );
         assert!(
             text.contains("apiserver_request_duration_seconds_bucket"),
             "{text}"

@@ -101,6 +101,9 @@ pub struct RequestCtx {
     /// When a request that is not long-running must have been answered (kube's request
     /// deadline: the server's timeout, or a shorter `?timeout=`, from its arrival).
     pub(crate) deadline: Option<Instant>,
+    /// kubegate ended the request itself (flow control's 429, the deadline's 504): counted in
+    /// `apiserver_request_terminations_total` too.
+    terminated: bool,
 }
 
 impl RequestCtx {
@@ -400,6 +403,7 @@ impl Gateway {
             }
             Err(refused) => {
                 ctx.pf_headers = refused.headers;
+                ctx.terminated = true;
                 return (*refused.error).into();
             }
         }
@@ -491,7 +495,10 @@ impl Gateway {
         let read = match ctx.deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline.into(), reading).await {
                 Ok(read) => read,
-                Err(_) => return allotted_timeout().into(),
+                Err(_) => {
+                    ctx.terminated = true;
+                    return allotted_timeout().into();
+                }
             },
             None => reading.await,
         };
@@ -529,7 +536,10 @@ impl Gateway {
             .unwrap_or_else(|| ctx.started + self.request_timeout);
         match tokio::time::timeout_at(deadline.into(), self.routes.serve(request)).await {
             Ok(response) => response.into(),
-            Err(_) => allotted_timeout().into(),
+            Err(_) => {
+                ctx.terminated = true;
+                allotted_timeout().into()
+            }
         }
     }
 
@@ -635,6 +645,7 @@ impl Gateway {
             flow: None,
             pf_headers: None,
             deadline: None,
+            terminated: false,
         }
     }
 
@@ -656,6 +667,7 @@ impl Gateway {
                 pingora::ErrorType::ReadTimedout | pingora::ErrorType::WriteTimedout
             );
         let status = if past_deadline {
+            ctx.terminated = true;
             allotted_timeout()
         } else if *error.etype() == INVALID_UPGRADE_ERROR {
             // pingora's proxy replaces the error's context with the peer's: the backend's
@@ -677,6 +689,7 @@ impl Gateway {
         session: &mut ServerSession,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        ctx.terminated = true;
         self.write_status(session, ctx, allotted_timeout()).await
     }
 
@@ -727,6 +740,7 @@ impl Gateway {
             },
             status,
             elapsed.as_secs_f64(),
+            ctx.terminated,
         );
         tracing::debug!(
             audit_id = %ctx.audit_id,

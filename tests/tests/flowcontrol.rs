@@ -369,6 +369,19 @@ fn requests_are_classified_and_a_reject_level_answers_429() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     assert!(count >= rejected.len() as f64, "{rejected_line}");
+    // Each refusal is a request kubegate terminated itself, as kube counts them.
+    let terminations: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_terminations_total{") && l.contains("code=\"429\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        terminations >= rejected.len() as f64,
+        "{terminations} terminations for {} refusals:\n{metrics}",
+        rejected.len()
+    );
     for name in [
         "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"alice\",priority_level=\"tiny\"}",
         "apiserver_flowcontrol_nominal_limit_seats{priority_level=\"tiny\"} 1",

@@ -74,8 +74,8 @@ pub struct WorkEstimatorConfig {
     /// Whether consistent LISTs (no `resourceVersion`) are served from the watch cache (kube:
     /// when etcd supports progress notifications). When false they count as storage reads.
     pub consistent_list_from_cache: bool,
-    /// Kube's `WatchList` feature (on by default in 1.34): WATCHes that send initial events
-    /// cost like the LIST they replay.
+    /// Kube's `WatchList` feature (off by default in 1.33, served by kubegate): WATCHes with
+    /// `sendInitialEvents=true` cost like the LIST they replay; other watches one seat.
     pub watch_list: bool,
 }
 
@@ -218,12 +218,11 @@ impl WorkEstimator {
         let Ok(options) = ListOptions::from_query(query) else {
             return WorkEstimate::seats(max_seats);
         };
-        if info.verb == "watch" {
-            let send_initial_events = options.send_initial_events == Some(true);
-            let legacy = matches!(options.resource_version(), "" | "0");
-            if !send_initial_events && !legacy {
-                return WorkEstimate::seats(min_seats);
-            }
+        // kube 1.33 charges every watch one seat (its WatchList gate is off); kubegate serves
+        // `sendInitialEvents` watches too, and charges those as kube does with the gate on:
+        // like the list they replay.
+        if info.verb == "watch" && options.send_initial_events != Some(true) {
+            return WorkEstimate::seats(min_seats);
         }
         let from_cache = info.verb == "watch" || !self.list_from_storage(&options);
         let Some(stored) = self.objects.object_count(&info.api_group, &info.resource) else {

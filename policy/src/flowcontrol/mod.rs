@@ -421,6 +421,9 @@ pub struct PriorityLevelSnapshot {
 pub(crate) struct Level {
     name: String,
     pub(crate) state: Mutex<LevelState>,
+    /// Woken when the level, removed from the configuration, has drained (kube's
+    /// `maybeReap`): the engine then drops it at once, not on the next borrowing tick.
+    drained: Arc<tokio::sync::Notify>,
 }
 
 pub(crate) struct LevelState {
@@ -465,9 +468,10 @@ fn queuing_of(spec: &PriorityLevel) -> Queuing {
 }
 
 impl Level {
-    fn new(spec: PriorityLevel, now: Instant) -> Self {
+    fn new(spec: PriorityLevel, now: Instant, drained: Arc<tokio::sync::Notify>) -> Self {
         let queues = QueueSet::new(queuing_of(&spec), 0, now);
         Level {
+            drained,
             name: spec.name.clone(),
             state: Mutex::new(LevelState {
                 spec,
@@ -488,7 +492,12 @@ impl Level {
     /// `on_release` is dropped when the seats are.
     fn finish(level: &Arc<Level>, ticket: Ticket, on_release: Option<ReleaseGuard>) {
         let now = Instant::now();
-        let linger = lock(&level.state).queues.finish(ticket, now);
+        let linger = {
+            let mut state = lock(&level.state);
+            let linger = state.queues.finish(ticket, now);
+            level.signal_if_drained(&state);
+            linger
+        };
         let Some(linger) = linger else {
             drop(on_release);
             return;
@@ -498,14 +507,28 @@ impl Level {
                 let level = level.clone();
                 handle.spawn(async move {
                     tokio::time::sleep(linger.delay).await;
-                    lock(&level.state).queues.release(&linger, Instant::now());
+                    level.release(&linger, Instant::now());
                     drop(on_release);
                 });
             }
             Err(_) => {
-                lock(&level.state).queues.release(&linger, now);
+                level.release(&linger, now);
                 drop(on_release);
             }
+        }
+    }
+
+    /// Gives back a finished request's lingering final seats.
+    fn release(&self, linger: &queueset::Linger, at: Instant) {
+        let mut state = lock(&self.state);
+        state.queues.release(linger, at);
+        self.signal_if_drained(&state);
+    }
+
+    /// Wakes the engine's reaper when this removed level has nothing left running.
+    fn signal_if_drained(&self, state: &LevelState) {
+        if state.quiescing && state.queues.is_idle() {
+            self.drained.notify_one();
         }
     }
 }
@@ -591,6 +614,8 @@ struct Inner {
     update: Mutex<(Vec<PriorityLevel>, Vec<FlowSchema>)>,
     dropped: Mutex<DroppedRequests>,
     epoch: Instant,
+    /// Shared by every level: a removed level that drained (see [`FlowControl::drained`]).
+    drained: Arc<tokio::sync::Notify>,
 }
 
 /// The flow-control engine. Clones share state.
@@ -626,6 +651,7 @@ impl FlowControl {
                 update: Mutex::new((Vec::new(), Vec::new())),
                 dropped: Mutex::new(DroppedRequests::default()),
                 epoch: now,
+                drained: Arc::new(tokio::sync::Notify::new()),
             }),
         };
         let guard = lock(&flow_control.inner.update);
@@ -708,7 +734,7 @@ impl FlowControl {
                     state.quiescing = false;
                     level.clone()
                 }
-                None => Arc::new(Level::new(spec.clone(), now)),
+                None => Arc::new(Level::new(spec.clone(), now, self.inner.drained.clone())),
             };
             share_sum += f64::from(spec.nominal_concurrency_shares);
             levels.insert(spec.name.clone(), level);
@@ -768,7 +794,10 @@ impl FlowControl {
         ] {
             if !have {
                 share_sum += f64::from(spec.nominal_concurrency_shares);
-                levels.insert(spec.name.clone(), Arc::new(Level::new(spec, now)));
+                levels.insert(
+                    spec.name.clone(),
+                    Arc::new(Level::new(spec, now, self.inner.drained.clone())),
+                );
             }
         }
 
@@ -844,6 +873,29 @@ impl FlowControl {
     /// priority levels that have drained.
     pub fn adjust_borrowing(&self) {
         let last = lock(&self.inner.update);
+        if self.reap_drained_locked(&last) {
+            return;
+        }
+        let config = self.config();
+        let levels: Vec<Arc<Level>> = config.levels.values().cloned().collect();
+        borrowing::update_borrowing(&levels, config.nominal_cl_sum, Instant::now());
+    }
+
+    /// Notified when a priority level removed from the configuration has drained: call
+    /// [`FlowControl::reap_drained`] then, as kube's `maybeReap` drops such a level once its
+    /// queue set goes idle.
+    pub fn drained(&self) -> Arc<tokio::sync::Notify> {
+        self.inner.drained.clone()
+    }
+
+    /// Retires removed priority levels that have drained.
+    pub fn reap_drained(&self) {
+        let last = lock(&self.inner.update);
+        self.reap_drained_locked(&last);
+    }
+
+    /// [`FlowControl::reap_drained`] under the update lock; whether it reconfigured.
+    fn reap_drained_locked(&self, last: &(Vec<PriorityLevel>, Vec<FlowSchema>)) -> bool {
         let config = self.config();
         let drained = config.levels.values().any(|level| {
             let state = lock(&level.state);
@@ -851,10 +903,8 @@ impl FlowControl {
         });
         if drained {
             self.digest(&last.0, &last.1, Instant::now());
-            return;
         }
-        let levels: Vec<Arc<Level>> = config.levels.values().cloned().collect();
-        borrowing::update_borrowing(&levels, config.nominal_cl_sum, Instant::now());
+        drained
     }
 
     /// Finds the request's FlowSchema, priority level and flow.
@@ -922,7 +972,7 @@ impl FlowControl {
                 let spec = config::mandatory_catch_all_priority_level();
                 fallback = SchemaEntry::new(
                     Arc::new(config::mandatory_catch_all_flow_schema()),
-                    Arc::new(Level::new(spec, Instant::now())),
+                    Arc::new(Level::new(spec, Instant::now(), self.inner.drained.clone())),
                 );
                 (&fallback, flow_hash(&fallback))
             }
