@@ -296,6 +296,7 @@ impl WebhookTransport {
                 .filter(|_| host.parse::<std::net::IpAddr>().is_err())
                 .map(|a| vec![(host.to_string(), a)])
                 .unwrap_or_default(),
+            host: None,
         })?;
         // A Service's endpoints change; keep the map from growing without bound.
         if clients.len() >= 16 {

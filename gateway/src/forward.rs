@@ -285,7 +285,9 @@ impl Gateway {
         };
         let response = match upstream.response_header() {
             Some(response) => {
-                if let Some(refused) = crate::pipeline::refused_backend_answer(response, false) {
+                if let Some(refused) =
+                    crate::pipeline::refused_backend_answer(plan, response, false)
+                {
                     abandon(connector, upstream, peer).await;
                     return self.write_proxy_error(session, ctx, &refused).await;
                 }

@@ -785,10 +785,24 @@ const INVALID_UPGRADE_ERROR: pingora::ErrorType =
     pingora::ErrorType::Custom("InvalidUpgradeResponse");
 
 /// Whether a backend's response header must be answered by kubegate instead of passed on, as
-/// kube's upgrade-aware proxy decides: a 3xx with a `Location` (502), or an upgrade answered
-/// with anything but 101 below 400 (503 "invalid upgrade response"; an error code goes to the
-/// client as it is).
+/// kube-aggregator's upgrade-aware proxy decides for an APIService's backend: a 3xx with a
+/// `Location` (502), or an upgrade answered with anything but 101 below 400 (503 "invalid
+/// upgrade response"; an error code goes to the client as it is). A delegate cluster's answers
+/// are what kube-apiserver's own handlers (pods' and services' proxies included) answer, and
+/// pass on as they are.
 pub(crate) fn refused_backend_answer(
+    plan: &ProxyPlan,
+    response: &pingora::http::ResponseHeader,
+    upgrade: bool,
+) -> Option<Box<pingora::Error>> {
+    if matches!(plan.backend.service.target, Target::Delegate) {
+        return None;
+    }
+    refused_answer(response, upgrade)
+}
+
+/// [`refused_backend_answer`] for an APIService's backend.
+fn refused_answer(
     response: &pingora::http::ResponseHeader,
     upgrade: bool,
 ) -> Option<Box<pingora::Error>> {
@@ -1160,7 +1174,7 @@ impl ProxyHttp for ProxyPhases {
             .proxy_request_duration
             .with_label_values(&[&plan.backend.service.name])
             .observe(ctx.started.elapsed().as_secs_f64());
-        if let Some(refused) = refused_backend_answer(upstream_response, plan.upgrade) {
+        if let Some(refused) = refused_backend_answer(plan, upstream_response, plan.upgrade) {
             // Answered by `fail_to_proxy` (nothing has gone to the client yet), and the
             // connection is closed after it.
             return Err(refused);
@@ -1330,26 +1344,19 @@ mod tests {
         );
         // A redirect is refused with kube-aggregator's words.
         let response = pingora::http::ResponseHeader::build(302, None).expect("header");
-        assert!(
-            refused_backend_answer(&response, false).is_none(),
-            "no Location"
-        );
+        assert!(refused_answer(&response, false).is_none(), "no Location");
         let mut response = pingora::http::ResponseHeader::build(307, None).expect("header");
         response
             .insert_header(http::header::LOCATION, "https://elsewhere/")
             .expect("header");
-        let refused = refused_backend_answer(&response, false).expect("refused");
+        let refused = refused_answer(&response, false).expect("refused");
         let status = proxy_error_status(&refused);
         assert_eq!((status.code, status.reason), (502, ""));
         assert_eq!(status.message, REDIRECT_REFUSED);
         // An upgrade answered 2xx or 3xx (not 101) is refused; an error answer passes on.
         for (code, refused) in [(101, false), (200, true), (302, true), (400, false)] {
             let response = pingora::http::ResponseHeader::build(code, None).expect("header");
-            assert_eq!(
-                refused_backend_answer(&response, true).is_some(),
-                refused,
-                "{code}"
-            );
+            assert_eq!(refused_answer(&response, true).is_some(), refused, "{code}");
         }
     }
 }

@@ -52,6 +52,9 @@ pub struct TlsOptions {
     /// Connect to these addresses for these host names (the TLS name stays the host's):
     /// how a probe reaches one endpoint of a Service under the Service's DNS name.
     pub resolve: Vec<(String, std::net::SocketAddr)>,
+    /// The `Host` header every request carries instead of the URL's authority (an
+    /// ExternalName Service's host, reached under the Service's TLS name).
+    pub host: Option<String>,
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -66,6 +69,13 @@ pub fn https_client(options: &TlsOptions) -> Result<reqwest::Client, String> {
     }
     for (host, address) in &options.resolve {
         builder = builder.resolve(host, *address);
+    }
+    if let Some(host) = &options.host {
+        let value = reqwest::header::HeaderValue::from_str(host)
+            .map_err(|e| format!("host {host:?}: {e}"))?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::HOST, value);
+        builder = builder.default_headers(headers);
     }
     let custom = options.roots.is_some() || options.insecure || options.server_name.is_some();
     let builder = if custom {
@@ -312,6 +322,7 @@ mod tests {
             https_only: false,
             follow_redirects,
             resolve: Vec::new(),
+            host: None,
         }
     }
 

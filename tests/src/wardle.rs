@@ -15,7 +15,7 @@
 //! - an `/exec` upgrade endpoint for the CVE-2018-1002105 regression test: `upgrade-ok` is
 //!   switched and echoed, any other name is refused with a 400 on a connection that stays open;
 //! - a request log of everything received ([`Wardle::requests`], also `GET /_requests`): the
-//!   header names, and the values of identity headers and `X-Forwarded-For`;
+//!   header names, the values of identity headers and `X-Forwarded-For`, and the `Host`;
 //! - a flunder named [`DROP_WHEN_REUSED`] whose GET, unless it is its connection's first
 //!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
 //!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
@@ -920,7 +920,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.authenticated = cert_ok and bool(user)
         self.entry = {"time": time.time(), "method": self.command, "path": self.path, "cn": cn,
                       "authenticated": self.authenticated, "user": user, "uid": uid,
-                      "groups": groups, "extra": extra, "headers": names, "header_values": values}
+                      "groups": groups, "extra": extra, "headers": names, "header_values": values,
+                      "host": self.headers.get("Host")}
 
     def do_request(self):
         url = urllib.parse.urlsplit(self.path)

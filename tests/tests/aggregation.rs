@@ -203,8 +203,21 @@ fn wardle_is_discovered_and_served_with_the_callers_identity() {
         json!(["127.0.0.1"]),
         "{post}"
     );
+    // The Host is kube-aggregator's: the ExternalName Service's host and port (the TLS name
+    // is `api.wardle.svc`); a forwarded GET and kubegate's own probes carry the same.
+    let host = format!("localhost:{}", wardle.port());
+    assert_eq!(post["host"], json!(host), "{post}");
     let got = gate.json(&["get", "flunder", "one", "-n", "default", "-o", "json"]);
     assert_eq!(got["spec"]["reference"], "ref");
+    let get = last_request(&wardle, "GET", "/flunders/one");
+    assert_eq!(get["host"], json!(host), "{get}");
+    let probe = wardle
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["user"] == "system:kube-aggregator")
+        .expect("a probe or document fetch");
+    assert_eq!(probe["host"], json!(host), "{probe}");
     let all = gate.ok(&["get", "flunders", "-A"]);
     assert!(
         all.lines()

@@ -616,11 +616,6 @@ print(sock.recv(65536).split(b"\r\n")[0].decode())
         r[4] == "0" && r[9] == "1"
     });
     assert!(left, "the abandoned GET is still queued: {:?}", row(&gate));
-    let answer = holder.wait_with_output().expect("holder");
-    assert_eq!(
-        String::from_utf8_lossy(&answer.stdout).trim(),
-        "HTTP/1.1 201 Created"
-    );
     // Only the POST ran (and the dump requests, which are exempt): the abandoned GET never did.
     let after = row(&gate);
     let dispatched_after: u64 = after[6].parse().unwrap();
@@ -629,4 +624,26 @@ print(sock.recv(65536).split(b"\r\n")[0].decode())
         after[8], "0",
         "kube never counts TimedoutRequests: {after:?}"
     );
+
+    // The level is deleted while the POST holds its seat: it drains (quiescing), and goes as
+    // soon as the POST is done, not at the next borrowing pass (kube's maybeReap).
+    gate.ok(&["delete", "flowschema", "alice"]);
+    gate.ok(&["delete", "prioritylevelconfiguration", "single"]);
+    let quiescing = eventually(Duration::from_secs(2), || row(&gate)[3] == "true");
+    assert!(quiescing, "{:?}", row(&gate));
+    let answer = holder.wait_with_output().expect("holder");
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout).trim(),
+        "HTTP/1.1 201 Created"
+    );
+    let listed = || {
+        let (_, _, dump) = request(
+            &gate,
+            None,
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+        );
+        dump.lines().any(|l| l.starts_with("single,"))
+    };
+    let gone = eventually(Duration::from_secs(2), || !listed());
+    assert!(gone, "the drained level stayed: {:?}", row(&gate));
 }

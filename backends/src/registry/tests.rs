@@ -1424,6 +1424,15 @@ async fn a_create_naming_a_resource_version_is_kubes_internal_error() {
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": "resourceVersion should not be set on objects to be created", "code": 500})
     );
+    // The store refuses it when it writes: after validation, and never on a dry run.
+    let mut object = cm("versioned", json!({"bad key": "x"}));
+    object["metadata"]["resourceVersion"] = json!("12");
+    let (code, s) = call(&f, "POST", CMS, Some(object)).await;
+    assert_eq!(code, 422, "{s}");
+    let mut object = cm("versioned", json!({}));
+    object["metadata"]["resourceVersion"] = json!("12");
+    let (code, s) = call(&f, "POST", &format!("{CMS}?dryRun=All"), Some(object)).await;
+    assert_eq!(code, 201, "{s}");
     // One that is not a revision (`0`, or not a number) is replaced like any other.
     for (name, version) in [("zero", "0"), ("word", "abc")] {
         let mut object = cm(name, json!({}));

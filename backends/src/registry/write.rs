@@ -699,14 +699,9 @@ impl Registry {
     ) -> ApiResult<Written> {
         let dry_run = mode.dry_run;
         // kube's store refuses a resourceVersion that parses to a revision (one that does not,
-        // or `0`, is replaced like any other); its plain error is a 500 without a reason.
-        if super::meta::object_resource_version(&object).is_ok_and(|rv| rv != 0) {
-            return Err(ApiError::new(
-                500,
-                "",
-                "resourceVersion should not be set on objects to be created",
-            ));
-        }
+        // or `0`, is replaced like any other) when it writes, after admission and validation,
+        // and a dry run never gets there; its plain error is a 500 without a reason.
+        let version_set = super::meta::object_resource_version(&object).is_ok_and(|rv| rv != 0);
         // kube decodes the body into its Go type before anything else looks at it: a mistyped
         // field the server would overwrite (`uid: 5`) is still the decoder's 400.
         check_decoding(def, &mut object)?;
@@ -780,6 +775,13 @@ impl Registry {
         }
         let warnings = def.strategy.warnings(&object, None);
         def.strategy.canonicalize(&mut object);
+        if version_set && !dry_run {
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
         def.strategy.begin_write(&object, None)?;
         let claimed = match def
             .strategy
@@ -949,7 +951,11 @@ impl Registry {
             ..WriteMode::client(request)?
         };
         let create_on_update = subresource.is_empty() && def.strategy.allow_create_on_update();
-        let unconditional = super::meta::object_resource_version(&body) == Ok(0);
+        // kube's update parses the version first, whether the object exists or is created.
+        let unconditional = match super::meta::object_resource_version(&body) {
+            Ok(version) => version == 0,
+            Err(error) => return Err(ApiError::new(500, "", error)),
+        };
         // With create on update, a missing object is created and one created meanwhile is
         // updated, as kube's guaranteed update retries against what it finds.
         for _ in 0..MAX_CONFLICT_RETRIES {
@@ -1241,23 +1247,13 @@ impl Registry {
                 }
             }
             // System-owned metadata comes from the stored object, as kube's BeforeUpdate
-            // takes it; a deletion a client tries to start or change by writing it is kube's
-            // immutable-field error.
+            // takes it: a deletion timestamp the object has, a grace period the update leaves
+            // out. What else the update says of those two is judged with the rest of the
+            // validation (an immutable field), once the strategy has prepared the object.
+            let old_meta = current.get("metadata").cloned().unwrap_or(json!({}));
             {
-                let old_meta = current.get("metadata").cloned().unwrap_or(json!({}));
                 let meta = metadata_mut(&mut object);
-                let immutable = deletion_fields_changed(&old_meta, meta);
-                if !immutable.is_empty() {
-                    return Err(invalid(def, &object, immutable));
-                }
-                for field in [
-                    "uid",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "generation",
-                    "namespace",
-                ] {
+                for field in ["uid", "creationTimestamp", "generation", "namespace"] {
                     match old_meta.get(field) {
                         Some(v) => {
                             meta.insert(field.into(), v.clone());
@@ -1265,6 +1261,14 @@ impl Registry {
                         None => {
                             meta.remove(field);
                         }
+                    }
+                }
+                for field in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
+                    let kept = old_meta.get(field).filter(|v| !v.is_null());
+                    let overridden =
+                        field == "deletionTimestamp" || meta.get(field).is_none_or(Value::is_null);
+                    if let (Some(v), true) = (kept, overridden) {
+                        meta.insert(field.into(), v.clone());
                     }
                 }
                 meta.remove("selfLink");
@@ -1304,6 +1308,9 @@ impl Registry {
                 admission.admit(user, &object, Some(&current)).await?;
             }
             let mut causes = self.validate_meta(def, &object);
+            if let Some(meta) = object.get("metadata").and_then(Value::as_object) {
+                causes.extend(deletion_fields_changed(&old_meta, meta));
+            }
             causes.extend(
                 def.strategy
                     .validate_subresource_update(subresource, &object, &current),
@@ -1871,9 +1878,9 @@ mod stored_form_tests {
     }
 }
 
-/// kube's BeforeUpdate keeps a deletion timestamp the stored object has, and a grace period
-/// the update leaves out; what else the update says of them must equal the stored values
-/// (`ValidateObjectMetaUpdate`'s immutable fields). `new_meta` is the update's metadata.
+/// What an update's metadata (after kube's BeforeUpdate kept a stored deletion timestamp and
+/// grace period) says of the deletion fields that differs from the stored object: kube's
+/// `ValidateObjectMetaUpdate` immutable-field errors. `new_meta` is the prepared object's.
 fn deletion_fields_changed(old_meta: &Value, new_meta: &Map<String, Value>) -> Vec<StatusCause> {
     let mut causes = Vec::new();
     let stored = |field: &str| old_meta.get(field).filter(|v| !v.is_null());

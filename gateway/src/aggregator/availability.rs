@@ -20,7 +20,7 @@ use kubegate_policy::https::{
 
 use super::apiservice::{ApiService, Condition};
 use super::proxy::{Forwarding, ProxyIdentity};
-use super::resolve::Dialing;
+use super::resolve::{Dialing, Location};
 use super::table::Backend;
 use super::Aggregator;
 use crate::metrics::Metrics;
@@ -118,14 +118,6 @@ async fn record(
         return;
     }
     if !condition.status {
-        // Counted when an available APIService becomes unavailable (kube's
-        // SetUnavailableCounter), not on every change of an unavailable one's message.
-        if service.available.as_ref().is_some_and(|was| was.status) {
-            metrics
-                .unavailable_apiservice_total
-                .with_label_values(&[&service.name, &condition.reason])
-                .inc();
-        }
         tracing::warn!(
             apiservice = %service.name,
             reason = %condition.reason,
@@ -160,8 +152,21 @@ async fn record(
             Ok(object)
         })
         .await;
-    if let Err(e) = result {
-        tracing::debug!(apiservice = %service.name, error = %e.message, "writing availability");
+    match result {
+        // Counted when an available APIService is written unavailable (kube's
+        // SetUnavailableCounter after its status update), not on every change of an
+        // unavailable one's message, nor on a write that failed (it is tried again).
+        Ok(_) => {
+            if !condition.status && service.available.as_ref().is_some_and(|was| was.status) {
+                metrics
+                    .unavailable_apiservice_total
+                    .with_label_values(&[&service.name, &condition.reason])
+                    .inc();
+            }
+        }
+        Err(e) => {
+            tracing::debug!(apiservice = %service.name, error = %e.message, "writing availability");
+        }
     }
 }
 
@@ -196,7 +201,7 @@ pub async fn check(aggregator: &Aggregator, backend: &Backend) -> Condition {
     // over for requests too, and one that answers with a failure ends the check.
     let mut last_error = None;
     for address in &location.addresses {
-        match probe(aggregator, backend, &location.server_name, *address, &path).await {
+        match probe(aggregator, backend, location, *address, &path).await {
             Ok(()) => {
                 last_error = None;
                 break;
@@ -250,12 +255,16 @@ impl From<String> for ProbeFailure {
 async fn probe(
     aggregator: &Aggregator,
     backend: &Backend,
-    server_name: &str,
+    location: &Location,
     address: std::net::SocketAddr,
     path: &str,
 ) -> Result<(), ProbeFailure> {
-    let url = format!("https://{}:{}{path}", url_host(server_name), address.port());
-    let client = client_for(backend, server_name, address)?;
+    let url = format!(
+        "https://{}:{}{path}",
+        url_host(&location.server_name),
+        address.port()
+    );
+    let client = client_for(backend, location, address)?;
     let request = with_probe_identity(client.get(&url), &backend.identity)
         .header("Accept", "application/json")
         .timeout(aggregator.probe_timeout);
@@ -317,29 +326,33 @@ pub fn url_host(host: &str) -> String {
     }
 }
 
-/// An HTTPS client that reaches `address` under `server_name` with the APIService's trust
-/// and the backend's client certificate.
+/// An HTTPS client that reaches `address` under the location's server name (requests name
+/// it in their URLs) and `Host`, with the APIService's trust and the backend's client
+/// certificate.
 pub fn client_for(
     backend: &Backend,
-    server_name: &str,
+    location: &Location,
     address: std::net::SocketAddr,
 ) -> Result<reqwest::Client, String> {
     https_client_to(
         backend.service.ca_bundle.as_deref(),
         backend.service.insecure_skip_tls_verify,
         &backend.identity,
-        server_name,
+        &location.server_name,
+        Some(&location.http_host),
         address,
     )
 }
 
 /// An HTTPS client that reaches `address` under `server_name`, trusting `ca_pem` (system
-/// roots when `None`) and presenting `identity`'s client certificate, if it has one.
+/// roots when `None`) and presenting `identity`'s client certificate, if it has one; its
+/// requests carry `host` as their `Host` when it is another name than the URL's.
 pub fn https_client_to(
     ca_pem: Option<&[u8]>,
     insecure: bool,
     identity: &ProxyIdentity,
     server_name: &str,
+    host: Option<&str>,
     address: std::net::SocketAddr,
 ) -> Result<reqwest::Client, String> {
     let roots = match ca_pem {
@@ -370,6 +383,8 @@ pub fn https_client_to(
         // redirect is its answer, a failure, and kubegate's identity is not taken elsewhere.
         follow_redirects: false,
         resolve,
+        // The URL's authority (server name and port) is the Host unless told otherwise.
+        host: host.filter(|host| *host != server_name).map(str::to_string),
     })
 }
 

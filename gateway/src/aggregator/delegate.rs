@@ -140,6 +140,7 @@ impl Delegate {
             false,
             &self.identity,
             &location.server_name,
+            Some(&location.http_host),
             address,
         )?;
         let base = format!(

@@ -497,7 +497,7 @@ async fn fetch_at(
     location: &Location,
     address: std::net::SocketAddr,
 ) -> Result<FetchResult, FetchError> {
-    let client = client_for(backend, &location.server_name, address)?;
+    let client = client_for(backend, location, address)?;
     let base = format!(
         "https://{}:{}{}",
         url_host(&location.server_name),

@@ -120,7 +120,7 @@ impl<'b> Client<'b> {
         let address = backend
             .next_address()
             .ok_or_else(|| "no address to reach the backend at".to_string())?;
-        let http = client_for(backend, &location.server_name, address)?;
+        let http = client_for(backend, location, address)?;
         Ok(Client {
             backend,
             http,

@@ -304,7 +304,7 @@ pub fn rewrite_parts(
     let headers = &mut parts.headers;
     strip_client_identity(headers);
     if let Ok(location) = &backend.location {
-        headers.insert(http::header::HOST, header_value(&location.server_name)?);
+        headers.insert(http::header::HOST, header_value(&location.http_host)?);
     }
     let identity = &backend.identity;
     if let Some(bearer) = &identity.bearer {
@@ -601,6 +601,7 @@ mod tests {
             ApiService::remote_for_tests("wardle.example.com", "v1alpha1", "wardle"),
             Ok(Location {
                 server_name: "api.wardle.svc".into(),
+                http_host: "api.wardle.svc".into(),
                 addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
                 dialing: crate::aggregator::resolve::Dialing::Spread,
                 base_path: "/base".into(),

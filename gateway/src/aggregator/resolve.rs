@@ -9,6 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use serde_json::Value;
 
 use super::apiservice::Target;
+use super::availability::url_host;
 
 /// How `spec.service` becomes an address (`aggregator.serviceResolution`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +23,10 @@ pub enum Resolution {
 pub struct Location {
     /// The TLS server name (SNI) and the name the certificate must be valid for.
     pub server_name: String,
+    /// The `Host` requests carry: the server name, except for an ExternalName Service,
+    /// whose host and port kube-aggregator sends (its resolved URL's authority), and a URL
+    /// target, whose authority it is.
+    pub http_host: String,
     /// The ready endpoints, or every address a host name resolved to (IPv4 first).
     pub addresses: Vec<SocketAddr>,
     /// How requests use `addresses`.
@@ -75,6 +80,11 @@ pub async fn resolve(
         }),
         Target::Url { host, port, path } => Ok(Location {
             server_name: host.clone(),
+            http_host: if *port == 443 {
+                url_host(host)
+            } else {
+                format!("{}:{port}", url_host(host))
+            },
             addresses: lookup(host, *port).await?,
             dialing: Dialing::InOrder,
             base_path: path.clone(),
@@ -88,6 +98,7 @@ pub async fn resolve(
             if mode == Resolution::ClusterDns {
                 return Ok(Location {
                     addresses: lookup(&server_name, *port).await?,
+                    http_host: server_name.clone(),
                     server_name,
                     dialing: Dialing::InOrder,
                     base_path: String::new(),
@@ -110,6 +121,7 @@ pub async fn resolve(
                 // (kubernetes#123808, which would have verified the host, was not merged).
                 return Ok(Location {
                     addresses: lookup(&host, *port).await?,
+                    http_host: format!("{}:{port}", url_host(&host)),
                     server_name,
                     dialing: Dialing::InOrder,
                     base_path: String::new(),
@@ -121,6 +133,7 @@ pub async fn resolve(
             })?;
             let addresses = ready_endpoints(objects, namespace, name, &service_port)?;
             Ok(Location {
+                http_host: server_name.clone(),
                 server_name,
                 addresses,
                 dialing: Dialing::Spread,
@@ -445,6 +458,8 @@ mod tests {
             .await
             .expect("resolved");
         assert_eq!(location.server_name, "api.wardle.svc");
+        // kube-aggregator's Host is the resolved URL's authority: the external host and port.
+        assert_eq!(location.http_host, "localhost:443");
         assert!(location.addresses.iter().all(|a| a.ip().is_loopback()));
         assert!(location.addresses.iter().all(|a| a.port() == 443));
     }

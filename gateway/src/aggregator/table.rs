@@ -204,6 +204,7 @@ fn fingerprint(
     match location {
         Ok(location) => {
             location.server_name.hash(&mut hasher);
+            location.http_host.hash(&mut hasher);
             location.addresses.hash(&mut hasher);
             location.dialing.hash(&mut hasher);
             location.base_path.hash(&mut hasher);
@@ -290,6 +291,7 @@ mod tests {
             ApiService::remote_for_tests(group, version, "ns"),
             Ok(Location {
                 server_name: "api.ns.svc".into(),
+                http_host: "api.ns.svc".into(),
                 addresses: vec!["127.0.0.1:8443".parse().expect("addr")],
                 dialing: Dialing::Spread,
                 base_path: String::new(),
@@ -305,6 +307,7 @@ mod tests {
             ApiService::remote_for_tests("a.example.com", "v1", "ns"),
             Ok(Location {
                 server_name: "api.example.com".into(),
+                http_host: "api.example.com".into(),
                 addresses: vec![
                     "127.0.0.1:8443".parse().expect("addr"),
                     "127.0.0.2:8443".parse().expect("addr"),

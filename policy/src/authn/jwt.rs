@@ -1070,6 +1070,7 @@ impl JwtAuthenticator {
                     https_only: true,
                     follow_redirects: true,
                     resolve: Vec::new(),
+                    host: None,
                 })?;
                 let discovery_url = if issuer.discovery_url.is_empty() {
                     format!("{}{WELL_KNOWN_PATH}", issuer.url.trim_end_matches('/'))

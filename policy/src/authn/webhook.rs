@@ -458,6 +458,7 @@ impl WebhookEndpoint {
             https_only: false,
             follow_redirects: true,
             resolve: Vec::new(),
+            host: None,
         })?;
         Ok(WebhookEndpoint {
             server,

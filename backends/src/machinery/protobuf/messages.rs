@@ -50,7 +50,7 @@ macro_rules! messages {
                 }
             }
 
-            fn null_item() -> Option<Value> {
+            fn decoded_null() -> Option<Value> {
                 <$ty as ToJson>::to_json(&<$ty>::default()).ok()
             }
         }
@@ -610,8 +610,8 @@ messages! {
     }
 }
 
-// apiregistration.k8s.io/v1: `service` is a pointer without `omitempty` (Go writes `null` for
-// a local APIService; it is left out here, which reads the same).
+// apiregistration.k8s.io/v1: `service` is an `omitempty` pointer (a local APIService has
+// none).
 messages! {
     apiregv1::APIService {
         omit "metadata" => metadata,

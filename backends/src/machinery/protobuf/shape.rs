@@ -1,10 +1,16 @@
-//! Go's `encoding/json` round trip of a built-in object, on its JSON: kube-apiserver decodes
-//! every body into the kind's Go struct and encodes that again, so an `omitempty` value field
-//! holding its zero value (`""`, `0`, `false`, `null`, an empty list or map) is not stored and
-//! not answered (`data: {}` in a ConfigMap, `selector: {}` in a Service, `secrets: []` in a
-//! ServiceAccount). Everything else stays as it is, fields the tables do not know included.
-//! Driven by the per-message tables of the protobuf conversion (`messages.rs`), so a field's
-//! mode is written down once.
+//! Go's round trip of a built-in object, on its JSON: kube-apiserver decodes every body into
+//! the kind's Go struct, encodes that again and stores it as protobuf, so
+//! - an `omitempty` value field holding its zero value (`""`, `0`, `false`, `null`, an empty
+//!   list or map) is not stored and not answered (`data: {}` in a ConfigMap, `selector: {}`
+//!   in a Service, `secrets: []` in a ServiceAccount), nor is a `null` pointer;
+//! - a `null` where Go has a value type is that type's zero value (`""`, `0`, `false`, a
+//!   message's zero struct: `ports: [null]` is a zero port that defaulting then fills in);
+//! - a list or map without `omitempty` that is empty comes back `null`, as protobuf keeps
+//!   no empty collections (an EndpointSlice's `endpoints: []`).
+//!
+//! Everything else stays as it is, fields the tables do not know included. Driven by the
+//! per-message tables of the protobuf conversion (`messages.rs`), so a field's mode is
+//! written down once.
 
 use std::collections::BTreeMap;
 
@@ -23,14 +29,40 @@ pub(super) trait Shape {
         false
     }
 
-    /// Rewrites `value` as Go writes this type back.
+    /// Rewrites `value` (not `null`) as Go writes this type back.
     fn shape(_value: &mut Value) {}
 
-    /// What Go writes for a `null` list item of this type, when that is not `null`: a
-    /// message's zero struct (`[null]` in a Service's ports decodes as a zero port, which
-    /// defaulting and validation then see).
-    fn null_item() -> Option<Value> {
+    /// What Go writes for a `null` decoded into this type where it is not left out: the zero
+    /// value of a value type; `None` for what stays `null` (pointers, slices, maps, times).
+    fn decoded_null() -> Option<Value> {
         None
+    }
+
+    /// Whether an empty value of this type is stored as `null` (slices and maps, which
+    /// protobuf cannot tell from nil).
+    fn empty_is_nil() -> bool {
+        false
+    }
+}
+
+/// Shapes `value` as a `T` where Go writes it whatever it holds (a field without
+/// `omitempty`, a list item, a map value).
+fn shape_kept<T: Shape>(value: &mut Value) {
+    let empty = match value {
+        Value::Null => {
+            if let Some(zero) = T::decoded_null() {
+                *value = zero;
+            }
+            return;
+        }
+        Value::Array(items) => items.is_empty(),
+        Value::Object(entries) => entries.is_empty(),
+        _ => false,
+    };
+    if empty && T::empty_is_nil() {
+        *value = Value::Null;
+    } else {
+        T::shape(value);
     }
 }
 
@@ -38,11 +70,17 @@ impl Shape for String {
     fn is_go_zero(value: &Value) -> bool {
         matches!(value, Value::Null) || value.as_str() == Some("")
     }
+    fn decoded_null() -> Option<Value> {
+        Some(Value::String(String::new()))
+    }
 }
 
 impl Shape for bool {
     fn is_go_zero(value: &Value) -> bool {
         matches!(value, Value::Null | Value::Bool(false))
+    }
+    fn decoded_null() -> Option<Value> {
+        Some(Value::Bool(false))
     }
 }
 
@@ -58,11 +96,17 @@ impl Shape for i32 {
     fn is_go_zero(value: &Value) -> bool {
         is_zero_number(value)
     }
+    fn decoded_null() -> Option<Value> {
+        Some(Value::from(0))
+    }
 }
 
 impl Shape for i64 {
     fn is_go_zero(value: &Value) -> bool {
         is_zero_number(value)
+    }
+    fn decoded_null() -> Option<Value> {
+        Some(Value::from(0))
     }
 }
 
@@ -70,9 +114,12 @@ impl Shape for f64 {
     fn is_go_zero(value: &Value) -> bool {
         is_zero_number(value)
     }
+    fn decoded_null() -> Option<Value> {
+        Some(Value::from(0))
+    }
 }
 
-/// `[]byte`, written as base64: empty is zero.
+/// `[]byte`, written as base64: empty is zero; nil is `null`.
 impl Shape for Vec<u8> {
     fn is_go_zero(value: &Value) -> bool {
         String::is_go_zero(value)
@@ -82,8 +129,18 @@ impl Shape for Vec<u8> {
 impl Shape for metav1::Time {}
 impl Shape for metav1::MicroTime {}
 impl Shape for metav1::FieldsV1 {}
-impl Shape for IntOrString {}
-impl Shape for Quantity {}
+/// Go's zero `IntOrString` is the int 0.
+impl Shape for IntOrString {
+    fn decoded_null() -> Option<Value> {
+        Some(Value::from(0))
+    }
+}
+/// Go writes the zero `Quantity` as "0".
+impl Shape for Quantity {
+    fn decoded_null() -> Option<Value> {
+        Some(Value::String("0".into()))
+    }
+}
 /// `ExtraValue` is a `[]string`, only ever a map's value here.
 impl Shape for authnv1::ExtraValue {}
 impl Shape for authzv1::ExtraValue {}
@@ -95,8 +152,11 @@ impl<T: Shape> Shape for Box<T> {
     fn shape(value: &mut Value) {
         T::shape(value)
     }
-    fn null_item() -> Option<Value> {
-        T::null_item()
+    fn decoded_null() -> Option<Value> {
+        T::decoded_null()
+    }
+    fn empty_is_nil() -> bool {
+        T::empty_is_nil()
     }
 }
 
@@ -108,8 +168,11 @@ impl<T: Shape> Shape for Option<T> {
     fn shape(value: &mut Value) {
         T::shape(value)
     }
-    fn null_item() -> Option<Value> {
-        T::null_item()
+    fn decoded_null() -> Option<Value> {
+        T::decoded_null()
+    }
+    fn empty_is_nil() -> bool {
+        T::empty_is_nil()
     }
 }
 
@@ -124,13 +187,24 @@ impl<T: Shape> Shape for Vec<T> {
     }
     fn shape(value: &mut Value) {
         if let Value::Array(items) = value {
-            for item in items {
-                match (&item, T::null_item()) {
-                    (Value::Null, Some(zero)) => *item = zero,
-                    _ => T::shape(item),
-                }
+            items.iter_mut().for_each(shape_item::<T>);
+        }
+    }
+    fn empty_is_nil() -> bool {
+        true
+    }
+}
+
+/// A list item or map value: `null` decodes as the type's zero value; anything else is
+/// shaped as the type (an empty list inside a list stays).
+fn shape_item<T: Shape>(item: &mut Value) {
+    match item {
+        Value::Null => {
+            if let Some(zero) = T::decoded_null() {
+                *item = zero;
             }
         }
+        _ => T::shape(item),
     }
 }
 
@@ -145,8 +219,11 @@ impl<T: Shape> Shape for BTreeMap<String, T> {
     }
     fn shape(value: &mut Value) {
         if let Value::Object(entries) = value {
-            entries.values_mut().for_each(T::shape);
+            entries.values_mut().for_each(shape_item::<T>);
         }
+    }
+    fn empty_is_nil() -> bool {
+        true
     }
 }
 
@@ -181,10 +258,11 @@ impl Shaper<'_> {
         self
     }
 
-    /// A Go field without `omitempty`: always kept, `null` included.
+    /// A Go field without `omitempty`: always kept, with Go's zero value for a `null` value
+    /// type and `null` for an empty list or map.
     pub(super) fn req<M, F: Shape>(self, key: &str, _field: impl Fn(&M) -> &F) -> Self {
         if let Some(value) = self.0.get_mut(key) {
-            F::shape(value);
+            shape_kept::<F>(value);
         }
         self
     }
@@ -242,6 +320,20 @@ mod tests {
         assert_eq!(
             round_trip("v1", "Service", service),
             r#"{"spec":{"ports":[{"port":0},{"port":81}]},"metadata":{"ownerReferences":[{"apiVersion":"","kind":"","name":"","uid":""}]}}"#
+        );
+        // Without omitempty: a null value type is its zero value, an empty list null (what
+        // protobuf storage gives back), a map value or list item null its type's zero.
+        let binding = json!({"roleRef": {"apiGroup": null, "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "u", "apiGroup": null}],
+            "metadata": {"labels": {"a": null}, "finalizers": [null]}});
+        assert_eq!(
+            round_trip("rbac.authorization.k8s.io/v1", "RoleBinding", binding),
+            r#"{"roleRef":{"apiGroup":"","kind":"Role","name":"r"},"subjects":[{"kind":"User","name":"u"}],"metadata":{"labels":{"a":""},"finalizers":[""]}}"#
+        );
+        let slice = json!({"addressType": "IPv4", "endpoints": [], "ports": [{"port": null}]});
+        assert_eq!(
+            round_trip("discovery.k8s.io/v1", "EndpointSlice", slice),
+            r#"{"addressType":"IPv4","endpoints":null,"ports":[{}]}"#
         );
         // `rules` has no omitempty: Go writes it back, null included.
         let role = json!({"kind": "Role", "metadata": {"name": "r"}, "rules": null});
