@@ -416,6 +416,10 @@ known_definitions! {
     "io.k8s.api.policy.v1.Eviction" => k8s_openapi::api::policy::v1::Eviction,
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status" =>
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Status,
+    // Custom resources' server-side apply types their metadata with it, as kube merges the
+    // static ObjectMeta schema into a CRD's models (`buildOpenAPIModelsForApply`).
+    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" =>
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions" =>
         k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions,
     "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent" =>

@@ -324,6 +324,51 @@ fn custom_resources_merge_list_items_by_key_and_apply_status() {
     assert!(managers["team-a"].get("f:status").is_none(), "{managers}");
 }
 
+/// A custom resource's metadata is typed as kube types it (the static ObjectMeta schema):
+/// an applier owns the labels and annotations it sets, not the maps, so re-applying without
+/// them leaves other managers' keys; finalizers are a set two appliers share.
+#[test]
+fn custom_resources_metadata_is_typed_for_apply() {
+    let gate = Kubegate::start();
+    serve_crd(&gate, WIDGETS, "widgets.example.com");
+    let labelled = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  labels: {a: \"1\"}\n  annotations: {x: \"1\"}\nspec: {size: 1}\n";
+    apply_ok(&gate, labelled, &["--field-manager=x"]);
+    gate.ok(&["label", "widget", "w", "d=1"]);
+    gate.ok(&["annotate", "widget", "w", "z=1"]);
+    let managers = owners(&gate, &["get", "widget", "w"]);
+    assert_eq!(
+        managers["x"]["f:metadata"],
+        json!({"f:labels": {"f:a": {}}, "f:annotations": {"f:x": {}}}),
+        "{managers}"
+    );
+    apply_ok(&gate, &widget("spec: {size: 1}\n"), &["--field-manager=x"]);
+    let meta = gate.json(&["get", "widget", "w", "-o", "json"])["metadata"].clone();
+    assert_eq!(meta["labels"], json!({"d": "1"}), "{meta}");
+    assert_eq!(meta["annotations"], json!({"z": "1"}), "{meta}");
+
+    let finalized = |finalizer: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  finalizers: [{finalizer}]\n"
+        )
+    };
+    apply_ok(&gate, &finalized("example.com/a"), &["--field-manager=ma"]);
+    apply_ok(&gate, &finalized("example.com/b"), &["--field-manager=mb"]);
+    let meta = gate.json(&["get", "widget", "w", "-o", "json"])["metadata"].clone();
+    assert_eq!(
+        meta["finalizers"],
+        json!(["example.com/a", "example.com/b"]),
+        "{meta}"
+    );
+    gate.ok(&[
+        "patch",
+        "widget",
+        "w",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+}
+
 fn status(body: &[u8]) -> Value {
     let v: Value = serde_json::from_slice(body)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)));

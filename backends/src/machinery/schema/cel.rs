@@ -29,7 +29,7 @@ use base64::Engine;
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 use cel::common::types::{
     CelBool, CelBytes, CelDouble, CelDuration, CelInt, CelList, CelMap, CelMapKey, CelNull,
-    CelString, CelTimestamp, CelUInt,
+    CelOptional, CelString, CelTimestamp, CelUInt,
 };
 use cel::common::value::Val;
 use cel::objects::{Key, Map};
@@ -923,10 +923,29 @@ fn evaluate(
                 continue;
             }
         };
-        if compiled.uses_old_self && old.is_none() {
+        // With `optionalOldSelf`, `oldSelf` is an optional: none on a create or a newly set
+        // field (the rule runs), of the old value otherwise; without it a rule that reads
+        // `oldSelf` runs only on updates of an existing value.
+        let optional_old_self = compiled.uses_old_self
+            && raw.get("optionalOldSelf").and_then(Value::as_bool) == Some(true);
+        if compiled.uses_old_self && old.is_none() && !optional_old_self {
             continue;
         }
-        let result = match program.execute(&context) {
+        let optional_context;
+        let context_for_rule = if optional_old_self {
+            let mut with_optional = Context::with_env(Arc::clone(env()));
+            with_optional.add_variable_as_val(SELF, to_val(value, Some(schema), node.is_root));
+            let old_self = match old {
+                Some(old) => CelOptional::of(to_val(old, Some(schema), node.is_root)),
+                None => CelOptional::none(),
+            };
+            with_optional.add_variable_as_val(OLD_SELF, Box::new(old_self));
+            optional_context = with_optional;
+            &optional_context
+        } else {
+            &context
+        };
+        let result = match program.execute(context_for_rule) {
             Ok(v) => v,
             Err(err) => {
                 out.push(invalid(path, runtime_error(&err, &rule)));
@@ -953,8 +972,8 @@ fn evaluate(
                 field = child(path, &normalized);
             }
         }
-        let detail =
-            message_expression(&rule, &context).unwrap_or_else(|| rule.message_or_default());
+        let detail = message_expression(&rule, context_for_rule)
+            .unwrap_or_else(|| rule.message_or_default());
         out.push(match rule.reason {
             Some("FieldValueForbidden") => StatusCause {
                 reason: "FieldValueForbidden".into(),
@@ -1536,6 +1555,37 @@ mod tests {
         // The old object without the field: nothing to compare with.
         let before = spec(json!({}));
         assert!(validate_cel(&schema, &new, Some(&before), &[]).is_empty());
+    }
+
+    #[test]
+    fn optional_old_self_rules_see_an_optional() {
+        let schema = Schema::from_json(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "o1": {"type": "string", "x-kubernetes-validations": [
+                    {"rule": "!oldSelf.hasValue() || self == oldSelf.value()",
+                     "message": "set once", "optionalOldSelf": true}]},
+                "o2": {"type": "string", "x-kubernetes-validations": [
+                    {"rule": "oldSelf.hasValue()", "message": "no old value",
+                     "optionalOldSelf": true}]},
+            }}}
+        }));
+        // A create: `oldSelf` is optional.none(); the rule runs.
+        let first = spec(json!({"o1": "a"}));
+        assert!(validate_cel(&schema, &first, None, &[]).is_empty());
+        let with_o2 = spec(json!({"o2": "x"}));
+        assert_eq!(
+            rendered(&validate_cel(&schema, &with_o2, None, &[])),
+            ["FieldValueInvalid spec.o2: Invalid value: \"string\": no old value"]
+        );
+        // An update: `oldSelf` is optional.of(the old value).
+        assert!(validate_cel(&schema, &first, Some(&first), &[]).is_empty());
+        let changed = spec(json!({"o1": "b"}));
+        assert_eq!(
+            rendered(&validate_cel(&schema, &changed, Some(&first), &[])),
+            ["FieldValueInvalid spec.o1: Invalid value: \"string\": set once"]
+        );
+        assert!(validate_cel(&schema, &with_o2, Some(&with_o2), &[]).is_empty());
     }
 
     #[test]
