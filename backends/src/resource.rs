@@ -54,6 +54,14 @@ pub trait Strategy: Send + Sync {
     /// Clears or defaults fields before a create (e.g. resets `status`, merges `stringData`).
     fn prepare_for_create(&self, _object: &mut Value) {}
 
+    /// The fields (JSON pointers into `object`) the server assigns after kube's field manager
+    /// has recorded a write: a Service's allocations (kube's BeginCreate/BeginUpdate), a
+    /// namespace's finalizer. A write is recorded with their values as the client sent them,
+    /// so no writer owns what the server chose. Default: none.
+    fn server_assigned_fields(&self, _object: &Value) -> Vec<String> {
+        Vec::new()
+    }
+
     /// A create or update this strategy prepared for `namespace`/`name` did not reach the
     /// store (a dry run, a refusal after preparing, a failed write): what it set aside for
     /// the object is given back (kube's allocation transaction reverting). Default: nothing.

@@ -324,6 +324,52 @@ fn custom_resources_merge_list_items_by_key_and_apply_status() {
     assert!(managers["team-a"].get("f:status").is_none(), "{managers}");
 }
 
+/// What the server assigns after kube's field manager recorded a write (a Service's cluster
+/// IPs, families and node ports; a namespace's `kubernetes` finalizer) belongs to no writer:
+/// an applier setting them later meets no conflict with the creator.
+#[test]
+fn server_assigned_fields_belong_to_no_writer() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "service", "nodeport", "web", "--tcp=80"]);
+    let managers = owners(&gate, &["get", "service", "web"]);
+    let spec = managers["kubectl-create"]["f:spec"].clone();
+    for assigned in [
+        "f:clusterIP",
+        "f:clusterIPs",
+        "f:ipFamilies",
+        "f:ipFamilyPolicy",
+    ] {
+        assert!(spec.get(assigned).is_none(), "{assigned} in {managers}");
+    }
+    assert!(spec.get("f:ports").is_some(), "{managers}");
+    let port = spec["f:ports"]
+        .as_object()
+        .and_then(|ports| ports.iter().find(|(key, _)| key.starts_with("k:")))
+        .map(|(_, port)| port.clone())
+        .unwrap_or_default();
+    assert!(port.get("f:nodePort").is_none(), "{managers}");
+    assert!(port.get("f:port").is_some(), "{managers}");
+    // Defaults are the creator's, as kube defaults while decoding.
+    assert!(spec.get("f:sessionAffinity").is_some(), "{managers}");
+    apply_ok(
+        &gate,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ipFamilyPolicy: PreferDualStack\n",
+        &["--field-manager=other"],
+    );
+
+    gate.ok(&["create", "namespace", "team"]);
+    let managers = owners(&gate, &["get", "namespace", "team"]);
+    assert!(
+        managers["kubectl-create"].get("f:spec").is_none(),
+        "{managers}"
+    );
+    apply_ok(
+        &gate,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\nspec: {finalizers: [kubernetes]}\n",
+        &["--field-manager=other"],
+    );
+}
+
 /// A custom resource's metadata is typed as kube types it (the static ObjectMeta schema):
 /// an applier owns the labels and annotations it sets, not the maps, so re-applying without
 /// them leaves other managers' keys; finalizers are a set two appliers share.

@@ -77,6 +77,11 @@ pub fn def() -> ResourceDef {
 pub struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
+    /// kube adds the `kubernetes` finalizer in PrepareForCreate, after the field manager.
+    fn server_assigned_fields(&self, _object: &Value) -> Vec<String> {
+        vec!["/spec/finalizers".to_string()]
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         if let Some(map) = object.as_object_mut() {
             map.insert("status".into(), json!({"phase": "Active"}));

@@ -208,6 +208,26 @@ impl Strategy for ServiceStrategy {
         prepare_create(object, self.allocations.as_deref());
     }
 
+    /// kube's allocator fills these in BeginCreate/BeginUpdate, after the field manager.
+    fn server_assigned_fields(&self, object: &Value) -> Vec<String> {
+        let mut fields: Vec<String> = [
+            "/spec/clusterIP",
+            "/spec/clusterIPs",
+            "/spec/ipFamilies",
+            "/spec/ipFamilyPolicy",
+            "/spec/healthCheckNodePort",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+        let ports = object
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        fields.extend((0..ports).map(|i| format!("/spec/ports/{i}/nodePort")));
+        fields
+    }
+
     fn prepare_for_update(&self, object: &mut Value, old: &Value) {
         if let Some(map) = object.as_object_mut() {
             match old.get("status") {

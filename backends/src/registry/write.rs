@@ -735,10 +735,11 @@ impl Registry {
         }
         super::meta::drop_empty_meta_collections(&mut object);
         protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object);
+        let sent = sent_assigned_fields(def, &object);
         def.strategy.prepare_for_create(&mut object);
         let mut abandoned = Abandoned::new(def, &object);
         if let Some(tracker) = mode.tracker {
-            tracker.created(&mut object);
+            record_write(&sent, &mut object, |view| tracker.created(view));
         }
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
@@ -1277,6 +1278,7 @@ impl Registry {
             // manager's record of this write stays (kube's ResetObjectMetaForStatus keeps
             // managedFields).
             let managed_fields = meta_field(&object, "managedFields").cloned();
+            let sent = sent_assigned_fields(def, &object);
             match subresource {
                 "status" => {
                     def.strategy
@@ -1292,7 +1294,7 @@ impl Registry {
             }
             let mut abandoned = Abandoned::new(def, &object);
             if let Some(tracker) = mode.tracker {
-                tracker.updated(&current, &mut object);
+                record_write(&sent, &mut object, |view| tracker.updated(&current, view));
             }
             if def.strategy.tracks_generation()
                 && spec_changed(&object, &current, def.has_subresource("status"))
@@ -1875,6 +1877,74 @@ mod stored_form_tests {
                 odd.to_string()
             );
         }
+    }
+}
+
+/// The strategy's `server_assigned_fields` of `object` as the client sent them (a pointer and
+/// its value, `None` where the client left it out), before the strategy prepares it.
+fn sent_assigned_fields(def: &ResourceDef, object: &Value) -> Vec<(String, Option<Value>)> {
+    def.strategy
+        .server_assigned_fields(object)
+        .into_iter()
+        .map(|pointer| {
+            let value = object.pointer(&pointer).cloned();
+            (pointer, value)
+        })
+        .collect()
+}
+
+/// Records a write in `object`'s managed fields with `record`, seen as kube's field manager
+/// sees it: before the server assigned the fields in `sent`, with the values the client sent.
+fn record_write(
+    sent: &[(String, Option<Value>)],
+    object: &mut Value,
+    record: impl FnOnce(&mut Value),
+) {
+    if sent.is_empty() {
+        record(object);
+        return;
+    }
+    let mut view = object.clone();
+    for (pointer, value) in sent {
+        match value {
+            Some(value) => set_pointer(&mut view, pointer, value.clone()),
+            None => remove_pointer(&mut view, pointer),
+        }
+    }
+    record(&mut view);
+    let managed = meta_field(&view, "managedFields").cloned();
+    let meta = metadata_mut(object);
+    match managed {
+        Some(managed) => meta.insert("managedFields".into(), managed),
+        None => meta.remove("managedFields"),
+    };
+}
+
+/// Sets the member or item at `pointer` (its parent must exist; otherwise nothing changes).
+fn set_pointer(root: &mut Value, pointer: &str, value: Value) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    match root.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.insert(last.replace("~1", "/").replace("~0", "~"), value);
+        }
+        Some(Value::Array(items)) => {
+            if let Some(slot) = last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                *slot = value;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Removes the member at `pointer`, if there is one.
+fn remove_pointer(root: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    if let Some(Value::Object(map)) = root.pointer_mut(parent) {
+        map.shift_remove(&last.replace("~1", "/").replace("~0", "~"));
     }
 }
 
