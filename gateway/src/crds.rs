@@ -19,7 +19,8 @@ use kubegate_backends::core::crd::CLEANUP_FINALIZER;
 use kubegate_backends::core::crd_conversion::ConversionTransports;
 use kubegate_backends::core::crd_status::storage_version;
 use kubegate_backends::core::crd_status::{
-    ensure_stored_version, establish, set_condition, sync_names, terminating_condition, Termination,
+    ensure_stored_version, establish, set_condition, sync_api_approval, sync_names,
+    terminating_condition, Termination,
 };
 use kubegate_backends::core::custom_resource::{resource_defs_with, storage_defs_with};
 use kubegate_backends::registry::{manager, now_rfc3339, Registry};
@@ -218,6 +219,7 @@ async fn update_status(
     if served {
         changed |= establish(&mut next, &now);
     }
+    changed |= sync_api_approval(&mut next, &now);
     changed |= ensure_stored_version(&mut next);
     if !changed || next["status"] == crd["status"] {
         return Ok(());

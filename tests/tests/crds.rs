@@ -762,6 +762,45 @@ fn a_crd_reported_established_is_already_served() {
     assert_eq!(codes, serde_json::json!([201, 201, 201, 201, 201]));
 }
 
+/// A CRD in a protected group (`*.k8s.io`) reports its API review state in the
+/// `KubernetesAPIApprovalPolicyConformant` condition, as kube's API approval controller does.
+#[test]
+fn protected_groups_report_their_api_approval() {
+    let gate = Kubegate::start();
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.tools.k8s.io",
+                     "annotations": {"api-approved.kubernetes.io": "unapproved, experimental"}},
+        "spec": {"group": "tools.k8s.io", "scope": "Namespaced",
+                 "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}
+    });
+    gate.ok_stdin(&["create", "-f", "-"], &crd.to_string());
+    let condition = || -> Value {
+        let crd = gate.json(&["get", "crd", "gizmos.tools.k8s.io", "-o", "json"]);
+        crd["status"]["conditions"]
+            .as_array()
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c["type"] == "KubernetesAPIApprovalPolicyConformant")
+                    .cloned()
+            })
+            .unwrap_or(Value::Null)
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || !condition().is_null()),
+        "no approval condition"
+    );
+    let c = condition();
+    assert_eq!(c["status"], "False", "{c}");
+    assert_eq!(c["reason"], "UnapprovedAnnotation", "{c}");
+    assert_eq!(
+        c["message"], "not approved: \"unapproved, experimental\"",
+        "{c}"
+    );
+}
+
 /// Deleting a CRD leaves its objects' watches open until it is gone: a watcher sees each
 /// instance deleted (one held by a finalizer too), as kube keeps a terminating CRD's storage.
 #[test]

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::crd_status::ensure_stored_version;
-use super::crd_validation::{validate_crd, validate_crd_update};
+use super::crd_validation::{validate_crd, validate_crd_status_update, validate_crd_update};
 use super::gojson::GoJson;
 use super::{base_def, child_object, str_at, Names};
 use crate::resource::{name_column, ResourceDef, Strategy, SubresourceDef, TableColumn};
@@ -109,6 +109,20 @@ impl Strategy for CrdStrategy {
     /// is the same.
     fn validate_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
         validate_crd_update(object, old)
+    }
+
+    /// A `status` write is checked as kube's ValidateUpdateCustomResourceDefinitionStatus
+    /// checks it: the accepted names only (stored versions are the server's own record).
+    fn validate_subresource_update(
+        &self,
+        subresource: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<StatusCause> {
+        match subresource {
+            "status" => validate_crd_status_update(object),
+            _ => validate_crd_update(object, old),
+        }
     }
 
     /// kube's custom resource and CRD strategies refuse an update that names no

@@ -299,6 +299,25 @@ pub fn sync_names(crd: &mut Value, all: &[Value], now: &str) -> bool {
     true
 }
 
+/// kube's API approval controller: a CRD in a protected group (`*.k8s.io`,
+/// `*.kubernetes.io`) carries `KubernetesAPIApprovalPolicyConformant` from its
+/// `api-approved.kubernetes.io` annotation. Returns whether it changed.
+pub fn sync_api_approval(crd: &mut Value, now: &str) -> bool {
+    let Some((status, reason, message)) = super::crd_validation::api_approval_condition(crd) else {
+        return false;
+    };
+    let condition = Condition::new(
+        "KubernetesAPIApprovalPolicyConformant",
+        status,
+        reason,
+        &message,
+    );
+    if find_condition(crd, &condition.type_).as_ref() == Some(&condition) {
+        return false;
+    }
+    set_condition(crd, &condition, now)
+}
+
 /// kube's establishing controller: once `NamesAccepted` is `True` and the CRD is not yet
 /// `Established`, it becomes `Established` (`InitialNamesAccepted`). Returns whether it
 /// changed.
@@ -492,6 +511,49 @@ mod tests {
         // Its own accepted names never conflict with itself.
         let (_, condition, _) = calculate_names_and_conditions(&existing, &all);
         assert_eq!(condition.status, "True");
+    }
+
+    #[test]
+    fn protected_groups_carry_the_api_approval_condition() {
+        let approval = |group: &str, annotation: Option<&str>| {
+            let mut c = json!({"metadata": {"name": format!("as.{group}")},
+                "spec": {"group": group}, "status": {}});
+            if let Some(a) = annotation {
+                c["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": a});
+            }
+            let changed = sync_api_approval(&mut c, "t0");
+            (
+                changed,
+                find_condition(&c, "KubernetesAPIApprovalPolicyConformant"),
+            )
+        };
+        assert_eq!(approval("example.com", None), (false, None));
+        let (changed, condition) = approval("foo.k8s.io", Some("unapproved, testing"));
+        assert!(changed);
+        assert_eq!(
+            condition,
+            Some(Condition::new(
+                "KubernetesAPIApprovalPolicyConformant",
+                "False",
+                "UnapprovedAnnotation",
+                "not approved: \"unapproved, testing\""
+            ))
+        );
+        let url = "https://github.com/kubernetes/kubernetes/pull/78458";
+        let (_, condition) = approval("bar.kubernetes.io", Some(url));
+        assert_eq!(
+            condition.map(|c| (c.status, c.reason, c.message)),
+            Some((
+                "True".into(),
+                "ApprovedAnnotation".into(),
+                format!("approved in {url}")
+            ))
+        );
+        let (_, condition) = approval("k8s.io", None);
+        assert_eq!(
+            condition.map(|c| c.reason),
+            Some("MissingAnnotation".into())
+        );
     }
 
     #[test]

@@ -361,7 +361,7 @@ fn validate_spec(crd: &Value, opts: &Options) -> Causes {
                 if v.schema.and_then(|s| s.get("openAPIV3Schema")).is_none() {
                     errs.push(field_required(
                         &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                        "",
+                        "schemas are required",
                     ));
                 }
             }
@@ -740,6 +740,56 @@ fn validate_subresources(subresources: Option<&Value>, path: &str) -> Causes {
     errs
 }
 
+/// kube's `cel.ValidFieldPath` without array notation: `.a.b` through the schema's properties
+/// (or its additionalProperties' keys); the names walked and the schema found, or Go's error.
+fn valid_field_path<'s>(
+    json_path: &'s str,
+    schema: &'s Schema,
+) -> Result<(Vec<&'s str>, &'s Schema), String> {
+    // Tokens as kube's scanner splits them: '.', '[' and ']' alone, the text between them.
+    let mut tokens = Vec::new();
+    let mut start = 0;
+    for (i, c) in json_path.char_indices() {
+        if matches!(c, '.' | '[' | ']') {
+            if i > start {
+                tokens.push(&json_path[start..i]);
+            }
+            tokens.push(&json_path[i..i + 1]);
+            start = i + 1;
+        }
+    }
+    if start < json_path.len() {
+        tokens.push(&json_path[start..]);
+    }
+    let mut names = Vec::new();
+    let mut node = schema;
+    let mut tokens = tokens.into_iter();
+    while let Some(token) = tokens.next() {
+        match token {
+            "[" => return Err("array notation is not allowed".into()),
+            "." => {
+                let Some(name) = tokens.next() else {
+                    return Err("unexpected end of JSON path".into());
+                };
+                node = if !node.properties.is_empty() {
+                    node.properties
+                        .get(name)
+                        .ok_or("does not refer to a valid field")?
+                } else if let Some(AdditionalProperties::Schema(values)) =
+                    &node.additional_properties
+                {
+                    values
+                } else {
+                    return Err("does not refer to a valid field".into());
+                };
+                names.push(name);
+            }
+            other => return Err(format!("expected [ or . but got: {other}")),
+        }
+    }
+    Ok((names, node))
+}
+
 /// kube's `ValidateCustomResourceSelectableFields`, with field paths resolved through the
 /// schema's properties (dot notation only).
 fn validate_selectable_fields(fields: &[Value], schema: &Schema, path: &str) -> Causes {
@@ -752,24 +802,16 @@ fn validate_selectable_fields(fields: &[Value], schema: &Schema, path: &str) -> 
             errs.push(field_required(&field_path, ""));
             continue;
         }
-        let segments: Vec<&str> = json_path
-            .strip_prefix('.')
-            .unwrap_or(json_path)
-            .split('.')
-            .collect();
-        let mut node = Some(schema);
-        for segment in &segments {
-            node = node.and_then(|n| n.field(segment));
-        }
-        let Some(found) =
-            node.filter(|_| json_path.starts_with('.') && segments.iter().all(|s| !s.is_empty()))
-        else {
-            errs.push(field_invalid(
-                &field_path,
-                json_path,
-                &format!("is an invalid path: does not refer to a valid field: {json_path}"),
-            ));
-            continue;
+        let (segments, found) = match valid_field_path(json_path, schema) {
+            Ok(found) => found,
+            Err(error) => {
+                errs.push(field_invalid(
+                    &field_path,
+                    json_path,
+                    &format!("is an invalid path: {error}"),
+                ));
+                continue;
+            }
         };
         if segments.first() == Some(&"metadata") {
             errs.push(field_invalid(
@@ -1216,6 +1258,12 @@ fn validate_conversion_review_versions(versions: &[String], require_recognized: 
     errs
 }
 
+/// kube's `ValidateUpdateCustomResourceDefinitionStatus` (metadata aside: the registry checks
+/// it).
+pub(crate) fn validate_crd_status_update(crd: &Value) -> Causes {
+    validate_status(crd)
+}
+
 /// kube's `ValidateCustomResourceDefinitionStatus`.
 fn validate_status(crd: &Value) -> Causes {
     validate_names(crd.pointer("/status/acceptedNames"), "status.acceptedNames")
@@ -1301,6 +1349,25 @@ fn approval_state(crd: &Value) -> Approval {
     }
 }
 
+/// kube's API approval controller's `KubernetesAPIApprovalPolicyConformant` condition of a CRD
+/// in a protected group, as (status, reason, message); `None` for other groups.
+pub(crate) fn api_approval_condition(crd: &Value) -> Option<(&'static str, &'static str, String)> {
+    if !is_protected_group(str_at(crd, "/spec/group")) {
+        return None;
+    }
+    let annotation = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Some(match approval_state(crd) {
+        Approval::Missing => ("False", "MissingAnnotation", format!("protected groups must have approval annotation \"{API_APPROVED_ANNOTATION}\", see https://github.com/kubernetes/enhancements/pull/1111")),
+        Approval::Bypassed => ("False", "UnapprovedAnnotation", format!("not approved: {}", kubegate_policy::quote::go_quote(annotation))),
+        Approval::Approved => ("True", "ApprovedAnnotation", format!("approved in {annotation}")),
+        Approval::Invalid => ("False", "InvalidAnnotation", format!("protected groups must have approval annotation \"{API_APPROVED_ANNOTATION}\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111")),
+    })
+}
+
 /// kube's `validateAPIApproval` for the protected `*.k8s.io` and `*.kubernetes.io` groups.
 fn validate_api_approval(crd: &Value, old: Option<&Value>) -> Causes {
     if !is_protected_group(str_at(crd, "/spec/group")) {
@@ -1351,9 +1418,23 @@ struct NodeRules {
     disallow_defaults_reason: String,
     inside_resource_meta: bool,
     require_valid_property_type: bool,
+    /// The highest node above whose old and new values cannot be paired (kube's
+    /// `withForbidOldSelfValidations`): no rule below may read `oldSelf`.
+    uncorrelatable: Option<String>,
 }
 
 impl NodeRules {
+    /// Below `path`, old and new values cannot be paired; the highest such path is kept.
+    fn forbid_old_self(&self, path: &str) -> NodeRules {
+        NodeRules {
+            uncorrelatable: self
+                .uncorrelatable
+                .clone()
+                .or_else(|| Some(path.to_string())),
+            ..self.clone()
+        }
+    }
+
     fn forbid_defaults(&self, reason: &str) -> NodeRules {
         NodeRules {
             allow_defaults: false,
@@ -1420,6 +1501,7 @@ fn validate_validation(
         disallow_defaults_reason: String::new(),
         inside_resource_meta: false,
         require_valid_property_type: opts.require_valid_property_type,
+        uncorrelatable: None,
     };
     let mut init_errs = Vec::new();
     if opts.require_structural_schema {
@@ -1590,7 +1672,12 @@ fn validate_schema_node(
         }
     }
     for (name, p) in &s.properties {
-        let mut sub = rules.clone();
+        // An atomic map's properties are replaced whole, never paired with their old values.
+        let mut sub = if s.x_map_type.as_deref() == Some("atomic") {
+            rules.forbid_old_self(path)
+        } else {
+            rules.clone()
+        };
         if (is_root || s.x_embedded_resource)
             && matches!(name.as_str(), "metadata" | "kind" | "apiVersion")
         {
@@ -1621,7 +1708,13 @@ fn validate_schema_node(
         }
     }
     if let Some(items) = &s.items {
-        validate_schema_node(items, &format!("{path}.items"), rules, false, opts, errs);
+        // Only a map list's items are paired with their old values (by key).
+        let sub = if s.x_list_type.as_deref() == Some("map") {
+            rules.clone()
+        } else {
+            rules.forbid_old_self(path)
+        };
+        validate_schema_node(items, &format!("{path}.items"), &sub, false, opts, errs);
     }
     if s.x_preserve_unknown_fields == Some(false) {
         errs.push(invalid(
@@ -1837,6 +1930,7 @@ fn validate_schema_node(
                 rule,
                 s,
                 is_root || s.x_embedded_resource,
+                rules.uncorrelatable.as_deref(),
             ));
         }
     }
@@ -1972,11 +2066,32 @@ mod tests {
             ("deprecation warning", |c| c["spec"]["versions"][0]["deprecationWarning"] = json!("old"), vec![
                 "spec.versions[0].deprecationWarning: Invalid value: \"old\": can only be set for deprecated versions",
             ]),
+            ("selectable field paths", |c| {
+                c["spec"]["versions"][0]["selectableFields"] = json!([
+                    {"jsonPath": ".spec.z"}, {"jsonPath": "spec.y"}, {"jsonPath": ".spec[0]"},
+                    {"jsonPath": ".spec."}]);
+            }, vec![
+                "spec.selectableFields[0].jsonPath: Invalid value: \".spec.z\": is an invalid path: does not refer to a valid field",
+                "spec.selectableFields[1].jsonPath: Invalid value: \"spec.y\": is an invalid path: expected [ or . but got: spec",
+                "spec.selectableFields[2].jsonPath: Invalid value: \".spec[0]\": is an invalid path: array notation is not allowed",
+                "spec.selectableFields[3].jsonPath: Invalid value: \".spec.\": is an invalid path: unexpected end of JSON path",
+            ]),
+            ("oldSelf where old values cannot be paired", |c| {
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tags"] = json!({
+                    "type": "array", "x-kubernetes-list-type": "set",
+                    "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}});
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["keyed"] = json!({
+                    "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}},
+                              "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}});
+            }, vec![
+                "spec.validation.openAPIV3Schema.properties[spec].properties[tags].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within spec.validation.openAPIV3Schema.properties[spec].properties[tags]",
+            ]),
             ("missing schema", |c| {
                 if let Some(v) = c["spec"]["versions"][0].as_object_mut() {
                     v.remove("schema");
                 }
-            }, vec!["spec.versions[0].schema.openAPIV3Schema: Required value"]),
+            }, vec!["spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required"]),
             ("non-structural schema", |c| {
                 c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"] = json!({"description": "no type"});
             }, vec![

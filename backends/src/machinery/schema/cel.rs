@@ -595,11 +595,16 @@ impl<'a> Rule<'a> {
 /// `<rule_path>.rule` and `<rule_path>.messageExpression` when they do not compile, with the
 /// rule printed as kube prints its internal `ValidationRule`. `schema` is the node the rule is
 /// on, `is_root` whether it is a resource root (the schema's root or an embedded resource).
+///
+/// `uncorrelatable` is the path of the highest schema node above this one whose old and new
+/// values cannot be paired (an atomic or set list's items, an atomic map's properties), where
+/// a rule may not read `oldSelf`.
 pub fn compile_errors(
     rule_path: &str,
     rule: &Value,
     schema: &Schema,
     is_root: bool,
+    uncorrelatable: Option<&str>,
 ) -> Vec<StatusCause> {
     let r = Rule::of(rule);
     let mut out = Vec::new();
@@ -640,17 +645,27 @@ pub fn compile_errors(
             ));
         }
     }
-    // kube: `optionalOldSelf` (true or false) only on a rule that reads `oldSelf`.
-    if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool) {
-        if !compiled.uses_old_self {
+    // kube: `oldSelf` only where old and new values correlate; `optionalOldSelf` (true or
+    // false) only on a rule that reads `oldSelf`.
+    if compiled.uses_old_self {
+        if let Some(within) = uncorrelatable {
             out.push(StatusCause {
                 reason: "FieldValueInvalid".into(),
                 message: format!(
-                    "Invalid value: {optional}: may not be set if oldSelf is not used in rule"
+                    "Invalid value: {}: oldSelf cannot be used on the uncorrelatable portion of the schema within {within}",
+                    go_quote(r.rule)
                 ),
-                field: field_name(&format!("{rule_path}.optionalOldSelf")),
+                field: field_name(&format!("{rule_path}.rule")),
             });
         }
+    } else if let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool) {
+        out.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!(
+                "Invalid value: {optional}: may not be set if oldSelf is not used in rule"
+            ),
+            field: field_name(&format!("{rule_path}.optionalOldSelf")),
+        });
     }
     out
 }
@@ -1356,7 +1371,8 @@ mod tests {
                     "spec.x-kubernetes-validations[0].rule",
                     &json!({"rule": rule}),
                     schema.properties.get("spec").expect("spec"),
-                    false
+                    false,
+                    None
                 )
                 .is_empty(),
                 "{rule}"
@@ -1632,6 +1648,7 @@ mod tests {
                 &rule,
                 spec_schema,
                 false,
+                None,
             ))
         };
         let ok = [
@@ -1673,7 +1690,7 @@ mod tests {
             }
         }
         // A rule at a resource root sees `apiVersion`, `kind` and `metadata.name` only.
-        let root = |rule: &str| compile_errors("r", &json!({"rule": rule}), &schema, true);
+        let root = |rule: &str| compile_errors("r", &json!({"rule": rule}), &schema, true, None);
         assert!(
             root("self.metadata.name != '' && self.kind == 'Thing' && self.apiVersion != ''")
                 .is_empty()
@@ -1770,6 +1787,7 @@ mod tests {
                 &json!({"rule": rule}),
                 spec_schema,
                 false,
+                None,
             ))
         };
         for rule in [

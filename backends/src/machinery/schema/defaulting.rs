@@ -106,6 +106,26 @@ pub fn validate_defaults(path: &str, s: &Schema, require_pruned: bool) -> Causes
     errs
 }
 
+/// The node's CEL rules on its default (kube validates a default that passes its schema with
+/// them): as an update to itself, then, with CRD validation ratcheting, as a value set where
+/// there was none (what `optionalOldSelf` rules see on a create).
+fn default_rule_errors(default_path: &str, s: &Schema, d: &Value) -> Causes {
+    let mut errs = super::validate_cel(s, d, Some(d), &[]);
+    if errs.is_empty() {
+        errs = super::validate_cel(s, d, None, &[]);
+    }
+    for cause in &mut errs {
+        cause.field = if cause.field.is_empty() || cause.field == "<nil>" {
+            default_path.to_string()
+        } else if cause.field.starts_with('[') {
+            format!("{default_path}{}", cause.field)
+        } else {
+            format!("{default_path}.{}", cause.field)
+        };
+    }
+    errs
+}
+
 fn walk(path: &str, s: &Schema, inside_meta: bool, require_pruned: bool, errs: &mut Causes) {
     let inside_meta = inside_meta && !s.x_embedded_resource;
     if let Some(d) = &s.default {
@@ -121,7 +141,12 @@ fn walk(path: &str, s: &Schema, inside_meta: bool, require_pruned: bool, errs: &
                 ));
             }
         }
-        errs.extend(validate_value(Some(&default_path), s, d));
+        let schema_errors = validate_value(Some(&default_path), s, d);
+        if schema_errors.is_empty() {
+            errs.extend(default_rule_errors(&default_path, s, d));
+        } else {
+            errs.extend(schema_errors);
+        }
     }
     if let Some(items) = &s.items {
         walk(

@@ -307,6 +307,18 @@ fn schema_defaults_are_validated_like_kube() {
             json!({"type": "object", "properties": {"a": {"type": "integer", "maximum": 3, "default": 5}}}),
             vec!["spec.validation.openAPIV3Schema.properties[a].default: Invalid value: 5:  in body should be less than or equal to 3"],
         ),
+        // A default must pass the node's CEL rules too, as a value set where there was none.
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string", "default": "abc",
+                "x-kubernetes-validations": [{"rule": "self.size() < 2"}]}}}),
+            vec!["spec.validation.openAPIV3Schema.properties[a].default: Invalid value: \"string\": failed rule: self.size() < 2"],
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string", "default": "abc",
+                "x-kubernetes-validations": [{"rule": "oldSelf.hasValue()", "optionalOldSelf": true,
+                                               "message": "no old value"}]}}}),
+            vec!["spec.validation.openAPIV3Schema.properties[a].default: Invalid value: \"string\": no old value"],
+        ),
     ];
     for (schema, want) in cases {
         let got = validate_defaults(p, &Schema::from_json(&schema), true);
