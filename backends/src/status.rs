@@ -382,7 +382,11 @@ pub fn success_status(details: Option<(&GroupResource, &str, &str)>) -> Value {
 pub fn field_invalid(field: &str, value: &str, detail: &str) -> StatusCause {
     StatusCause {
         reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: \"{value}\": {detail}"),
+        // Go's `%q`: quotes, backslashes and control characters escaped.
+        message: format!(
+            "Invalid value: {}: {detail}",
+            kubegate_policy::quote::go_quote(value)
+        ),
         field: field.into(),
     }
 }
@@ -412,11 +416,15 @@ pub fn field_forbidden(field: &str, detail: &str) -> StatusCause {
 
 /// `Unsupported value` field error.
 pub fn field_not_supported(field: &str, value: &str, supported: &[&str]) -> StatusCause {
-    let quoted: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
+    let quoted: Vec<String> = supported
+        .iter()
+        .map(|s| kubegate_policy::quote::go_quote(s))
+        .collect();
     StatusCause {
         reason: "FieldValueNotSupported".into(),
         message: format!(
-            "Unsupported value: \"{value}\": supported values: {}",
+            "Unsupported value: {}: supported values: {}",
+            kubegate_policy::quote::go_quote(value),
             quoted.join(", ")
         ),
         field: field.into(),
@@ -427,7 +435,10 @@ pub fn field_not_supported(field: &str, value: &str, supported: &[&str]) -> Stat
 pub fn field_duplicate(field: &str, value: &str) -> StatusCause {
     StatusCause {
         reason: "FieldValueDuplicate".into(),
-        message: format!("Duplicate value: \"{value}\""),
+        message: format!(
+            "Duplicate value: {}",
+            kubegate_policy::quote::go_quote(value)
+        ),
         field: field.into(),
     }
 }
@@ -435,6 +446,17 @@ pub fn field_duplicate(field: &str, value: &str) -> StatusCause {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn field_error_values_are_quoted_as_go_quotes_them() {
+        let cause = field_invalid("spec.color", "re\"d\n\t", "bad");
+        assert_eq!(cause.message, r#"Invalid value: "re\"d\n\t": bad"#);
+        let cause = field_not_supported("spec.mode", "a\nb", &["x"]);
+        assert_eq!(
+            cause.message,
+            r#"Unsupported value: "a\nb": supported values: "x""#
+        );
+    }
 
     #[test]
     fn not_found_wording_matches_kube() {
