@@ -471,10 +471,11 @@ impl Checker<'_> {
 
 /// Whether an object schema declares all its fields (so others are undefined in CEL).
 fn closed(s: &Schema) -> bool {
-    s.type_ == "object"
-        && !s.preserves_unknown_fields()
-        && s.additional_properties.is_none()
-        && !s.x_embedded_resource
+    // kube's `SchemaDeclType` ignores `x-kubernetes-preserve-unknown-fields` ("we don't support
+    // validation rules on data that we don't have schema information for"): an object's CEL
+    // type has its declared properties only (an embedded resource's plus apiVersion, kind and
+    // metadata), whatever else it keeps.
+    s.type_ == "object" && s.additional_properties.is_none()
 }
 
 /// The schema of the CEL field `name` (escaped) of an object node, as kube's DeclType has it:
@@ -1698,6 +1699,27 @@ mod tests {
         let labels = rendered(&root("self.metadata.labels.size() > 0"));
         assert_eq!(labels.len(), 1);
         assert!(labels[0].contains("undefined field 'labels'"), "{labels:?}");
+        // Fields an object keeps without declaring them are not part of its CEL type.
+        let open = Schema::from_json(&json!({"type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"k": {"type": "integer"}}}));
+        let open_rule = |rule: &str| {
+            rendered(&compile_errors(
+                "r",
+                &json!({"rule": rule}),
+                &open,
+                false,
+                None,
+            ))
+        };
+        assert!(open_rule("!has(self.k) || self.k == 1").is_empty());
+        let unknown = open_rule("!has(self.foo) || self.foo == 1");
+        assert!(
+            unknown
+                .first()
+                .is_some_and(|e| e.contains("undefined field 'foo'")),
+            "{unknown:?}"
+        );
         // messageExpression errors, and the rule's other fields in the printed value.
         let got = check(
             json!({"rule": "self.replicas > 0", "messageExpression": "'a' +",
