@@ -281,6 +281,11 @@ imagePullSecrets: []
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: none}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: emptied}
+rules: []
 "#;
     gate.ok_stdin(&["create", "-f", "-"], manifest);
 
@@ -335,6 +340,22 @@ metadata: {name: none}
     let role = gate.json(&["get", "role", "none", "-o", "json"]);
     assert_eq!(role["rules"], serde_json::Value::Null, "{role}");
     assert!(role.as_object().unwrap().contains_key("rules"), "{role}");
+    // An empty list the client sent is its writer's (kube's field manager sees the decoded
+    // `[]`), and comes back `null`, as protobuf storage gives it back.
+    let emptied = gate.json(&[
+        "get",
+        "role",
+        "emptied",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    assert_eq!(emptied["rules"], serde_json::Value::Null, "{emptied}");
+    assert_eq!(
+        emptied["metadata"]["managedFields"][0]["fieldsV1"],
+        serde_json::json!({"f:rules": {}}),
+        "{emptied}"
+    );
 
     // Updates and patches go the same way: a merge patch that empties `data` leaves none.
     gate.ok(&[

@@ -415,8 +415,8 @@ fn put_list(map: &mut Map<String, Value>, key: &str, values: Vec<String>) {
     }
 }
 
-/// A Role or ClusterRole in the shape kube stores: `rules` always written (`null` when
-/// empty), each rule's `verbs` always written, its other lists only when set; an
+/// A Role or ClusterRole in the shape kube decodes: `rules` always written (`null` when
+/// unset; an empty list is stored as `null`), each rule's `verbs` always written, its other lists only when set; an
 /// `aggregationRule` kept only when set, its selectors in Go's shape.
 fn shape_role(object: &mut Value) {
     let Some(map) = object.as_object_mut() else {
@@ -433,9 +433,12 @@ fn shape_role(object: &mut Value) {
             Value::Object(shaped)
         })
         .collect();
+    // An empty list stays one until the object is stored (as protobuf, which gives `null`
+    // back): kube's field manager sees the `[]` a client sent, and records its writer.
+    let sent_list = map.get("rules").is_some_and(Value::is_array);
     map.insert(
         "rules".into(),
-        if rules.is_empty() {
+        if rules.is_empty() && !sent_list {
             Value::Null
         } else {
             Value::Array(rules)
@@ -661,9 +664,14 @@ mod tests {
             role["rules"],
             json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}])
         );
+        // An empty list stays one for the field manager (storage makes it `null`); none is
+        // `null` at once.
         let mut empty = json!({"metadata": {"name": "r"}, "rules": []});
         s.prepare_for_create(&mut empty);
-        assert_eq!(empty, json!({"metadata": {"name": "r"}, "rules": null}));
+        assert_eq!(empty, json!({"metadata": {"name": "r"}, "rules": []}));
+        let mut none = json!({"metadata": {"name": "r"}});
+        s.prepare_for_create(&mut none);
+        assert_eq!(none, json!({"metadata": {"name": "r"}, "rules": null}));
 
         let s = strategy(&clusterroles_def());
         let mut aggregated = json!({

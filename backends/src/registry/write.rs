@@ -22,7 +22,7 @@ use crate::api::{ApiRequest, ApiResponse};
 use crate::machinery::gotime::Layout;
 use crate::machinery::negotiation::{self, negotiate_output, Negotiated, PatchType};
 use crate::machinery::patch::{self, PatchMeta, PatchMetaLookup, StaticPatchMeta};
-use crate::machinery::protobuf;
+use crate::machinery::protobuf::{self, Pass};
 use crate::machinery::validation;
 use crate::resource::{ResourceDef, SubresourceHandler, VirtualHandler};
 use crate::status::{self, ApiError, ApiResult, GroupResource, StatusCause};
@@ -734,13 +734,15 @@ impl Registry {
             }
         }
         super::meta::drop_empty_meta_collections(&mut object);
-        protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object);
+        protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object, Pass::Decode);
         let sent = sent_assigned_fields(def, &object);
         def.strategy.prepare_for_create(&mut object);
         let mut abandoned = Abandoned::new(def, &object);
         if let Some(tracker) = mode.tracker {
             record_write(&sent, &mut object, |view| tracker.created(view));
         }
+        // Recorded as decoded, stored as protobuf gives it back (empty lists as `null`).
+        protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object, Pass::Store);
         let namespace = super::object_namespace(&object).to_string();
         let name = object_name(&object).to_string();
         // A create reads nothing before its write (etcd's create-if-absent decides
@@ -1177,7 +1179,7 @@ impl Registry {
             }
             check_decoding(def, &mut object)?;
             super::meta::drop_empty_meta_collections(&mut object);
-            protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object);
+            protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object, Pass::Decode);
             if let Some(map) = object.as_object_mut() {
                 map.insert("apiVersion".into(), json!(def.api_version()));
                 map.insert("kind".into(), json!(def.kind));
@@ -1296,6 +1298,7 @@ impl Registry {
             if let Some(tracker) = mode.tracker {
                 record_write(&sent, &mut object, |view| tracker.updated(&current, view));
             }
+            protobuf::go_json_round_trip(&def.api_version(), &def.kind, &mut object, Pass::Store);
             if def.strategy.tracks_generation()
                 && spec_changed(&object, &current, def.has_subresource("status"))
             {

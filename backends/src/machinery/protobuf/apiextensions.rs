@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::convert::{mismatch, Conv, ConvError, Field, FieldFrom, Fields, FromJson, Obj, ToJson};
 use super::messages::messages;
-use super::shape::{Shape, Shaper};
+use super::shape::{Pass, Shape, Shaper};
 
 messages! {
     extv1::CustomResourceDefinition {
@@ -283,19 +283,21 @@ impl Shape for extv1::Json {}
 
 /// A schema, or a boolean.
 impl Shape for extv1::JsonSchemaPropsOrBool {
-    fn shape(value: &mut Value) {
+    fn shape(value: &mut Value, pass: Pass) {
         if value.is_object() {
-            extv1::JsonSchemaProps::shape(value);
+            extv1::JsonSchemaProps::shape(value, pass);
         }
     }
 }
 
 /// One schema, or an array of schemas.
 impl Shape for extv1::JsonSchemaPropsOrArray {
-    fn shape(value: &mut Value) {
+    fn shape(value: &mut Value, pass: Pass) {
         match value {
-            Value::Array(schemas) => schemas.iter_mut().for_each(extv1::JsonSchemaProps::shape),
-            Value::Object(_) => extv1::JsonSchemaProps::shape(value),
+            Value::Array(schemas) => schemas
+                .iter_mut()
+                .for_each(|schema| extv1::JsonSchemaProps::shape(schema, pass)),
+            Value::Object(_) => extv1::JsonSchemaProps::shape(value, pass),
             _ => {}
         }
     }
@@ -303,9 +305,9 @@ impl Shape for extv1::JsonSchemaPropsOrArray {
 
 /// A schema, or the names of properties.
 impl Shape for extv1::JsonSchemaPropsOrStringArray {
-    fn shape(value: &mut Value) {
+    fn shape(value: &mut Value, pass: Pass) {
         if value.is_object() {
-            extv1::JsonSchemaProps::shape(value);
+            extv1::JsonSchemaProps::shape(value, pass);
         }
     }
 }

@@ -17,7 +17,7 @@ use k8s_pb::kube_aggregator::pkg::apis::apiregistration::v1 as apiregv1;
 use serde_json::Value;
 
 use super::convert::{Conv, ConvError, Fields, FromJson, Obj, ToJson};
-use super::shape::{Shape, Shaper};
+use super::shape::{Pass, Shape, Shaper};
 
 /// `ToJson` (through [`Obj`]), `FromJson` (through [`Fields`]) and [`Shape`] (through
 /// [`Shaper`]) for each listed message.
@@ -44,9 +44,9 @@ macro_rules! messages {
         }
 
         impl Shape for $ty {
-            fn shape(value: &mut Value) {
+            fn shape(value: &mut Value, pass: Pass) {
                 if let Value::Object(map) = value {
-                    Shaper(map)$(.$mode($key, |m: &$ty| &m.$field))*;
+                    Shaper(map, pass)$(.$mode($key, |m: &$ty| &m.$field))*;
                 }
             }
 

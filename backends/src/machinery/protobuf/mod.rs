@@ -49,6 +49,7 @@ use prost::Message;
 use serde_json::{Map, Value};
 
 use self::convert::{ConvError, FromJson, ToJson};
+pub use self::shape::Pass;
 use self::shape::Shape;
 use crate::status::{ApiError, ApiResult};
 
@@ -155,12 +156,14 @@ pub fn encodes(api_version: &str, kind: &str) -> bool {
     find(&[REQUEST_KINDS, RESPONSE_KINDS], api_version, kind).is_some()
 }
 
-/// Rewrites a built-in object of this (apiVersion, kind) as kube-apiserver stores it after
-/// decoding it into its Go type: `omitempty` fields holding their zero value left out. Kinds
-/// without a table (custom resources) are left as they are.
-pub fn go_json_round_trip(api_version: &str, kind: &str, object: &mut Value) {
+/// Rewrites a built-in object of this (apiVersion, kind) as kube-apiserver has it after
+/// decoding it into its Go type (`Pass::Decode`: `omitempty` fields holding their zero value
+/// left out, nulls of value types their zero values) or after storing it too
+/// (`Pass::Store`: also empty lists and maps without `omitempty` as `null`). Kinds without a
+/// table (custom resources) are left as they are.
+pub fn go_json_round_trip(api_version: &str, kind: &str, object: &mut Value, pass: Pass) {
     if let Some(codec) = find(&[REQUEST_KINDS], api_version, kind) {
-        (codec.shape)(object);
+        (codec.shape)(object, pass);
     }
 }
 
@@ -256,7 +259,7 @@ struct Codec {
     kind: &'static str,
     decode: DecodeRaw,
     encode: EncodeRaw,
-    shape: fn(&mut Value),
+    shape: fn(&mut Value, Pass),
 }
 
 const fn named<T: Message + ToJson + FromJson + Shape>(

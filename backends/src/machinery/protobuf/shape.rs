@@ -21,6 +21,15 @@ use k8s_pb::apimachinery::pkg::apis::meta::v1 as metav1;
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value};
 
+/// Which round trip: Go's decoding and encoding of a request body (what kube's field manager
+/// and strategies see), or that and the protobuf storage after them (what is stored and read
+/// back: empty lists and maps without `omitempty` become `null`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    Decode,
+    Store,
+}
+
 /// A message or scalar type as Go's JSON encoding treats it.
 pub(super) trait Shape {
     /// Whether Go decodes `value` into this type's zero value, which `omitempty` leaves out.
@@ -29,8 +38,8 @@ pub(super) trait Shape {
         false
     }
 
-    /// Rewrites `value` (not `null`) as Go writes this type back.
-    fn shape(_value: &mut Value) {}
+    /// Rewrites `value` (not `null`) as Go writes this type back in `pass`.
+    fn shape(_value: &mut Value, _pass: Pass) {}
 
     /// What Go writes for a `null` decoded into this type where it is not left out: the zero
     /// value of a value type; `None` for what stays `null` (pointers, slices, maps, times).
@@ -47,7 +56,7 @@ pub(super) trait Shape {
 
 /// Shapes `value` as a `T` where Go writes it whatever it holds (a field without
 /// `omitempty`, a list item, a map value).
-fn shape_kept<T: Shape>(value: &mut Value) {
+fn shape_kept<T: Shape>(value: &mut Value, pass: Pass) {
     let empty = match value {
         Value::Null => {
             if let Some(zero) = T::decoded_null() {
@@ -59,10 +68,10 @@ fn shape_kept<T: Shape>(value: &mut Value) {
         Value::Object(entries) => entries.is_empty(),
         _ => false,
     };
-    if empty && T::empty_is_nil() {
+    if empty && T::empty_is_nil() && pass == Pass::Store {
         *value = Value::Null;
     } else {
-        T::shape(value);
+        T::shape(value, pass);
     }
 }
 
@@ -149,8 +158,8 @@ impl<T: Shape> Shape for Box<T> {
     fn is_go_zero(value: &Value) -> bool {
         T::is_go_zero(value)
     }
-    fn shape(value: &mut Value) {
-        T::shape(value)
+    fn shape(value: &mut Value, pass: Pass) {
+        T::shape(value, pass)
     }
     fn decoded_null() -> Option<Value> {
         T::decoded_null()
@@ -165,8 +174,8 @@ impl<T: Shape> Shape for Option<T> {
     fn is_go_zero(value: &Value) -> bool {
         T::is_go_zero(value)
     }
-    fn shape(value: &mut Value) {
-        T::shape(value)
+    fn shape(value: &mut Value, pass: Pass) {
+        T::shape(value, pass)
     }
     fn decoded_null() -> Option<Value> {
         T::decoded_null()
@@ -185,9 +194,11 @@ impl<T: Shape> Shape for Vec<T> {
             _ => false,
         }
     }
-    fn shape(value: &mut Value) {
+    fn shape(value: &mut Value, pass: Pass) {
         if let Value::Array(items) = value {
-            items.iter_mut().for_each(shape_item::<T>);
+            items
+                .iter_mut()
+                .for_each(|item| shape_item::<T>(item, pass));
         }
     }
     fn empty_is_nil() -> bool {
@@ -197,14 +208,14 @@ impl<T: Shape> Shape for Vec<T> {
 
 /// A list item or map value: `null` decodes as the type's zero value; anything else is
 /// shaped as the type (an empty list inside a list stays).
-fn shape_item<T: Shape>(item: &mut Value) {
+fn shape_item<T: Shape>(item: &mut Value, pass: Pass) {
     match item {
         Value::Null => {
             if let Some(zero) = T::decoded_null() {
                 *item = zero;
             }
         }
-        _ => T::shape(item),
+        _ => T::shape(item, pass),
     }
 }
 
@@ -217,9 +228,11 @@ impl<T: Shape> Shape for BTreeMap<String, T> {
             _ => false,
         }
     }
-    fn shape(value: &mut Value) {
+    fn shape(value: &mut Value, pass: Pass) {
         if let Value::Object(entries) = value {
-            entries.values_mut().for_each(shape_item::<T>);
+            entries
+                .values_mut()
+                .for_each(|entry| shape_item::<T>(entry, pass));
         }
     }
     fn empty_is_nil() -> bool {
@@ -229,7 +242,7 @@ impl<T: Shape> Shape for BTreeMap<String, T> {
 
 /// Shapes a JSON object field by field, with the mode names of the tables. `_field` only
 /// names the message field, so that its Rust type picks the [`Shape`] impl.
-pub(super) struct Shaper<'a>(pub(super) &'a mut Map<String, Value>);
+pub(super) struct Shaper<'a>(pub(super) &'a mut Map<String, Value>, pub(super) Pass);
 
 impl Shaper<'_> {
     /// A Go value field tagged `omitempty`: left out when zero.
@@ -238,7 +251,7 @@ impl Shaper<'_> {
             if F::is_go_zero(value) {
                 self.0.shift_remove(key);
             } else {
-                F::shape(value);
+                F::shape(value, self.1);
             }
         }
         self
@@ -252,7 +265,7 @@ impl Shaper<'_> {
             Some(Value::Null) => {
                 self.0.shift_remove(key);
             }
-            Some(value) => F::shape(value),
+            Some(value) => F::shape(value, self.1),
             None => {}
         }
         self
@@ -262,7 +275,7 @@ impl Shaper<'_> {
     /// type and `null` for an empty list or map.
     pub(super) fn req<M, F: Shape>(self, key: &str, _field: impl Fn(&M) -> &F) -> Self {
         if let Some(value) = self.0.get_mut(key) {
-            shape_kept::<F>(value);
+            shape_kept::<F>(value, self.1);
         }
         self
     }
@@ -275,7 +288,7 @@ mod tests {
     use super::super::go_json_round_trip;
 
     fn round_trip(api_version: &str, kind: &str, mut object: serde_json::Value) -> String {
-        go_json_round_trip(api_version, kind, &mut object);
+        go_json_round_trip(api_version, kind, &mut object, super::super::Pass::Store);
         object.to_string()
     }
 
