@@ -324,6 +324,27 @@ fn custom_resources_merge_list_items_by_key_and_apply_status() {
     assert!(managers["team-a"].get("f:status").is_none(), "{managers}");
 }
 
+/// A `null` in an apply configuration is kept by the merge, as structured-merge-diff keeps
+/// it, and decoded as Go decodes it: a string map's value becomes `""`, owned by the applier.
+#[test]
+fn nulls_in_an_apply_configuration_are_decoded_not_dropped() {
+    let gate = Kubegate::start();
+    apply_ok(
+        &gate,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nulls\n  labels: {l: null}\ndata: {k: null, v: \"1\"}\n",
+        &["--field-manager=x"],
+    );
+    let cm = gate.json(&["get", "configmap", "nulls", "-o", "json"]);
+    assert_eq!(cm["data"], json!({"k": "", "v": "1"}), "{cm}");
+    assert_eq!(cm["metadata"]["labels"], json!({"l": ""}), "{cm}");
+    let managers = owners(&gate, &["get", "configmap", "nulls"]);
+    assert_eq!(
+        managers["x"]["f:data"],
+        json!({"f:k": {}, "f:v": {}}),
+        "{managers}"
+    );
+}
+
 /// What the server assigns after kube's field manager recorded a write (a Service's cluster
 /// IPs, families and node ports; a namespace's `kubernetes` finalizer) belongs to no writer:
 /// an applier setting them later meets no conflict with the creator.

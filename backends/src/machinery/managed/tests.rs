@@ -177,12 +177,12 @@ fn fields_an_apply_stops_setting_go_unless_someone_else_owns_them() {
         .apply(Some(&updated), cm(json!({"a": "1"})), "kubectl", false)
         .unwrap();
     assert_eq!(second["data"], json!({"a": "1", "c": "2"}));
-    // Applying nothing at all removes the rest of what it owned, the map included when
-    // nobody owns anything in it.
+    // Applying `data: null` leaves no data: the null is kept, as structured-merge-diff keeps
+    // it, for decoding to drop (an `omitempty` map).
     let third = k
         .apply(Some(&first), cm(Value::Null), "kubectl", false)
         .unwrap();
-    assert!(third.get("data").is_none(), "{third}");
+    assert!(third.get("data").is_none_or(Value::is_null), "{third}");
 }
 
 #[test]

@@ -435,22 +435,12 @@ fn mark_container(l: Option<&Value>, r: Option<&Value>, path: &Path, c: &mut Com
 // ---------------------------------------------------------------------------------------------
 
 /// `config` merged into `live`: maps key by key, list-maps and sets item by item, everything
-/// else (scalars, atomic values) replaced. A `null` in `config` removes the field.
+/// else (scalars, atomic values) replaced. A `null` in `config` is kept, as
+/// structured-merge-diff's `ruleKeepRHS` keeps it: decoding then makes it the field's zero
+/// value (`""` for a string map's value), leaves it out (a pointer), or keeps it (a nullable
+/// custom resource field).
 pub fn merge(model: &TypeModel, live: &Value, config: &Value) -> Value {
     merge_walk(model, TypeModel::ROOT, Some(live), Some(config)).unwrap_or(Value::Null)
-}
-
-fn without_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), without_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
-        other => other.clone(),
-    }
 }
 
 fn merge_walk(
@@ -463,14 +453,11 @@ fn merge_walk(
     let Some(r) = r else {
         return l.cloned();
     };
-    if r.is_null() {
-        return None;
-    }
-    let Some(l) = l else {
-        return Some(without_nulls(r));
+    let Some(l) = l.filter(|_| !r.is_null()) else {
+        return Some(r.clone());
     };
     if l.is_object() != r.is_object() || l.is_array() != r.is_array() {
-        return Some(without_nulls(r));
+        return Some(r.clone());
     }
     match shape(model, ty, Some(r)) {
         Shape::Leaf
@@ -478,10 +465,10 @@ fn merge_walk(
         | Shape::List {
             kind: ListKind::Atomic,
             ..
-        } => Some(without_nulls(r)),
+        } => Some(r.clone()),
         Shape::Object { ty, .. } => {
             let (Some(lm), Some(rm)) = (l.as_object(), r.as_object()) else {
-                return Some(without_nulls(r));
+                return Some(r.clone());
             };
             let mut out = lm.clone();
             for (key, rv) in rm {
@@ -498,7 +485,7 @@ fn merge_walk(
         }
         Shape::List { items, kind } => {
             let (Some(ll), Some(rl)) = (l.as_array(), r.as_array()) else {
-                return Some(without_nulls(r));
+                return Some(r.clone());
             };
             Some(Value::Array(merge_lists(model, items, kind, ll, rl)))
         }
