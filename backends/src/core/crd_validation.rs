@@ -72,7 +72,7 @@ fn invalid(field: &str, value: &Value, detail: &str) -> StatusCause {
 /// A value as kube's field errors print it (strings quoted, structures as compact JSON).
 fn render(value: &Value) -> String {
     match value {
-        Value::String(s) => format!("\"{s}\""),
+        Value::String(s) => kubegate_policy::quote::go_quote(s),
         Value::Null => "null".into(),
         other => other.to_string(),
     }
@@ -80,7 +80,10 @@ fn render(value: &Value) -> String {
 
 /// A Go `[]string` as `%#v` prints it.
 fn go_strings(values: &[String]) -> String {
-    let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|v| kubegate_policy::quote::go_quote(v))
+        .collect();
     format!("[]string{{{}}}", quoted.join(", "))
 }
 
@@ -1672,11 +1675,12 @@ fn validate_schema_node(
         }
     }
     for (name, p) in &s.properties {
-        // An atomic map's properties are replaced whole, never paired with their old values.
-        let mut sub = if s.x_map_type.as_deref() == Some("atomic") {
-            rules.forbid_old_self(path)
-        } else {
+        // kube's `MapIsCorrelatable`: granular and atomic maps (the only types there are)
+        // pair their properties with their old values; an unknown map type would not.
+        let mut sub = if matches!(s.x_map_type.as_deref(), None | Some("granular" | "atomic")) {
             rules.clone()
+        } else {
+            rules.forbid_old_self(path)
         };
         if (is_root || s.x_embedded_resource)
             && matches!(name.as_str(), "metadata" | "kind" | "apiVersion")
@@ -2080,6 +2084,9 @@ mod tests {
                 c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tags"] = json!({
                     "type": "array", "x-kubernetes-list-type": "set",
                     "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}});
+                c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["whole"] = json!({
+                    "type": "object", "x-kubernetes-map-type": "atomic",
+                    "properties": {"n": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >= oldSelf"}]}}});
                 c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["keyed"] = json!({
                     "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
                     "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}},

@@ -598,8 +598,8 @@ impl<'a> Rule<'a> {
 /// on, `is_root` whether it is a resource root (the schema's root or an embedded resource).
 ///
 /// `uncorrelatable` is the path of the highest schema node above this one whose old and new
-/// values cannot be paired (an atomic or set list's items, an atomic map's properties), where
-/// a rule may not read `oldSelf`.
+/// values cannot be paired (the items of a list that is not a map list), where a rule may not
+/// read `oldSelf`.
 pub fn compile_errors(
     rule_path: &str,
     rule: &Value,
@@ -748,14 +748,26 @@ pub fn validate_cel(
         });
         return out;
     }
+    validate_cel_value(schema, object, old, true)
+}
+
+/// The rules of `schema` and below on `value` (old value `old`), `is_root` when the node is a
+/// resource root (the schema's top or an embedded resource, where `metadata` is narrowed):
+/// how a CRD's defaults are checked against their node's rules.
+pub fn validate_cel_value(
+    schema: &Schema,
+    value: &Value,
+    old: Option<&Value>,
+    is_root: bool,
+) -> Vec<StatusCause> {
     let node = Node {
         rules: schema,
         schema,
         path: String::new(),
-        is_root: true,
+        is_root,
     };
-    let mut walker = Out { causes: out };
-    walk(&node, object, old, false, &mut walker);
+    let mut walker = Out { causes: Vec::new() };
+    walk(&node, value, old, false, &mut walker);
     walker.causes
 }
 

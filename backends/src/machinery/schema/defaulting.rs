@@ -110,9 +110,12 @@ pub fn validate_defaults(path: &str, s: &Schema, require_pruned: bool) -> Causes
 /// them): as an update to itself, then, with CRD validation ratcheting, as a value set where
 /// there was none (what `optionalOldSelf` rules see on a create).
 fn default_rule_errors(default_path: &str, s: &Schema, d: &Value) -> Causes {
-    let mut errs = super::validate_cel(s, d, Some(d), &[]);
+    // A resource root is the schema's top (where defaults are forbidden) or an embedded
+    // resource.
+    let is_root = s.x_embedded_resource;
+    let mut errs = super::validate_cel_value(s, d, Some(d), is_root);
     if errs.is_empty() {
-        errs = super::validate_cel(s, d, None, &[]);
+        errs = super::validate_cel_value(s, d, None, is_root);
     }
     for cause in &mut errs {
         cause.field = if cause.field.is_empty() || cause.field == "<nil>" {

@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::status::StatusCause;
 
-pub use self::cel::{compile_errors, field_path_valid, validate_cel};
+pub use self::cel::{compile_errors, field_path_valid, validate_cel, validate_cel_value};
 pub use defaulting::{
     apply_defaults, default, prune_non_nullable_nulls_without_defaults, validate_defaults,
 };

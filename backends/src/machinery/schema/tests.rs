@@ -313,6 +313,15 @@ fn schema_defaults_are_validated_like_kube() {
                 "x-kubernetes-validations": [{"rule": "self.size() < 2"}]}}}),
             vec!["spec.validation.openAPIV3Schema.properties[a].default: Invalid value: \"string\": failed rule: self.size() < 2"],
         ),
+        // A `metadata` property of a node that is no resource is not narrowed for its rules.
+        (
+            json!({"type": "object", "properties": {"template": {"type": "object",
+                "default": {"metadata": {"labels": {"a": "b"}}},
+                "properties": {"metadata": {"type": "object", "properties": {
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}},
+                "x-kubernetes-validations": [{"rule": "has(self.metadata.labels)"}]}}}),
+            vec![],
+        ),
         (
             json!({"type": "object", "properties": {"a": {"type": "string", "default": "abc",
                 "x-kubernetes-validations": [{"rule": "oldSelf.hasValue()", "optionalOldSelf": true,
