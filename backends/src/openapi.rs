@@ -890,7 +890,9 @@ fn wrap_refs(value: &mut Value) {
             for v in map.values_mut() {
                 wrap_refs(v);
             }
-            if map.len() > 1 {
+            // Only a schema's reference is a string: a `properties` map may name a property
+            // `$ref` (JSONSchemaProps does), whose value is a schema, left where it is.
+            if map.len() > 1 && map.get("$ref").is_some_and(Value::is_string) {
                 if let Some(reference) = map.remove("$ref") {
                     map.insert("allOf".into(), json!([{ "$ref": reference }]));
                     sort_object(map);
@@ -3383,6 +3385,27 @@ mod tests {
                 return schema;
             }
         }
+    }
+
+    #[test]
+    fn a_property_named_ref_is_not_taken_for_a_reference() {
+        // JSONSchemaProps has properties named `$ref` and `allOf`.
+        let mut schema = json!({"type": "object", "properties": {
+            "$ref": {"type": "string"},
+            "allOf": {"type": "array", "items": {"$ref": "#/x"}}}});
+        wrap_refs(&mut schema);
+        assert_eq!(schema["properties"]["$ref"], json!({"type": "string"}));
+        assert_eq!(
+            schema["properties"]["allOf"],
+            json!({"type": "array", "items": {"$ref": "#/x"}})
+        );
+        // A reference with siblings is wrapped, as kube-openapi's WrapRefs does.
+        let mut described = json!({"$ref": "#/x", "description": "d"});
+        wrap_refs(&mut described);
+        assert_eq!(
+            described,
+            json!({"allOf": [{"$ref": "#/x"}], "description": "d"})
+        );
     }
 
     #[test]

@@ -385,3 +385,15 @@ rules: []
     assert!(account.get("secrets").is_none(), "{account}");
     assert_eq!(account["automountServiceAccountToken"], false, "{account}");
 }
+
+/// `kubectl explain` reads the CRD schema's own schema (JSONSchemaProps, whose properties
+/// include `$ref` and `allOf`) from OpenAPI v3.
+#[test]
+fn explain_reads_the_crd_schema_of_schemas() {
+    let gate = Kubegate::start();
+    let out = gate.ok(&["explain", "crd.spec.versions.schema.openAPIV3Schema"]);
+    assert!(out.contains("allOf\t<[]JSONSchemaProps>"), "{out}");
+    assert!(out.contains("$ref\t<string>"), "{out}");
+    let recursive = gate.ok(&["explain", "crd", "--recursive"]);
+    assert!(recursive.contains("openAPIV3Schema"), "{recursive}");
+}
