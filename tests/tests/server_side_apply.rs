@@ -302,6 +302,13 @@ fn custom_resources_merge_list_items_by_key_and_apply_status() {
     // scale names no field manager: its User-Agent does), so an apply that would undo it
     // conflicts with the scaler.
     gate.ok(&["scale", "widget", "w", "--replicas=5"]);
+    // The scale subresource's Table has kube's scale columns.
+    let table = gate.ok(&["get", "widget", "w", "--subresource=scale"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "DESIRED", "AVAILABLE", "AGE"], "{table}");
+    let row: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(&row[..2], ["w", "5"], "{table}");
     let managers = owners(&gate, &["get", "widget", "w"]);
     assert_eq!(
         managers["kubectl/scale"],

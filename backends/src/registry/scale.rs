@@ -27,7 +27,17 @@ impl Registry {
         request: &ApiRequest,
     ) -> ApiResult<ApiResponse> {
         let info = &request.info;
-        let output = negotiate_output(request.accept.as_deref(), false, || def.has_protobuf())?;
+        let output = negotiate_output(request.accept.as_deref(), true, || def.has_protobuf())?;
+        let include =
+            crate::machinery::table::IncludeObject::parse(request.param("includeObject"))?;
+        // A Scale's Table has its own columns (apiextensions-apiserver's scale convertor).
+        let respond = |scale: &Value| {
+            if output.as_table {
+                encode::json_value_response(200, &scale_table(scale, include), &output)
+            } else {
+                encode::json_value_response(200, scale, &output)
+            }
+        };
         let view = |object: &Value| {
             def.strategy
                 .scale_of(object)
@@ -36,7 +46,7 @@ impl Registry {
         match info.verb.as_str() {
             "get" => {
                 let object = self.get_object(def, &info.namespace, &info.name).await?;
-                encode::json_value_response(200, &view(&object)?, &output)
+                respond(&view(&object)?)
             }
             "update" => {
                 let mut scale = decode_request_body(request)?;
@@ -55,7 +65,7 @@ impl Registry {
                         |current| apply(def, current, &scale),
                     )
                     .await?;
-                encode::json_value_response(200, &view(&written.object)?, &output)
+                respond(&view(&written.object)?)
             }
             "patch" => {
                 let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
@@ -105,11 +115,46 @@ impl Registry {
                         },
                     )
                     .await?;
-                encode::json_value_response(200, &view(&written.object)?, &output)
+                respond(&view(&written.object)?)
             }
             other => Err(ApiError::method_not_supported(&def.group_resource(), other)),
         }
     }
+}
+
+/// A Scale as a Table, with apiextensions-apiserver's scale columns (`getScaleColumnsForVersion`:
+/// Desired `.spec.replicas`, Available `.status.replicas`, Age) after the name.
+fn scale_table(scale: &Value, include: crate::machinery::table::IncludeObject) -> Value {
+    use crate::machinery::table::{age_cell, table, TableRow};
+    use crate::resource::{name_column, TableColumn};
+    let column = |name: &'static str, type_: &'static str, path: &str| TableColumn {
+        name: name.into(),
+        type_: type_.into(),
+        format: "".into(),
+        description: format!("Custom resource definition column (in JSONPath format): {path}")
+            .into(),
+        priority: 0,
+    };
+    let columns = [
+        name_column(),
+        column("Desired", "integer", ".spec.replicas"),
+        column("Available", "integer", ".status.replicas"),
+        column("Age", "date", ".metadata.creationTimestamp"),
+    ];
+    let replicas = |pointer: &str| scale.pointer(pointer).cloned().unwrap_or(Value::Null);
+    let row = TableRow {
+        cells: vec![
+            meta_field(scale, "name").cloned().unwrap_or(Value::Null),
+            replicas("/spec/replicas"),
+            replicas("/status/replicas"),
+            age_cell(scale),
+        ],
+        object: scale.clone(),
+    };
+    let rv = meta_field(scale, "resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    table(&columns, vec![row], rv, None, None, include)
 }
 
 /// `apiVersion` and `kind` of a Scale body, filled in when missing.
