@@ -308,13 +308,85 @@ fn generate_v3(
     v3
 }
 
-/// The Swagger document's parts: every path of every v3 document and the definitions catalog.
+/// The Swagger document's parts: every path of every v3 document and the definitions catalog,
+/// custom resources' schemas in the form kube publishes them in v2.
 fn v2_inputs(resources: &[ResourceDef]) -> (BTreeMap<String, Vec<Route>>, BTreeMap<String, Value>) {
     let mut all_paths = BTreeMap::new();
     for (_, paths, _) in plan_documents(resources) {
         all_paths.extend(paths);
     }
-    (all_paths, build_catalog(resources))
+    let mut catalog = build_catalog(resources);
+    for r in resources.iter().filter(|r| r.openapi_schema.is_some()) {
+        if let Some(schema) = catalog.get_mut(&r.definition) {
+            to_structural_openapi_v2(schema);
+        }
+    }
+    (all_paths, catalog)
+}
+
+/// apiextensions-apiserver's `ToStructuralOpenAPIV2`: what a CRD schema loses in OpenAPI v2
+/// (which kubectl and v2 clients validate with): the junctors (`allOf`, `oneOf`, `anyOf`,
+/// `not`); a nullable field's type, items and properties; the items and properties kept
+/// under `x-kubernetes-preserve-unknown-fields`, and then an `array` type without items or
+/// an `object` type there; nullable properties from `required`. Each node is changed before
+/// its children, as kube's visitor does.
+fn to_structural_openapi_v2(schema: &mut Value) {
+    let Some(node) = schema.as_object_mut() else {
+        return;
+    };
+    for junctor in ["allOf", "oneOf", "anyOf", "not"] {
+        node.remove(junctor);
+    }
+    let flag = |node: &Map<String, Value>, key: &str| node.get(key) == Some(&Value::Bool(true));
+    if flag(node, "nullable") {
+        for key in ["type", "nullable", "items", "properties"] {
+            node.remove(key);
+        }
+    }
+    let preserves = flag(node, "x-kubernetes-preserve-unknown-fields");
+    if preserves {
+        node.remove("items");
+        node.remove("properties");
+    }
+    let type_ = node.get("type").and_then(Value::as_str).unwrap_or("");
+    if (type_ == "array" && !node.contains_key("items")) || (preserves && type_ == "object") {
+        node.remove("type");
+    }
+    let nullable_properties: Vec<String> = node
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .filter(|(_, p)| p.get("nullable") == Some(&Value::Bool(true)))
+                .map(|(name, _)| name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Array(required)) = node.get_mut("required") {
+        required.retain(|r| {
+            !r.as_str()
+                .is_some_and(|r| nullable_properties.iter().any(|n| n == r))
+        });
+    }
+    if node
+        .get("additionalProperties")
+        .and_then(|a| a.get("nullable"))
+        == Some(&Value::Bool(true))
+    {
+        node.remove("required");
+    }
+    if let Some(Value::Object(properties)) = node.get_mut("properties") {
+        properties.values_mut().for_each(to_structural_openapi_v2);
+    }
+    if let Some(items) = node.get_mut("items") {
+        to_structural_openapi_v2(items);
+    }
+    if let Some(additional) = node.get_mut("additionalProperties") {
+        if additional.is_object() {
+            to_structural_openapi_v2(additional);
+        }
+    }
 }
 
 /// Feeds a JSON value to a hasher, keys in document order (which the served bytes follow).
@@ -3385,6 +3457,30 @@ mod tests {
                 return schema;
             }
         }
+    }
+
+    #[test]
+    fn custom_schemas_are_published_in_v2_as_kube_converts_them() {
+        let mut schema = json!({"type": "object", "required": ["maybe", "kept"], "properties": {
+            "choice": {"type": "object", "oneOf": [{"required": ["a"]}], "properties": {"a": {"type": "string"}}},
+            "maybe": {"type": "string", "nullable": true},
+            "kept": {"type": "string"},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                     "properties": {"known": {"type": "string"}}},
+            "anything": {"type": "array", "x-kubernetes-preserve-unknown-fields": true,
+                         "items": {"type": "string"}},
+        }});
+        to_structural_openapi_v2(&mut schema);
+        assert_eq!(
+            schema,
+            json!({"type": "object", "required": ["kept"], "properties": {
+                "choice": {"type": "object", "properties": {"a": {"type": "string"}}},
+                "maybe": {},
+                "kept": {"type": "string"},
+                "free": {"x-kubernetes-preserve-unknown-fields": true},
+                "anything": {"x-kubernetes-preserve-unknown-fields": true},
+            }})
+        );
     }
 
     #[test]
