@@ -895,3 +895,53 @@ fn watches_of_a_deleted_crds_objects_see_them_go() {
     assert!(has("DELETED", "held"), "{seen:?}");
     assert!(ended, "the watch did not end once the CRD was gone");
 }
+
+/// A custom resource's schema in OpenAPI v2 is what kube's `ToStructuralOpenAPIV2` leaves of
+/// it (v3 keeps it whole): no `oneOf`, a nullable field untyped, nothing declared under
+/// `x-kubernetes-preserve-unknown-fields`.
+#[test]
+fn openapi_v2_has_custom_schemas_as_kube_converts_them() {
+    let gate = Kubegate::start();
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "blobs.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "blobs", "singular": "blob", "kind": "Blob"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                     "spec": {"type": "object", "properties": {
+                       "choice": {"type": "object", "oneOf": [{"required": ["a"]}],
+                                  "properties": {"a": {"type": "string"}}},
+                       "maybe": {"type": "string", "nullable": true},
+                       "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                                "properties": {"known": {"type": "string"}}}}}}}}}]}
+    });
+    serve_crd(&gate, &crd.to_string(), "blobs.example.com");
+    let spec = || -> Value {
+        let v2: Value =
+            serde_json::from_str(&gate.ok(&["get", "--raw", "/openapi/v2"])).expect("openapi v2");
+        v2["definitions"]
+            .as_object()
+            .and_then(|defs| {
+                defs.values()
+                    .find(|d| d["x-kubernetes-group-version-kind"][0]["kind"] == "Blob")
+            })
+            .map(|d| d["properties"]["spec"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || !spec().is_null()),
+        "no Blob definition in /openapi/v2"
+    );
+    let spec = spec();
+    assert!(
+        spec["properties"]["choice"].get("oneOf").is_none(),
+        "{spec}"
+    );
+    assert_eq!(spec["properties"]["maybe"], serde_json::json!({}), "{spec}");
+    assert_eq!(
+        spec["properties"]["free"],
+        serde_json::json!({"x-kubernetes-preserve-unknown-fields": true}),
+        "{spec}"
+    );
+}
