@@ -175,15 +175,30 @@ pub trait Strategy: Send + Sync {
         self.validate(object)
     }
 
-    /// Validation of an update through `subresource` (`""` for the object itself): kube
-    /// validates a namespace's `status` and `finalize` writes with rules of their own.
+    /// Validation of a `status` write (kube's status strategies validate the status alone for
+    /// some kinds: a Service's load balancer, a CRD's accepted names, a namespace's phase).
+    fn validate_status_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
+        self.validate_update(object, old)
+    }
+
+    /// Validation of a `finalize` write (a namespace's).
+    fn validate_finalize_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
+        self.validate_update(object, old)
+    }
+
+    /// Validation of an update through `subresource` (`""` for the object itself): the
+    /// hook for that subresource. Strategies override the hooks, not this.
     fn validate_subresource_update(
         &self,
-        _subresource: &str,
+        subresource: &str,
         object: &Value,
         old: &Value,
     ) -> Vec<StatusCause> {
-        self.validate_update(object, old)
+        match subresource {
+            "status" => self.validate_status_update(object, old),
+            "finalize" => self.validate_finalize_update(object, old),
+            _ => self.validate_update(object, old),
+        }
     }
 
     /// Whether an update (PUT) of an object that does not exist creates it, answered 201
@@ -395,6 +410,8 @@ pub struct ResourceDef {
     /// The kind's shape for server-side apply and managed fields, built from its schema on
     /// the first write that needs it.
     pub field_model: Arc<std::sync::OnceLock<Arc<crate::machinery::managed::TypeModel>>>,
+    /// Go's JSON round trip of the kind (built-in kinds only), found on its first write.
+    pub go_shaper: Arc<std::sync::OnceLock<Option<crate::machinery::protobuf::GoShaper>>>,
 }
 
 /// Judges a client's create or update by who makes it, once the object is final and valid and

@@ -84,16 +84,12 @@ impl Metrics {
                 "apiserver_request_terminations_total",
                 "[ALPHA] Number of requests which apiserver terminated in self-defense.",
             ),
-            &[
-                "verb",
-                "group",
-                "version",
-                "resource",
-                "subresource",
-                "scope",
-                "component",
-                "code",
-            ],
+            // The request labels but dry run, and the code.
+            &total_labels
+                .iter()
+                .copied()
+                .filter(|label| *label != "dry_run")
+                .collect::<Vec<_>>(),
         )?;
         let request_duration = HistogramVec::new(
             HistogramOpts::new(
@@ -235,11 +231,9 @@ impl Metrics {
         ];
         self.requests.with_label_values(&labels_with_code).inc();
         if terminated {
-            // The same labels but dry run.
-            let [verb, _, rest @ ..] = labels_with_code;
-            let mut termination = [""; 8];
-            termination[0] = verb;
-            termination[1..].copy_from_slice(&rest);
+            // The same labels but dry run (the second).
+            let mut termination = labels_with_code.to_vec();
+            termination.remove(1);
             self.request_terminations
                 .with_label_values(&termination)
                 .inc();

@@ -1872,6 +1872,25 @@ impl Drop for Wardle {
     }
 }
 
+/// Registers `wardle` with `gate` as the tests do: the ExternalName Service `wardle/api`
+/// (dialled at `localhost`, verified as `api.wardle.svc`, which its certificate names; kube's
+/// validation forbids loopback Endpoints) and its APIService, in a new `wardle` namespace.
+/// Returns at once; [`wait_until_served`] waits for the group to be served.
+pub fn register(gate: &crate::Kubegate, wardle: &Wardle) {
+    gate.ok(&["create", "namespace", "wardle"]);
+    let objects = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "api", "namespace": "wardle"},
+             "spec": {"type": "ExternalName", "externalName": "localhost"}},
+            wardle.apiservice("wardle", "api"),
+        ]
+    });
+    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+}
+
 /// Waits until kubegate has the sample API's APIService `Available=True` and `flunders` in its
 /// merged discovery (fetched in the background once the backend is available), failing the
 /// test with the APIService and kubegate's log otherwise.

@@ -36,22 +36,11 @@ fn start() -> (Kubegate, Wardle) {
     (gate, wardle)
 }
 
-/// Registers wardle as the ExternalName Service `wardle/api` (dialled at `localhost`, verified
-/// as `api.wardle.svc`, which its certificate names) and its APIService. Endpoints cannot point at loopback addresses (kube's
-/// validation forbids them); `endpoints.rs` covers them, in a private network namespace.
+/// Registers wardle (see [`kubegate_tests::wardle::register`]; Endpoints cannot point at
+/// loopback addresses, `endpoints.rs` covers them in a private network namespace) and waits
+/// until its group is served.
 fn register(gate: &Kubegate, wardle: &Wardle) {
-    gate.ok(&["create", "namespace", "wardle"]);
-    let objects = json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {"apiVersion": "v1", "kind": "Service",
-             "metadata": {"name": "api", "namespace": "wardle"},
-             "spec": {"type": "ExternalName", "externalName": "localhost"}},
-            wardle.apiservice("wardle", "api"),
-        ]
-    });
-    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    kubegate_tests::wardle::register(gate, wardle);
     wait_until_served(gate);
 }
 
@@ -94,18 +83,7 @@ fn an_external_name_backend_is_verified_as_the_services_name() {
     let mut options = WardleOptions::new(gate.data_dir.join("pki").join("front-proxy-ca.crt"));
     options.dns_names = vec!["other.wardle.svc".to_string()];
     let wardle = Wardle::start(options);
-    gate.ok(&["create", "namespace", "wardle"]);
-    let objects = json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {"apiVersion": "v1", "kind": "Service",
-             "metadata": {"name": "api", "namespace": "wardle"},
-             "spec": {"type": "ExternalName", "externalName": "localhost"}},
-            wardle.apiservice("wardle", "api"),
-        ]
-    });
-    gate.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    kubegate_tests::wardle::register(&gate, &wardle);
     let message = || {
         let out = gate.kubectl(&[
             "get",

@@ -513,18 +513,7 @@ fn an_apiservice_registered_through_one_replica_routes_on_the_other() {
 
     // Registered through a only, as aggregation.rs does: an ExternalName Service `localhost`
     // (verified as `api.wardle.svc`, which wardle's certificate names) and the APIService.
-    a.ok(&["create", "namespace", "wardle"]);
-    let objects = json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {"apiVersion": "v1", "kind": "Service",
-             "metadata": {"name": "api", "namespace": "wardle"},
-             "spec": {"type": "ExternalName", "externalName": "localhost"}},
-            wardle.apiservice("wardle", "api"),
-        ]
-    });
-    a.ok_stdin(&["apply", "-f", "-"], &objects.to_string());
+    kubegate_tests::wardle::register(&a, &wardle);
 
     // b reports it Available and serves the group.
     let up = eventually(Duration::from_secs(30), || available(&b) == "True");

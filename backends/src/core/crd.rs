@@ -113,16 +113,8 @@ impl Strategy for CrdStrategy {
 
     /// A `status` write is checked as kube's ValidateUpdateCustomResourceDefinitionStatus
     /// checks it: the accepted names only (stored versions are the server's own record).
-    fn validate_subresource_update(
-        &self,
-        subresource: &str,
-        object: &Value,
-        old: &Value,
-    ) -> Vec<StatusCause> {
-        match subresource {
-            "status" => validate_crd_status_update(object),
-            _ => validate_crd_update(object, old),
-        }
+    fn validate_status_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
+        validate_crd_status_update(object)
     }
 
     /// kube's custom resource and CRD strategies refuse an update that names no

@@ -243,6 +243,7 @@ pub fn storage_defs_with(
             admission: None,
             openapi_schema: schema_json.map(|s| Arc::new(s.clone())),
             field_model: Default::default(),
+            go_shaper: Default::default(),
         });
     }
     defs

@@ -136,6 +136,7 @@ pub(crate) fn base_def(names: Names, strategy: Arc<dyn Strategy>) -> ResourceDef
         admission: None,
         openapi_schema: None,
         field_model: Default::default(),
+        go_shaper: Default::default(),
     }
 }
 

@@ -179,37 +179,30 @@ impl Strategy for NamespaceStrategy {
         ))
     }
 
-    /// kube's `ValidateNamespaceStatusUpdate` (the phase follows `deletionTimestamp`) and
-    /// `ValidateNamespaceFinalizeUpdate` (finalizer errors at their index).
-    fn validate_subresource_update(
-        &self,
-        subresource: &str,
-        object: &Value,
-        old: &Value,
-    ) -> Vec<StatusCause> {
-        match subresource {
-            "status" => {
-                let phase = str_at(object, "/status/phase");
-                let deleting = object
-                    .pointer("/metadata/deletionTimestamp")
-                    .is_some_and(|t| !t.is_null());
-                match (deleting, phase) {
-                    (false, "Active") | (true, "Terminating") => Vec::new(),
-                    (false, _) => vec![field_invalid(
-                        "status.Phase",
-                        phase,
-                        "may only be 'Active' if `deletionTimestamp` is empty",
-                    )],
-                    (true, _) => vec![field_invalid(
-                        "status.Phase",
-                        phase,
-                        "may only be 'Terminating' if `deletionTimestamp` is not empty",
-                    )],
-                }
-            }
-            "finalize" => validate_finalizers(object, true),
-            _ => self.validate_update(object, old),
+    /// kube's `ValidateNamespaceStatusUpdate`: the phase follows `deletionTimestamp`.
+    fn validate_status_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
+        let phase = str_at(object, "/status/phase");
+        let deleting = object
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null());
+        match (deleting, phase) {
+            (false, "Active") | (true, "Terminating") => Vec::new(),
+            (false, _) => vec![field_invalid(
+                "status.Phase",
+                phase,
+                "may only be 'Active' if `deletionTimestamp` is empty",
+            )],
+            (true, _) => vec![field_invalid(
+                "status.Phase",
+                phase,
+                "may only be 'Terminating' if `deletionTimestamp` is not empty",
+            )],
         }
+    }
+
+    /// kube's `ValidateNamespaceFinalizeUpdate`: finalizer errors at their index.
+    fn validate_finalize_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
+        validate_finalizers(object, true)
     }
 
     /// kube's finalize strategy takes the request's object but for its status.

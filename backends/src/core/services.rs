@@ -258,16 +258,8 @@ impl Strategy for ServiceStrategy {
 
     /// A `status` write is checked as kube's ValidateServiceStatusUpdate checks it: the load
     /// balancer status only (the rest is the stored object's).
-    fn validate_subresource_update(
-        &self,
-        subresource: &str,
-        object: &Value,
-        old: &Value,
-    ) -> Vec<StatusCause> {
-        match subresource {
-            "status" => super::services_validation::validate_status_update(object),
-            _ => validate_update(object, old),
-        }
+    fn validate_status_update(&self, object: &Value, _old: &Value) -> Vec<StatusCause> {
+        super::services_validation::validate_status_update(object)
     }
 
     fn begin_write(&self, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {

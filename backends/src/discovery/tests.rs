@@ -45,6 +45,7 @@ pub(crate) fn resource(
         admission: None,
         openapi_schema: None,
         field_model: Default::default(),
+        go_shaper: Default::default(),
     }
 }
 

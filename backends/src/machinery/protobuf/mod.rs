@@ -156,15 +156,16 @@ pub fn encodes(api_version: &str, kind: &str) -> bool {
     find(&[REQUEST_KINDS, RESPONSE_KINDS], api_version, kind).is_some()
 }
 
-/// Rewrites a built-in object of this (apiVersion, kind) as kube-apiserver has it after
-/// decoding it into its Go type (`Pass::Decode`: `omitempty` fields holding their zero value
-/// left out, nulls of value types their zero values) or after storing it too
-/// (`Pass::Store`: also empty lists and maps without `omitempty` as `null`). Kinds without a
-/// table (custom resources) are left as they are.
-pub fn go_json_round_trip(api_version: &str, kind: &str, object: &mut Value, pass: Pass) {
-    if let Some(codec) = find(&[REQUEST_KINDS], api_version, kind) {
-        (codec.shape)(object, pass);
-    }
+/// Rewrites a built-in object as kube-apiserver has it after decoding it into its Go type
+/// (`Pass::Decode`: `omitempty` fields holding their zero value left out, nulls of value types
+/// their zero values) or after storing it too (`Pass::Store`: also empty lists and maps
+/// without `omitempty` as `null`).
+pub type GoShaper = fn(&mut Value, Pass);
+
+/// The [`GoShaper`] of a built-in (apiVersion, kind); `None` for kinds without a table (custom
+/// resources), which are left as they are.
+pub fn go_json_shaper(api_version: &str, kind: &str) -> Option<GoShaper> {
+    find(&[REQUEST_KINDS], api_version, kind).map(|codec| codec.shape)
 }
 
 /// Encodes a JSON object (as kubegate stores and serves it) into the protobuf body
