@@ -468,62 +468,18 @@ fn date_cell(text: &str, now: chrono::DateTime<chrono::Utc>) -> String {
 /// kube's validation ratcheting (`CRDValidationRatcheting`, on by default since 1.30) for
 /// the OpenAPI schema's errors: one on a value the update left as it was is not reported, so
 /// an object stored under an older, looser schema can still be updated (its finalizers
-/// removed, say) without first being made valid. CEL rules are evaluated as before.
-fn ratchet(causes: Vec<StatusCause>, new: &Value, old: &Value) -> Vec<StatusCause> {
+/// removed, say) without first being made valid. "As it was" is kube's correlation of new and
+/// old values (`schema::unchanged_at`): `map` list items by their keys, other lists whole.
+fn ratchet(
+    schema: &Schema,
+    causes: Vec<StatusCause>,
+    new: &Value,
+    old: &Value,
+) -> Vec<StatusCause> {
     causes
         .into_iter()
-        .filter(|cause| !unchanged_at(&cause.field, new, old))
+        .filter(|cause| !schema::unchanged_at(schema, &cause.field, new, old))
         .collect()
-}
-
-/// Whether the value a field error's path names (`spec.a`, `spec.m[key]`, `spec.l[0].b`) is
-/// the same in `new` and `old`. Lists correlate only as a whole, as kube correlates atomic
-/// lists: a path into a list counts as unchanged only when the whole list is. A field absent
-/// from both (a required one) is judged by the object that should hold it.
-fn unchanged_at(path: &str, new: &Value, old: &Value) -> bool {
-    let Some(segments) = field_path_segments(path) else {
-        return false;
-    };
-    if segments.is_empty() {
-        return false;
-    }
-    let (mut a, mut b) = (new, old);
-    for segment in segments {
-        match (a, b) {
-            (Value::Array(_), _) | (_, Value::Array(_)) => return a == b,
-            (Value::Object(x), Value::Object(y)) => match (x.get(segment), y.get(segment)) {
-                (Some(next_a), Some(next_b)) => {
-                    a = next_a;
-                    b = next_b;
-                }
-                (None, None) => return a == b,
-                _ => return false,
-            },
-            _ => return false,
-        }
-    }
-    a == b
-}
-
-/// The names and keys of a field error's path (`spec.m[key].x` → spec, m, key, x).
-fn field_path_segments(path: &str) -> Option<Vec<&str>> {
-    let mut segments = Vec::new();
-    let mut rest = path;
-    while !rest.is_empty() {
-        if let Some(inner) = rest.strip_prefix('[') {
-            let end = inner.find(']')?;
-            segments.push(&inner[..end]);
-            rest = &inner[end + 1..];
-        } else {
-            let end = rest.find(['.', '[']).unwrap_or(rest.len());
-            if end > 0 {
-                segments.push(&rest[..end]);
-            }
-            rest = &rest[end..];
-        }
-        rest = rest.strip_prefix('.').unwrap_or(rest);
-    }
-    Some(segments)
 }
 
 /// The fields a `scale` subresource reads and writes, as field names from the root.
@@ -719,7 +675,7 @@ impl Strategy for CustomResourceStrategy {
     fn validate_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
         match &self.schema {
             Some(schema) => {
-                let mut causes = ratchet(schema::validate(schema, object), object, old);
+                let mut causes = ratchet(schema, schema::validate(schema, object), object, old);
                 let cel = schema::validate_cel(schema, object, Some(old), &causes);
                 causes.extend(cel);
                 causes
@@ -1190,14 +1146,28 @@ mod tests {
     }
 
     #[test]
-    fn field_error_paths_split_into_names_and_keys() {
-        assert_eq!(field_path_segments("spec.a"), Some(vec!["spec", "a"]));
-        assert_eq!(
-            field_path_segments("spec.m[k.x].b[0]"),
-            Some(vec!["spec", "m", "k.x", "b", "0"])
-        );
-        assert_eq!(field_path_segments(""), Some(vec![]));
-        assert_eq!(field_path_segments("spec[unclosed"), None);
+    fn map_list_items_are_ratcheted_by_their_keys() {
+        let mut crd = crontab_crd();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["ports"] = json!({"type": "array",
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string"}, "port": {"type": "integer", "maximum": 100}}}});
+        let defs = resource_defs(&crd);
+        let strategy = &defs[0].strategy;
+        let old = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "a"},
+            "spec": {"ports": [{"name": "web", "port": 8080}, {"name": "dns", "port": 53}]}});
+        // Another item changes and the list is reordered: `web`'s old, now too large, port
+        // is not reported, as kube correlates the item by its key.
+        let mut new = old.clone();
+        new["spec"]["ports"] = json!([{"name": "dns", "port": 54}, {"name": "web", "port": 8080}]);
+        assert!(strategy.validate_update(&new, &old).is_empty());
+        // Changing `web` itself reports it.
+        new["spec"]["ports"][1]["port"] = json!(8081);
+        let causes = strategy.validate_update(&new, &old);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.ports[1].port");
     }
 
     #[test]

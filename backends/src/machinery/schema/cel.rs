@@ -37,7 +37,7 @@ use cel::{Context, Env, ExecutionError, Program};
 use serde_json::Value;
 
 use super::structural::Schema;
-use super::{child, index, key};
+use super::{child, index, key, ratcheting};
 use crate::status::StatusCause;
 
 mod cidr;
@@ -767,7 +767,11 @@ pub fn validate_cel_value(
         is_root,
     };
     let mut walker = Out { causes: Vec::new() };
-    walk(&node, value, old, false, &mut walker);
+    let ratchet = Ratchet {
+        old,
+        parent_unchanged: false,
+    };
+    walk(&node, value, old, ratchet, &mut walker);
     walker.causes
 }
 
@@ -796,23 +800,31 @@ fn has_rules(s: &Schema) -> bool {
     s.rules_below
 }
 
-/// `Validator.validate`: the rules at this node, then its `allOf`, then the items or fields
-/// below. `parent_unchanged` is whether the nearest correlated ancestor equals its old value
-/// (kube's ratcheting of errors).
-fn walk(
-    node: &Node<'_>,
-    value: &Value,
-    old: Option<&Value>,
+/// Where ratcheting stands at a node (kube's `ratchetingOptions`): the old value this node
+/// correlates with, if any, else whether the nearest correlated ancestor equals its old value.
+/// It differs from `oldSelf`'s value under `allOf`, which kube does not correlate.
+#[derive(Clone, Copy)]
+struct Ratchet<'a> {
+    old: Option<&'a Value>,
     parent_unchanged: bool,
-    out: &mut Out,
-) {
+}
+
+/// `Validator.validate`: the rules at this node, then its `allOf`, then the items or fields
+/// below, with `old` as `oldSelf`. A failed rule without `oldSelf` on a node that `ratchet`
+/// finds unchanged is ratcheted.
+fn walk(node: &Node<'_>, value: &Value, old: Option<&Value>, ratchet: Ratchet<'_>, out: &mut Out) {
     if value.is_null() {
         return;
     }
     let old = old.filter(|o| !o.is_null());
-    let unchanged = match old {
-        Some(o) => o == value,
-        None => parent_unchanged,
+    let unchanged = match ratchet.old {
+        Some(o) => ratcheting::correlated_equal(node.schema, value, o),
+        None => ratchet.parent_unchanged,
+    };
+    // Children correlate through this node, or are judged by the same ancestor.
+    let below = |correlated| Ratchet {
+        old: correlated,
+        parent_unchanged: unchanged,
     };
     let (rules, schema) = (node.rules, node.schema);
     if !rules.x_validations.is_empty() {
@@ -826,7 +838,12 @@ fn walk(
                 path: node.path.clone(),
                 is_root: node.is_root,
             };
-            walk(&sub, value, None, parent_unchanged, out);
+            // kube gives `allOf` the old value but no correlation of its own.
+            let uncorrelated = Ratchet {
+                old: None,
+                parent_unchanged: ratchet.parent_unchanged,
+            };
+            walk(&sub, value, old, uncorrelated, out);
         }
     }
     match value {
@@ -838,15 +855,18 @@ fn walk(
                 return;
             }
             let old_items = old.and_then(Value::as_array);
+            let ratchet_items = ratchet.old.and_then(Value::as_array);
             for (i, item) in items.iter().enumerate() {
-                let old_item = old_items.and_then(|o| correlated_item(schema, o, item));
+                let old_item = old_items.and_then(|o| ratcheting::correlated_item(schema, o, item));
+                let ratchet_item =
+                    ratchet_items.and_then(|o| ratcheting::correlated_item(schema, o, item));
                 let sub = Node {
                     rules: rules_items,
                     schema: node_items,
                     path: index(&node.path, i),
                     is_root: node_items.x_embedded_resource,
                 };
-                walk(&sub, item, old_item, unchanged, out);
+                walk(&sub, item, old_item, below(ratchet_item), out);
             }
         }
         Value::Object(map) => {
@@ -855,6 +875,20 @@ fn walk(
                 None | Some("granular") | Some("atomic")
             );
             let old_map = old.and_then(Value::as_object).filter(|_| correlatable);
+            let ratchet_map = ratchet.old.and_then(Value::as_object);
+            // `apiVersion` and `kind` at the top never correlate (kube converts both objects
+            // to one version, so their changes are not visible).
+            let top = node.path.is_empty() && node.is_root;
+            let field_ratchet = |k: &str| {
+                if top && (k == "apiVersion" || k == "kind") {
+                    Ratchet {
+                        old: None,
+                        parent_unchanged: false,
+                    }
+                } else {
+                    below(ratchet_map.and_then(|o| o.get(k)))
+                }
+            };
             if let (Some(rules_ap), Some(node_ap)) = (
                 rules.additional_properties_schema(),
                 schema.additional_properties_schema(),
@@ -867,7 +901,13 @@ fn walk(
                             path: key(&node.path, k),
                             is_root: node_ap.x_embedded_resource,
                         };
-                        walk(&sub, v, old_map.and_then(|o| o.get(k)), unchanged, out);
+                        walk(
+                            &sub,
+                            v,
+                            old_map.and_then(|o| o.get(k)),
+                            field_ratchet(k),
+                            out,
+                        );
                     }
                 }
             }
@@ -886,27 +926,17 @@ fn walk(
                     path: child(&node.path, k),
                     is_root: node_p.x_embedded_resource,
                 };
-                walk(&sub, v, old_map.and_then(|o| o.get(k)), unchanged, out);
+                walk(
+                    &sub,
+                    v,
+                    old_map.and_then(|o| o.get(k)),
+                    field_ratchet(k),
+                    out,
+                );
             }
         }
         _ => {}
     }
-}
-
-/// `makeMapList(..).Get(item)`: the old item with the same keys, for `x-kubernetes-list-type:
-/// map` lists; other lists do not correlate.
-fn correlated_item<'a>(node: &Schema, old: &'a [Value], item: &Value) -> Option<&'a Value> {
-    if node.x_list_type.as_deref() != Some("map") || node.x_list_map_keys.is_empty() {
-        return None;
-    }
-    let keys = |v: &Value| -> Vec<Value> {
-        node.x_list_map_keys
-            .iter()
-            .map(|k| v.get(k).cloned().unwrap_or(Value::Null))
-            .collect()
-    };
-    let wanted = keys(item);
-    old.iter().find(|o| keys(o) == wanted)
 }
 
 /// The field path of a cause (`field.Path.String()` of a nil path is `<nil>`).
@@ -1648,6 +1678,43 @@ mod tests {
         assert_eq!(
             validate_cel(&schema, &changed, None, &not_blocking).len(),
             1
+        );
+    }
+
+    #[test]
+    fn rules_ratchet_on_map_list_items_by_key_and_under_all_of_by_the_parent() {
+        let schema = schema_with(
+            json!({
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {
+                        "name": {"type": "string"}, "port": {"type": "integer",
+                            "x-kubernetes-validations": [{"rule": "self < 100"}]}}}},
+                "tier": {"type": "string", "allOf": [{"x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "tier is immutable"}]}]},
+            }),
+            json!([]),
+        );
+        let old = spec(
+            json!({"ports": [{"name": "web", "port": 8080}, {"name": "dns", "port": 53}],
+            "tier": "gold"}),
+        );
+        // `web` is unchanged although the list was reordered and `dns` changed.
+        let new = spec(
+            json!({"ports": [{"name": "dns", "port": 54}, {"name": "web", "port": 8080}],
+            "tier": "gold"}),
+        );
+        assert!(validate_cel(&schema, &new, Some(&old), &[]).is_empty());
+        let new = spec(json!({"ports": [{"name": "web", "port": 8081}], "tier": "gold"}));
+        assert_eq!(
+            rendered(&validate_cel(&schema, &new, Some(&old), &[])),
+            ["FieldValueInvalid spec.ports[0].port: Invalid value: \"integer\": failed rule: self < 100"]
+        );
+        // Transition rules under `allOf` see `oldSelf`, as in kube.
+        let new = spec(json!({"ports": [], "tier": "silver"}));
+        assert_eq!(
+            rendered(&validate_cel(&schema, &new, Some(&old), &[])),
+            ["FieldValueInvalid spec.tier: Invalid value: \"string\": tier is immutable"]
         );
     }
 
