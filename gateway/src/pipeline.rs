@@ -12,7 +12,7 @@ use kubegate_backends::api::{ApiRequest, ApiResponse};
 use kubegate_backends::status::ApiError;
 use kubegate_policy::authn::request_header::IdentityHeaders;
 use kubegate_policy::authn::{AuthnOutcome, AuthnRequest};
-use kubegate_policy::authz::{forbidden_message, Attributes, Decision};
+use kubegate_policy::authz::{forbidden_message, Attributes};
 use kubegate_policy::impersonation::{impersonate, impersonation_header_names, ImpersonationError};
 use kubegate_policy::request_info::{self, RequestInfo};
 use kubegate_policy::{Authenticator, Authorizer, RequestInfoError, UserInfo};
@@ -418,14 +418,28 @@ impl Gateway {
         )
         .await;
         if !decision.is_allowed() {
-            let reason = match &decision {
-                Decision::Deny(r) | Decision::NoOpinion(r) | Decision::Allow(r) => r.clone(),
-            };
+            // An authorizer that could not decide fails the request (kube's
+            // `WithAuthorization` writes an InternalError): a 500 a client retries, not a 403
+            // it takes for an answer.
+            if let Some(error) = decision.error() {
+                return ApiError::internal(format!(
+                    "{}: {error}",
+                    // kube's `req.RequestURI`: the path and query, whatever the protocol.
+                    kubegate_policy::quote::go_quote(
+                        session
+                            .req_header()
+                            .uri
+                            .path_and_query()
+                            .map_or("/", |p| p.as_str())
+                    )
+                ))
+                .into();
+            }
             let attributes = Attributes {
                 user: &user,
                 request: &info,
             };
-            return forbidden(&info, &forbidden_message(&attributes, &reason)).into();
+            return forbidden(&info, &forbidden_message(&attributes, decision.reason())).into();
         }
 
         // A body declared over the limit is refused before it is read. As in kube, where the

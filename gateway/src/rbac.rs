@@ -17,7 +17,7 @@ use kubegate_policy::authz::rbac::{
     confirm_no_escalation, PolicyRule, RbacIndex, RbacKind, RoleRef,
 };
 use kubegate_policy::user::SYSTEM_PRIVILEGED_GROUP;
-use kubegate_policy::{Attributes, Authorizer, Decision, RequestInfo, UserInfo};
+use kubegate_policy::{Attributes, Authorizer, RequestInfo, UserInfo};
 use serde_json::{json, Value};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
@@ -643,8 +643,8 @@ impl BindingEscalationCheck {
 }
 
 /// kube's `withAuthorization` for an update that creates: the request was authorized for
-/// `update`; the writer must also be allowed to `create` the object, or gets a 403 carrying
-/// the authorizer's reason (kube's `NewForbidden(gr, name, reason)`).
+/// `update`; the writer must also be allowed to `create` the object, or gets kube's
+/// `ForbiddenStatusError` (a 500 when the authorizer could not decide).
 async fn authorize_create_on_update(
     authorizer: &dyn Authorizer,
     user: &UserInfo,
@@ -662,17 +662,18 @@ async fn authorize_create_on_update(
         name: name.to_string(),
         ..RequestInfo::default()
     };
-    let decision = authorizer
-        .authorize(&Attributes {
-            user,
-            request: &request,
-        })
-        .await;
-    match decision {
-        Decision::Allow(_) => Ok(()),
-        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+    let attributes = Attributes {
+        user,
+        request: &request,
+    };
+    let decision = authorizer.authorize(&attributes).await;
+    match decision.error() {
+        _ if decision.is_allowed() => Ok(()),
+        Some(error) => Err(ApiError::internal(error)),
+        None => {
             let gr = GroupResource::new(group.to_string(), resource.to_string());
-            Err(ApiError::forbidden_resource(&gr, name, &reason))
+            let why = kubegate_policy::authz::forbidden_message(&attributes, decision.reason());
+            Err(ApiError::forbidden_resource(&gr, name, &why))
         }
     }
 }

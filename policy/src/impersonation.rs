@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::authz::{forbidden_message, Attributes, Authorizer, Decision};
+use crate::authz::{forbidden_message, Attributes, Authorizer};
 use crate::request_info::RequestInfo;
 use crate::user::{UserInfo, ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS};
 
@@ -205,9 +205,8 @@ pub async fn impersonate(
         };
         let decision = crate::authz::authorize(authorizer, &attributes).await;
         if !decision.is_allowed() {
-            let reason = match &decision {
-                Decision::Allow(r) | Decision::Deny(r) | Decision::NoOpinion(r) => r,
-            };
+            // An authorizer that could not decide forbids too (kube's impersonation filter).
+            let reason = decision.reason();
             return Err(ImpersonationError::Forbidden(Denied {
                 message: forbidden(&attributes, reason),
                 group: attributes.request.api_group.clone(),
@@ -418,6 +417,7 @@ fn is_dns1123_subdomain(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authz::Decision;
     use std::sync::Mutex;
 
     /// One rule of the fake authorizer: who may impersonate what (`*` matches anything).

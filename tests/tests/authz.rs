@@ -654,10 +654,9 @@ fn a_put_creates_kinds_that_allow_it_when_the_user_may_create() {
     let refused = gate.kubectl_stdin(&["replace", "--as", "upd", "-f", "-"], Some(service));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
-    // kube's `withAuthorization` words it with the authorizer's reason, which RBAC leaves
-    // empty when no rule matches.
+    // kube 1.33's `withAuthorization` words it as its `ForbiddenStatusError` for `create`.
     assert!(
-        stderr.contains(r#"error when replacing "STDIN": services "web" is forbidden: "#),
+        stderr.contains(r#"error when replacing "STDIN": services "web" is forbidden: User "upd" cannot create resource "services" in API group "" in the namespace "team-p""#),
         "{stderr}"
     );
     let (code, _) = gate.curl("GET", "/api/v1/namespaces/team-p/services/web", &[], None);

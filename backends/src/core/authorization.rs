@@ -808,11 +808,12 @@ fn field_selector_text(selector: &SelectorAttributes) -> (String, SelectorUse) {
 
 /// `SubjectAccessReviewStatus` as Go writes it: `allowed` always, the rest `omitempty`.
 fn access_status(decision: &Decision, evaluation_errors: &[String]) -> Value {
-    let (allowed, denied, reason) = match decision {
-        Decision::Allow(r) => (true, false, r),
-        Decision::Deny(r) => (false, true, r),
-        Decision::NoOpinion(r) => (false, false, r),
+    let (allowed, denied) = match decision {
+        Decision::Allow(_) => (true, false),
+        Decision::Deny(_) => (false, true),
+        Decision::NoOpinion(_) | Decision::Failed { .. } => (false, false),
     };
+    let reason = decision.reason();
     let mut status = Map::new();
     status.insert("allowed".into(), json!(allowed));
     if denied {
@@ -882,7 +883,7 @@ impl VirtualHandler for AccessReviewHandler {
                 extra: spec.extra.clone(),
             })
         };
-        let (info, evaluation_errors) = request_info(&spec);
+        let (info, selector_errors) = request_info(&spec);
         let decision = self
             .authorizer
             .authorize(&Attributes {
@@ -890,6 +891,13 @@ impl VirtualHandler for AccessReviewHandler {
                 request: &info,
             })
             .await;
+        // kube's `BuildEvaluationError`: the authorizer's error, then the selectors'.
+        let evaluation_errors: Vec<String> = decision
+            .error()
+            .map(str::to_string)
+            .into_iter()
+            .chain(selector_errors)
+            .collect();
 
         // The request object comes back with its status replaced; its metadata can only
         // hold a namespace (validation saw to that), and a zero creationTimestamp, which Go

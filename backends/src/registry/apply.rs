@@ -283,14 +283,16 @@ impl Registry {
             user: &request.user,
             request: &create,
         };
-        match authorizer.authorize(&attributes).await {
-            kubegate_policy::Decision::Allow(_) => Ok(()),
-            kubegate_policy::Decision::Deny(reason)
-            // kube's withAuthorization: the authorizer's reason alone (RBAC gives none).
-            | kubegate_policy::Decision::NoOpinion(reason) => Err(ApiError::forbidden_resource(
+        // kube's withAuthorization: a 500 when the authorizer failed, else its
+        // `ForbiddenStatusError`.
+        let decision = authorizer.authorize(&attributes).await;
+        match decision.error() {
+            _ if decision.is_allowed() => Ok(()),
+            Some(error) => Err(ApiError::internal(error)),
+            None => Err(ApiError::forbidden_resource(
                 &def.group_resource(),
                 &info.name,
-                &reason,
+                &kubegate_policy::authz::forbidden_message(&attributes, decision.reason()),
             )),
         }
     }

@@ -10,8 +10,19 @@ pub mod rbac;
 pub mod union;
 pub mod webhook;
 
+use crate::quote::go_quote;
 use crate::request_info::RequestInfo;
 use crate::user::UserInfo;
+
+/// kube's `sanitizer` for error messages: `&`, `<` and `>` as HTML entities.
+pub fn sanitize_html(text: &str) -> String {
+    if !text.contains(['&', '<', '>']) {
+        return text.to_string();
+    }
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
 
 /// What is being authorized: kube's `authorizer.Attributes`.
 #[derive(Debug, Clone, Copy)]
@@ -26,11 +37,34 @@ pub enum Decision {
     Allow(String),
     Deny(String),
     NoOpinion(String),
+    /// No opinion because the decision could not be made (a webhook that could not be
+    /// asked): kube's `(NoOpinion, reason, err)`. Unless a later mode allows, the request
+    /// is not forbidden but fails: kube's `WithAuthorization` answers 500 with the error.
+    Failed {
+        reason: String,
+        error: String,
+    },
 }
 
 impl Decision {
     pub fn is_allowed(&self) -> bool {
         matches!(self, Decision::Allow(_))
+    }
+
+    /// The reason given with the decision (empty when none).
+    pub fn reason(&self) -> &str {
+        match self {
+            Decision::Allow(r) | Decision::Deny(r) | Decision::NoOpinion(r) => r,
+            Decision::Failed { reason, .. } => reason,
+        }
+    }
+
+    /// Why the decision could not be made, for a [`Decision::Failed`].
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Decision::Failed { error, .. } => Some(error),
+            _ => None,
+        }
     }
 }
 
@@ -93,35 +127,80 @@ pub struct RulesInfo {
 }
 
 /// The `Forbidden` message kube-apiserver writes for a denied request, e.g.
-/// `User "bob" cannot get resource "configmaps" in API group "" in the namespace "team-a"`.
+/// `User "bob" cannot get resource "configmaps" in API group "" in the namespace "team-a"`:
+/// names quoted as Go's `%q`, and `&`, `<` and `>` escaped as HTML entities (kube's
+/// `sanitizer`, so that no error reads as markup; the reason is left as it is).
 pub fn forbidden_message(attributes: &Attributes<'_>, reason: &str) -> String {
     let request = attributes.request;
-    let user = &attributes.user.name;
-    let mut message = if request.is_resource_request {
+    let user = go_quote(&attributes.user.name);
+    let message = if request.is_resource_request {
         let resource = if request.subresource.is_empty() {
-            request.resource.clone()
+            go_quote(&request.resource)
         } else {
-            format!("{}/{}", request.resource, request.subresource)
+            go_quote(&format!("{}/{}", request.resource, request.subresource))
         };
         let mut m = format!(
-            "User \"{user}\" cannot {} resource \"{resource}\" in API group \"{}\"",
-            request.verb, request.api_group
+            "User {user} cannot {} resource {resource} in API group {}",
+            request.verb,
+            go_quote(&request.api_group)
         );
         if request.namespace.is_empty() {
             m.push_str(" at the cluster scope");
         } else {
-            m.push_str(&format!(" in the namespace \"{}\"", request.namespace));
+            m.push_str(" in the namespace ");
+            m.push_str(&go_quote(&request.namespace));
         }
         m
     } else {
         format!(
-            "User \"{user}\" cannot {} path \"{}\"",
-            request.verb, request.path
+            "User {user} cannot {} path {}",
+            request.verb,
+            go_quote(&request.path)
         )
     };
+    let mut message = sanitize_html(&message);
     if !reason.is_empty() {
         message.push_str(": ");
         message.push_str(reason);
     }
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forbidden_messages_quote_names_as_go_and_escape_markup() {
+        let user = UserInfo::new("bob \"b\"", vec![]);
+        let request = RequestInfo {
+            is_resource_request: true,
+            verb: "get".into(),
+            resource: "configmaps".into(),
+            namespace: "a<b>".into(),
+            ..RequestInfo::default()
+        };
+        let attributes = Attributes {
+            user: &user,
+            request: &request,
+        };
+        // kube's sanitizer escapes the message, not the authorizer's reason after it.
+        assert_eq!(
+            forbidden_message(&attributes, "RBAC: <none>"),
+            r#"User "bob \"b\"" cannot get resource "configmaps" in API group "" in the namespace "a&lt;b&gt;": RBAC: <none>"#
+        );
+        let request = RequestInfo {
+            verb: "get".into(),
+            path: "/foo<script>&x".into(),
+            ..RequestInfo::default()
+        };
+        let attributes = Attributes {
+            user: &user,
+            request: &request,
+        };
+        assert_eq!(
+            forbidden_message(&attributes, ""),
+            r#"User "bob \"b\"" cannot get path "/foo&lt;script&gt;&amp;x""#
+        );
+    }
 }

@@ -9,7 +9,8 @@ use crate::user::{UserInfo, SYSTEM_PRIVILEGED_GROUP};
 
 /// Asks each authorizer in order; the first allow or deny decides. When all of them have no
 /// opinion, the answer is no opinion with their non-empty reasons joined by newlines, as in
-/// kube (the caller then forbids the request).
+/// kube (the caller then forbids the request), or, when one of them could not decide, a
+/// failure with their errors (kube's aggregate: the caller answers 500).
 #[derive(Clone, Default)]
 pub struct UnionAuthorizer {
     pub authorizers: Vec<Arc<dyn Authorizer>>,
@@ -37,36 +38,26 @@ impl Authorizer for UnionAuthorizer {
     }
 
     async fn authorize(&self, attributes: &Attributes<'_>) -> Decision {
-        let mut reasons: Vec<String> = Vec::new();
+        let mut outcome = Outcome::default();
         for authorizer in &self.authorizers {
-            match authorize(authorizer.as_ref(), attributes).await {
-                decision @ (Decision::Allow(_) | Decision::Deny(_)) => return decision,
-                Decision::NoOpinion(reason) => {
-                    if !reason.is_empty() {
-                        reasons.push(reason);
-                    }
-                }
+            if let Some(decided) = outcome.add(authorize(authorizer.as_ref(), attributes).await) {
+                return decided;
             }
         }
-        Decision::NoOpinion(reasons.join("\n"))
+        outcome.finish()
     }
 
     /// At once when every mode asked before the decision answers at once; otherwise `None`
     /// (the modes asked so far are asked again by [`Authorizer::authorize`], which gives
     /// the same answers).
     fn authorize_now(&self, attributes: &Attributes<'_>) -> Option<Decision> {
-        let mut reasons: Vec<String> = Vec::new();
+        let mut outcome = Outcome::default();
         for authorizer in &self.authorizers {
-            match authorizer.authorize_now(attributes)? {
-                decision @ (Decision::Allow(_) | Decision::Deny(_)) => return Some(decision),
-                Decision::NoOpinion(reason) => {
-                    if !reason.is_empty() {
-                        reasons.push(reason);
-                    }
-                }
+            if let Some(decided) = outcome.add(authorizer.authorize_now(attributes)?) {
+                return Some(decided);
             }
         }
-        Some(Decision::NoOpinion(reasons.join("\n")))
+        Some(outcome.finish())
     }
 
     /// Every mode's rules together; incomplete when any mode's list is (kube's
@@ -81,6 +72,48 @@ impl Authorizer for UnionAuthorizer {
             all.errors.extend(rules.errors);
         }
         all
+    }
+}
+
+/// The union's answer so far: reasons and errors of the modes without an opinion.
+#[derive(Default)]
+struct Outcome {
+    reasons: Vec<String>,
+    errors: Vec<String>,
+}
+
+impl Outcome {
+    /// Takes one mode's decision; `Some` when it decides the request.
+    fn add(&mut self, decision: Decision) -> Option<Decision> {
+        let reason = match decision {
+            decided @ (Decision::Allow(_) | Decision::Deny(_)) => return Some(decided),
+            Decision::NoOpinion(reason) => reason,
+            Decision::Failed { reason, error } => {
+                self.errors.push(error);
+                reason
+            }
+        };
+        if !reason.is_empty() {
+            self.reasons.push(reason);
+        }
+        None
+    }
+
+    /// No opinion from any mode: kube's `NoOpinion` with the reasons joined by newlines and
+    /// the errors as `utilerrors.NewAggregate` prints them (one alone, several in brackets).
+    fn finish(self) -> Decision {
+        let reason = self.reasons.join("\n");
+        match self.errors.len() {
+            0 => Decision::NoOpinion(reason),
+            1 => Decision::Failed {
+                reason,
+                error: self.errors.into_iter().next().unwrap_or_default(),
+            },
+            _ => Decision::Failed {
+                reason,
+                error: format!("[{}]", self.errors.join(", ")),
+            },
+        }
     }
 }
 
@@ -233,6 +266,36 @@ mod tests {
             Decision::Deny("webhook: no".into())
         );
         assert_eq!(pass.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_failed_mode_fails_the_request_unless_a_later_one_decides() {
+        let failed = |error: &str| {
+            fixed(Decision::Failed {
+                reason: String::new(),
+                error: error.into(),
+            })
+        };
+        let quiet = fixed(Decision::NoOpinion("RBAC: nothing".into()));
+        let allow = fixed(Decision::Allow(String::new()));
+        assert_eq!(
+            authorize(&union(&[failed("dial tcp: refused"), quiet.clone()]), &[]),
+            Decision::Failed {
+                reason: "RBAC: nothing".into(),
+                error: "dial tcp: refused".into()
+            }
+        );
+        assert_eq!(
+            authorize(&union(&[failed("a"), failed("b")]), &[]),
+            Decision::Failed {
+                reason: String::new(),
+                error: "[a, b]".into()
+            }
+        );
+        assert_eq!(
+            authorize(&union(&[failed("a"), allow]), &[]),
+            Decision::Allow(String::new())
+        );
     }
 
     #[test]

@@ -17,9 +17,12 @@
 //!   a zero TTL turns that cache off. Requests whose attributes are very large are not cached
 //!   (kube's guard against cache flooding).
 //! - A webhook that cannot be asked (connection refused, TLS failure, non-2xx answer,
-//!   malformed body, no answer in time) gives *no opinion* and an error in the log: never an
-//!   allow, and never cached. The endpoint retries like kube's webhooks, but the whole call is
-//!   bounded by [`DEFAULT_TIMEOUT`] so an outage costs each request seconds, not minutes.
+//!   malformed body, no answer in time) gives *no opinion* with an error
+//!   ([`Decision::Failed`]): never an allow, never cached, and, unless a later mode allows,
+//!   a 500 naming the error, as kube answers. The endpoint retries like kube's webhooks, but
+//!   the whole call is bounded by [`DEFAULT_TIMEOUT`] so an outage costs each request
+//!   seconds, not minutes. An answer both allowing and denying fails the same way (kube
+//!   denies it with an error, which its filter also turns into a 500).
 //!
 //! Unlike kube 1.31+, field and label selectors are not sent as `fieldSelector` /
 //! `labelSelector` requirements.
@@ -309,17 +312,24 @@ impl Authorizer for WebhookAuthorizer {
                 }
                 Err(e) => {
                     // An outage or misconfiguration: the operator sees it in the log, the
-                    // client gets a 403 unless a later mode allows. The reason stays empty,
-                    // as kube's, so the client learns nothing about the webhook.
+                    // client a 500 unless a later mode allows (the error never carries the
+                    // review, so it holds nothing the client did not send).
                     tracing::error!(server = %self.endpoint.server(), error = %e, "Failed to make webhook authorizer request");
-                    return Decision::NoOpinion(String::new());
+                    return Decision::Failed {
+                        reason: String::new(),
+                        error: e,
+                    };
                 }
             },
         };
         match (status.allowed, status.denied) {
             (true, true) => {
                 tracing::error!(server = %self.endpoint.server(), "webhook subject access review returned both allow and deny response");
-                Decision::Deny(status.reason)
+                Decision::Failed {
+                    reason: status.reason,
+                    error: "webhook subject access review returned both allow and deny response"
+                        .into(),
+                }
             }
             (_, true) => Decision::Deny(status.reason),
             (true, false) => Decision::Allow(status.reason),
@@ -353,6 +363,11 @@ mod tests {
             server.url,
             base64::engine::general_purpose::STANDARD.encode(&server.ca_pem)
         )
+    }
+
+    /// A decision the webhook could not make: no reason, an error for the 500.
+    fn failed(decision: &Decision) -> bool {
+        matches!(decision, Decision::Failed { reason, error } if reason.is_empty() && !error.is_empty())
     }
 
     fn authorizer(server: &TestServer) -> WebhookAuthorizer {
@@ -479,8 +494,11 @@ mod tests {
         );
         assert_eq!(
             decide(&webhook, &UserInfo::new("both", vec![]), &list_configmaps()).await,
-            Decision::Deny("confused".into()),
-            "allowed and denied together is a deny"
+            Decision::Failed {
+                reason: "confused".into(),
+                error: "webhook subject access review returned both allow and deny response".into()
+            },
+            "allowed and denied together is an error"
         );
 
         // A non-resource request; a named subresource object.
@@ -622,11 +640,8 @@ mod tests {
         {
             *mode.lock().unwrap() = case;
             let started = std::time::Instant::now();
-            assert_eq!(
-                decide(&webhook, &user("u"), &list_configmaps()).await,
-                Decision::NoOpinion(String::new()),
-                "{case}"
-            );
+            let decision = decide(&webhook, &user("u"), &list_configmaps()).await;
+            assert!(failed(&decision), "{case}: {decision:?}");
             assert!(
                 started.elapsed() < Duration::from_millis(1500),
                 "{case}: bounded by the timeout, retries included ({i})"
@@ -650,17 +665,15 @@ mod tests {
         )
         .unwrap();
         let down = WebhookAuthorizer::from_kubeconfig(&path).unwrap();
-        assert_eq!(
-            decide(&down, &user("u"), &list_configmaps()).await,
-            Decision::NoOpinion(String::new())
-        );
+        let decision = decide(&down, &user("u"), &list_configmaps()).await;
+        assert!(failed(&decision), "{decision:?}");
         assert!(calls.load(Ordering::SeqCst) >= 6);
         let err = WebhookAuthorizer::from_kubeconfig(&dir.path().join("absent")).unwrap_err();
         assert!(err.contains("absent"), "{err}");
     }
 
     #[tokio::test]
-    async fn untrusted_server_is_no_opinion() {
+    async fn untrusted_server_fails_the_decision() {
         let server = sar_server(json!({"alice": {"allowed": true}}));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("authz.kubeconfig");
@@ -671,10 +684,8 @@ mod tests {
         );
         std::fs::write(&path, text).unwrap();
         let webhook = WebhookAuthorizer::from_kubeconfig(&path).unwrap();
-        assert_eq!(
-            decide(&webhook, &alice(), &list_configmaps()).await,
-            Decision::NoOpinion(String::new())
-        );
+        let decision = decide(&webhook, &alice(), &list_configmaps()).await;
+        assert!(failed(&decision), "{decision:?}");
         assert!(server.requests.lock().unwrap().is_empty());
     }
 }
