@@ -137,8 +137,11 @@ pub struct AuthenticationConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ServiceAccountConfig {
-    /// Issuer (`iss`) of tokens kubegate signs (`--service-account-issuer`).
+    /// Issuer (`iss`) of tokens kubegate signs (the first `--service-account-issuer`).
     pub issuer: String,
+    /// Further issuers whose tokens are still accepted (the later `--service-account-issuer`
+    /// flags), so that an issuer can be changed without failing the tokens already out.
+    pub accepted_issuers: Vec<String>,
     /// Private key that signs tokens (`--service-account-signing-key-file`); generated in
     /// the data dir when unset.
     pub signing_key_file: Option<PathBuf>,
@@ -261,6 +264,7 @@ impl Default for ServiceAccountConfig {
     fn default() -> Self {
         ServiceAccountConfig {
             issuer: "https://kubernetes.default.svc.cluster.local".into(),
+            accepted_issuers: Vec::new(),
             signing_key_file: None,
             key_files: Vec::new(),
             api_audiences: Vec::new(),
@@ -647,6 +651,18 @@ impl Config {
         let sa = &self.authentication.service_accounts;
         if sa.issuer.trim().is_empty() {
             errors.push("authentication.serviceAccounts.issuer: Required value".into());
+        }
+        // kube's `--service-account-issuer` checks: none empty, none twice.
+        for (i, issuer) in sa.accepted_issuers.iter().enumerate() {
+            if issuer.trim().is_empty() {
+                errors.push(format!(
+                    "authentication.serviceAccounts.acceptedIssuers[{i}]: Required value"
+                ));
+            } else if *issuer == sa.issuer || sa.accepted_issuers[..i].contains(issuer) {
+                errors.push(format!(
+                    "service-account-issuer {issuer:?} is already specified"
+                ));
+            }
         }
         if sa.max_token_expiration < Duration::from_secs(600) {
             errors.push(format!(

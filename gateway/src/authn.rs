@@ -167,8 +167,13 @@ pub fn build(
 ) -> Result<Authentication, String> {
     let auth = &config.authentication;
     let sa = &auth.service_accounts;
+    // Every accepted issuer, the signing one first.
+    let issuers: Vec<String> = std::iter::once(sa.issuer.clone())
+        .chain(sa.accepted_issuers.iter().cloned())
+        .collect();
+    // kube's default audiences: the issuers.
     let api_audiences = if sa.api_audiences.is_empty() {
-        vec![sa.issuer.clone()]
+        issuers.clone()
     } else {
         sa.api_audiences.clone()
     };
@@ -222,7 +227,7 @@ pub fn build(
         tokens.push(agnostic(Arc::new(TokenFileAuthenticator::load(path)?)));
     }
     tokens.push(Arc::new(ServiceAccountTokenAuthenticator::new(
-        vec![sa.issuer.clone()],
+        issuers.clone(),
         keys.clone(),
         api_audiences.clone(),
         lookup.clone(),
@@ -236,7 +241,7 @@ pub fn build(
         Anonymous::Off
     };
     if let Some(path) = &auth.config_file {
-        let structured = AuthenticationConfiguration::load(path, std::slice::from_ref(&sa.issuer))?;
+        let structured = AuthenticationConfiguration::load(path, &issuers)?;
         for jwt in structured.jwt_authenticators()? {
             tokens.push(agnostic(Arc::new(jwt)));
         }

@@ -150,9 +150,9 @@ pub struct ServeFlags {
     /// kube's AuthenticationConfiguration file (JWT issuers, anonymous).
     #[arg(long)]
     pub authentication_config: Option<PathBuf>,
-    /// The ServiceAccount token issuer URL.
+    /// The ServiceAccount token issuer URL; repeated, the first signs and all are accepted.
     #[arg(long)]
-    pub service_account_issuer: Option<String>,
+    pub service_account_issuer: Vec<String>,
     /// Private key that signs ServiceAccount tokens.
     #[arg(long)]
     pub service_account_signing_key_file: Option<PathBuf>,
@@ -328,8 +328,10 @@ impl ServeFlags {
         if let Some(v) = self.authentication_config {
             authn.config_file = Some(v);
         }
-        if let Some(v) = self.service_account_issuer {
-            authn.service_accounts.issuer = v;
+        let mut issuers = self.service_account_issuer.into_iter();
+        if let Some(first) = issuers.next() {
+            authn.service_accounts.issuer = first;
+            authn.service_accounts.accepted_issuers = issuers.collect();
         }
         if let Some(v) = self.service_account_signing_key_file {
             authn.service_accounts.signing_key_file = Some(v);

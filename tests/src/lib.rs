@@ -410,6 +410,12 @@ impl Kubegate {
         self.spawn();
     }
 
+    /// Starts the server again on the same port and data dir with other extra flags.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        self.extra_args = extra.iter().map(|s| s.to_string()).collect();
+        self.restart();
+    }
+
     /// Starts a process that streams lines (e.g. `kubectl get -w`), read on a thread.
     pub fn stream(&self, args: &[&str]) -> LineStream {
         let mut child = Command::new("kubectl")

@@ -809,3 +809,81 @@ fn anonymous_conditions_decide_the_public_paths_too() {
     assert_eq!(status(&gate, "/version"), 200);
     assert_eq!(status(&gate, "/api"), 401);
 }
+
+/// The `iss` claim of a JWT (its payload is unpadded base64url JSON).
+fn token_issuer(token: &str) -> String {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).unwrap_or_default();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap_or_default();
+    let claims: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    claims["iss"].as_str().unwrap_or_default().to_string()
+}
+
+/// Who the server takes `token` for (`kubectl auth whoami`), or kubectl's error.
+fn token_user(gate: &Kubegate, token: &str) -> Result<String, String> {
+    whoami(gate, &strs(&with_token(gate, token))).map(|review| username(&review).to_string())
+}
+
+/// kube's issuer migration: `--service-account-issuer` repeated, the first signs new tokens
+/// and every one is accepted, so the tokens already out keep working until they expire.
+#[test]
+fn a_new_service_account_issuer_keeps_accepting_the_old_ones_tokens() {
+    const OLD: &str = "https://old.issuer.example";
+    const NEW: &str = "https://new.issuer.example";
+    const ROBOT: &str = "system:serviceaccount:default:robot";
+    let mut gate = Kubegate::start_with(&["--service-account-issuer", OLD]);
+    gate.ok(&["create", "serviceaccount", "robot"]);
+    let old_token = gate.ok(&["create", "token", "robot"]).trim().to_string();
+    assert_eq!(token_issuer(&old_token), OLD);
+    assert_eq!(token_user(&gate, &old_token), Ok(ROBOT.into()));
+
+    gate.restart_with(&[
+        "--service-account-issuer",
+        NEW,
+        "--service-account-issuer",
+        OLD,
+    ]);
+    let new_token = gate.ok(&["create", "token", "robot"]).trim().to_string();
+    assert_eq!(token_issuer(&new_token), NEW, "the first issuer signs");
+    for token in [&old_token, &new_token] {
+        assert_eq!(
+            token_user(&gate, token),
+            Ok(ROBOT.into()),
+            "{}",
+            token_issuer(token)
+        );
+    }
+    // Discovery names the signing issuer.
+    let discovery = gate.json(&["get", "--raw", "/.well-known/openid-configuration"]);
+    assert_eq!(discovery["issuer"], NEW, "{discovery}");
+
+    // Once the old issuer is dropped, its tokens are refused.
+    gate.restart_with(&["--service-account-issuer", NEW]);
+    let refused = token_user(&gate, &old_token).unwrap_err();
+    assert!(refused.contains("Unauthorized"), "{refused}");
+    assert_eq!(token_user(&gate, &new_token), Ok(ROBOT.into()));
+
+    // The same issuer twice is kube's startup error.
+    let twice = std::process::Command::new(kubegate_tests::binary())
+        .args([
+            "serve",
+            "--service-account-issuer",
+            NEW,
+            "--service-account-issuer",
+            NEW,
+        ])
+        .arg("--data-dir")
+        .arg(gate.data_dir.join("unused"))
+        .output()
+        .unwrap();
+    assert!(!twice.status.success());
+    let stderr = String::from_utf8_lossy(&twice.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "service-account-issuer \"{NEW}\" is already specified"
+        )),
+        "{stderr}"
+    );
+}
