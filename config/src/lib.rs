@@ -174,6 +174,14 @@ pub struct WebhookTokenConfig {
         with = "duration::serde_duration"
     )]
     pub failure_cache_ttl: Duration,
+    /// The `authentication.k8s.io` version of the reviews sent: `v1beta1` (kube's default)
+    /// or `v1` (`--authentication-token-webhook-version`).
+    #[serde(default = "default_webhook_token_version")]
+    pub version: String,
+}
+
+fn default_webhook_token_version() -> String {
+    "v1beta1".into()
 }
 
 impl WebhookTokenConfig {
@@ -183,6 +191,7 @@ impl WebhookTokenConfig {
             config_file,
             cache_ttl: default_webhook_ttl(),
             failure_cache_ttl: default_webhook_failure_ttl(),
+            version: default_webhook_token_version(),
         }
     }
 }
@@ -303,8 +312,8 @@ pub struct WebhookAuthorizationConfig {
     /// A kubeconfig-format file naming the remote service
     /// (`--authorization-webhook-config-file`); only with mode `Webhook`, which requires it.
     pub config_file: Option<PathBuf>,
-    /// The `authorization.k8s.io` version of the reviews sent: `v1` (default) or `v1beta1`
-    /// (`--authorization-webhook-version`).
+    /// The `authorization.k8s.io` version of the reviews sent: `v1beta1` (kube's default) or
+    /// `v1` (`--authorization-webhook-version`).
     pub version: String,
     /// How long allowed answers are cached (`--authorization-webhook-cache-authorized-ttl`,
     /// default 5m; 0 disables).
@@ -320,7 +329,7 @@ impl Default for WebhookAuthorizationConfig {
     fn default() -> Self {
         WebhookAuthorizationConfig {
             config_file: None,
-            version: "v1".into(),
+            version: "v1beta1".into(),
             cache_authorized_ttl: Duration::from_secs(300),
             cache_unauthorized_ttl: Duration::from_secs(30),
         }
@@ -836,7 +845,7 @@ mod tests {
         assert_eq!(a.modes, vec!["RBAC"]);
         assert_eq!(a.policy_file, None);
         assert_eq!(a.webhook.config_file, None);
-        assert_eq!(a.webhook.version, "v1");
+        assert_eq!(a.webhook.version, "v1beta1", "kube's default");
         assert_eq!(a.webhook.cache_authorized_ttl, Duration::from_secs(300));
         assert_eq!(a.webhook.cache_unauthorized_ttl, Duration::from_secs(30));
     }
@@ -863,7 +872,7 @@ mod tests {
             "authorization:\n  modes: [Webhook]\n  webhook:\n    configFile: /w\n",
         )
         .unwrap();
-        assert_eq!(c.authorization.webhook.version, "v1");
+        assert_eq!(c.authorization.webhook.version, "v1beta1");
         assert_eq!(
             c.authorization.webhook.cache_unauthorized_ttl,
             Duration::from_secs(30)

@@ -257,6 +257,7 @@ pub fn build(
     }
     if let Some(webhook) = &auth.webhook {
         let remote = WebhookTokenAuthenticator::from_kubeconfig(&webhook.config_file)?
+            .with_version(&webhook.version)?
             .with_implicit_audiences(api_audiences.clone());
         tokens.push(Arc::new(CachedTokenAuthenticator::new(
             Arc::new(remote),

@@ -161,10 +161,13 @@ mod tests {
         );
         let chain = build(&config(&yaml), None).unwrap();
         assert!(decide(&chain, "alice", &[]).await.is_allowed());
-        // bob: ABAC has no opinion, the webhook is unreachable (no opinion, never allow).
-        assert_eq!(
-            decide(&chain, "bob", &[]).await,
-            Decision::NoOpinion("No policy matched.".into())
+        // bob: ABAC has no opinion, the webhook is unreachable: never an allow, but a
+        // failure (a 500) that keeps ABAC's reason.
+        let decision = decide(&chain, "bob", &[]).await;
+        assert_eq!(decision.reason(), "No policy matched.");
+        assert!(
+            decision.error().is_some_and(|e| e.contains("127.0.0.1:1")),
+            "{decision:?}"
         );
         // The webhook cannot list rules, so the union's list is incomplete.
         let rules = chain.rules_for(&UserInfo::new("alice", vec![]), "team-a");

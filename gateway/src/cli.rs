@@ -190,6 +190,9 @@ pub struct ServeFlags {
     /// How long the webhook's answers are cached (Go duration, default 2m).
     #[arg(long)]
     pub authentication_token_webhook_cache_ttl: Option<String>,
+    /// TokenReview version sent to the webhook: v1beta1 (default, as kube) or v1.
+    #[arg(long)]
+    pub authentication_token_webhook_version: Option<String>,
     /// Ordered authorization modes, comma-separated (AlwaysAllow, AlwaysDeny, ABAC, Webhook,
     /// RBAC; default RBAC).
     #[arg(long)]
@@ -407,6 +410,14 @@ impl ServeFlags {
                     "--authentication-token-webhook-cache-ttl: needs --authentication-token-webhook-config-file".into(),
                 ),
                 (Err(e), _) => errors.push(format!("--authentication-token-webhook-cache-ttl: {e}")),
+            }
+        }
+        if let Some(v) = self.authentication_token_webhook_version {
+            match &mut authn.webhook {
+                Some(w) => w.version = v,
+                None => errors.push(
+                    "--authentication-token-webhook-version: needs --authentication-token-webhook-config-file".into(),
+                ),
             }
         }
         if let Some(v) = self.authorization_mode {

@@ -828,7 +828,7 @@ mod tests {
         // kube's `NewForbidden(gr, name, reason)` with RBAC's (empty) reason.
         assert_eq!(
             err.message,
-            "roles.rbac.authorization.k8s.io \"r\" is forbidden: "
+            "roles.rbac.authorization.k8s.io \"r\" is forbidden: User \"jane\" cannot create resource \"roles\" in API group \"rbac.authorization.k8s.io\" in the namespace \"team\""
         );
         // A plain update by the same user is only judged for escalation.
         let old = role("r", "get");
@@ -917,7 +917,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.message,
-            "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: "
+            "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: User \"jane\" cannot create resource \"rolebindings\" in API group \"rbac.authorization.k8s.io\" in the namespace \"team\""
         );
         // system:masters may do anything.
         let admin = UserInfo::new("admin", vec![SYSTEM_PRIVILEGED_GROUP.into()]);

@@ -140,6 +140,25 @@ fn webhook_token_reviews() {
     );
     let (code, body) = whoami_with(&gate, "unknown-token");
     assert_eq!(code, 401, "{body}");
+    // kube's default review version.
+    let sent = webhook.last_review().unwrap_or_default();
+    assert_eq!(
+        sent["apiVersion"], "authentication.k8s.io/v1beta1",
+        "{sent}"
+    );
+    assert_eq!(sent["spec"]["token"], "unknown-token", "{sent}");
+
+    // `--authentication-token-webhook-version=v1` sends v1 reviews.
+    drop(gate);
+    let gate = Kubegate::start_with(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--authentication-token-webhook-version=v1",
+    ]);
+    let (code, review) = whoami_with(&gate, "remote-token");
+    assert_eq!(code, 201, "{review}");
+    let sent = webhook.last_review().unwrap_or_default();
+    assert_eq!(sent["apiVersion"], "authentication.k8s.io/v1", "{sent}");
 }
 
 fn b64(text: &str) -> String {

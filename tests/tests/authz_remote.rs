@@ -377,6 +377,7 @@ fn webhook_subject_access_reviews() {
             "--authorization-webhook-config-file={}",
             webhook.kubeconfig().display()
         ),
+        "--authorization-webhook-version=v1",
     ]);
     seed(&gate);
     assert!(
@@ -576,7 +577,7 @@ fn abac_then_webhook_with_v1beta1_reviews() {
             "--authorization-webhook-config-file={}",
             webhook.kubeconfig().display()
         ),
-        "--authorization-webhook-version=v1beta1",
+        // kube's default version: v1beta1.
         "--authorization-webhook-cache-authorized-ttl=0s",
     ]);
     seed(&gate);

@@ -1,6 +1,6 @@
 //! Webhook token authentication, as kube's `--authentication-token-webhook-config-file`: a
-//! bearer token is sent to a remote service as an `authentication.k8s.io/v1` `TokenReview`
-//! and the service's `status` decides.
+//! bearer token is sent to a remote service as an `authentication.k8s.io` `TokenReview`
+//! (`v1beta1` unless configured, as kube's default) and the service's `status` decides.
 //!
 //! The remote service is named by a kubeconfig-format file, read the way client-go's
 //! `clientcmd` reads one ([`WebhookEndpoint::from_kubeconfig`]):
@@ -51,7 +51,7 @@ pub const DEFAULT_FAILURE_CACHE_TTL: Duration = DEFAULT_CACHE_TTL;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The `TokenReview` version sent unless [`WebhookTokenAuthenticator::with_version`] says
 /// otherwise (kube's `--authentication-token-webhook-version` default).
-pub const DEFAULT_VERSION: &str = "v1";
+pub const DEFAULT_VERSION: &str = "v1beta1";
 
 /// A review answer larger than this is refused rather than buffered.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
@@ -553,7 +553,7 @@ pub struct WebhookTokenAuthenticator {
 
 impl WebhookTokenAuthenticator {
     /// A webhook authenticator from a kubeconfig-format file (see the module docs), sending
-    /// `authentication.k8s.io/v1` reviews with a [`DEFAULT_TIMEOUT`] per attempt.
+    /// [`DEFAULT_VERSION`] reviews with a [`DEFAULT_TIMEOUT`] per attempt.
     pub fn from_kubeconfig(path: &Path) -> Result<Self, String> {
         Ok(Self::new(WebhookEndpoint::from_kubeconfig(path)?))
     }
@@ -575,7 +575,7 @@ impl WebhookTokenAuthenticator {
         self
     }
 
-    /// Sends `authentication.k8s.io/<version>` reviews: `v1` (default) or `v1beta1`, as
+    /// Sends `authentication.k8s.io/<version>` reviews: `v1beta1` (default) or `v1`, as
     /// kube's `--authentication-token-webhook-version`.
     pub fn with_version(mut self, version: &str) -> Result<Self, String> {
         self.version = match version {
@@ -1082,7 +1082,10 @@ mod tests {
         assert!(request.client_cert);
         assert_eq!(request.header("content-type"), Some("application/json"));
         let sent: Value = serde_json::from_slice(&request.body).unwrap();
-        assert_eq!(sent["apiVersion"], "authentication.k8s.io/v1");
+        assert_eq!(
+            sent["apiVersion"], "authentication.k8s.io/v1beta1",
+            "kube's default"
+        );
         assert_eq!(sent["kind"], "TokenReview");
         assert_eq!(
             sent["spec"],
@@ -1093,17 +1096,17 @@ mod tests {
             webhook.authenticate_token("bad-token", &[]).await,
             TokenOutcome::Invalid("webhook: unknown token".to_string())
         );
-        let v1beta1 = WebhookTokenAuthenticator::from_kubeconfig(&path)
+        let v1 = WebhookTokenAuthenticator::from_kubeconfig(&path)
             .unwrap()
-            .with_version("v1beta1")
+            .with_version("v1")
             .unwrap();
         assert!(matches!(
-            v1beta1.authenticate_token("good-token", &[]).await,
+            v1.authenticate_token("good-token", &[]).await,
             TokenOutcome::Authenticated(_)
         ));
         let last = server.requests.lock().unwrap().last().cloned().unwrap();
         let sent: Value = serde_json::from_slice(&last.body).unwrap();
-        assert_eq!(sent["apiVersion"], "authentication.k8s.io/v1beta1");
+        assert_eq!(sent["apiVersion"], "authentication.k8s.io/v1");
         assert_eq!(sent["spec"], json!({"token": "good-token"}));
         assert!(WebhookTokenAuthenticator::from_kubeconfig(&path)
             .unwrap()

@@ -46,8 +46,9 @@ pub const DEFAULT_UNAUTHORIZED_TTL: Duration = Duration::from_secs(30);
 /// retries up to five times; an authorizer sits on every request, so a dead webhook must
 /// fail fast.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The `SubjectAccessReview` version sent unless configured otherwise.
-pub const DEFAULT_VERSION: &str = "v1";
+/// The `SubjectAccessReview` version sent unless configured otherwise (kube's
+/// `--authorization-webhook-version` default).
+pub const DEFAULT_VERSION: &str = "v1beta1";
 /// Entries per cache (kube's `NewLRUExpireCache(8192)`).
 const CACHE_CAPACITY: u64 = 8192;
 /// kube's `maxControlledAttrCacheSize`: requests whose requester-controlled attributes add up
@@ -105,7 +106,7 @@ fn cache(ttl: Duration) -> Option<Cache<String, ReviewStatus>> {
 }
 
 impl WebhookAuthorizer {
-    /// A webhook authorizer from a kubeconfig-format file, with kube's defaults: `v1`
+    /// A webhook authorizer from a kubeconfig-format file, with kube's defaults: `v1beta1`
     /// reviews, 5m / 30s cache TTLs, and [`DEFAULT_TIMEOUT`].
     pub fn from_kubeconfig(path: &Path) -> Result<Self, String> {
         Ok(Self::new(WebhookEndpoint::from_kubeconfig(path)?))
@@ -124,7 +125,7 @@ impl WebhookAuthorizer {
         }
     }
 
-    /// Sends `authorization.k8s.io/<version>` reviews: `v1` (default) or `v1beta1`.
+    /// Sends `authorization.k8s.io/<version>` reviews: `v1beta1` (default) or `v1`.
     pub fn with_version(mut self, version: &str) -> Result<Self, String> {
         self.version = match version {
             "v1" => "v1",
@@ -374,7 +375,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("authz.kubeconfig");
         std::fs::write(&path, kubeconfig(server, "/authorize?x=1")).unwrap();
-        WebhookAuthorizer::from_kubeconfig(&path).unwrap()
+        let webhook = WebhookAuthorizer::from_kubeconfig(&path).unwrap();
+        assert_eq!(webhook.version(), "v1beta1", "kube's default");
+        webhook.with_version("v1").unwrap()
     }
 
     /// A SAR server whose answer for each user comes from `answers` (a status object);
