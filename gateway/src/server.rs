@@ -309,13 +309,44 @@ fn aggregator_setup(
             let front = certs::ensure_front_proxy(&config.data_dir)?;
             let identity = ProxyIdentity::load(&front.client_cert, &front.client_key)
                 .map_err(StartError::Other)?;
-            let request_header = RequestHeaderInfo {
-                client_ca: read(&front.ca_cert)?,
-                allowed_names: vec![certs::FRONT_PROXY_CLIENT_CN.to_string()],
-                username_headers: vec!["X-Remote-User".into()],
-                uid_headers: vec!["X-Remote-Uid".into()],
-                group_headers: vec!["X-Remote-Group".into()],
-                extra_headers_prefix: vec!["X-Remote-Extra-".into()],
+            let generated_ca = read(&front.ca_cert)?;
+            let request_header = match &config.authentication.request_header {
+                // kube publishes the configured request-header settings. The proxy
+                // certificate kubegate generated is not signed by the configured CA, so its
+                // CA and name are added: extension servers then trust the operator's front
+                // proxy and kubegate's own proxying alike.
+                Some(rh) => {
+                    let configured_ca = read(&rh.client_ca_file)?;
+                    let client_ca = if configured_ca.trim() == generated_ca.trim() {
+                        configured_ca
+                    } else {
+                        format!("{}\n{}", configured_ca.trim_end(), generated_ca)
+                    };
+                    let mut allowed_names = rh.allowed_names.clone();
+                    if !allowed_names.is_empty()
+                        && !allowed_names
+                            .iter()
+                            .any(|n| n == certs::FRONT_PROXY_CLIENT_CN)
+                    {
+                        allowed_names.push(certs::FRONT_PROXY_CLIENT_CN.to_string());
+                    }
+                    RequestHeaderInfo {
+                        client_ca,
+                        allowed_names,
+                        username_headers: rh.username_headers.clone(),
+                        uid_headers: rh.uid_headers.clone(),
+                        group_headers: rh.group_headers.clone(),
+                        extra_headers_prefix: rh.extra_headers_prefix.clone(),
+                    }
+                }
+                None => RequestHeaderInfo {
+                    client_ca: generated_ca,
+                    allowed_names: vec![certs::FRONT_PROXY_CLIENT_CN.to_string()],
+                    username_headers: vec!["X-Remote-User".into()],
+                    uid_headers: vec!["X-Remote-Uid".into()],
+                    group_headers: vec!["X-Remote-Group".into()],
+                    extra_headers_prefix: vec!["X-Remote-Extra-".into()],
+                },
             };
             (identity, Some(request_header))
         }

@@ -1534,3 +1534,46 @@ fn the_extension_authentication_configmap_is_restored_when_edited_or_deleted() {
     });
     assert!(back, "the ConfigMap did not come back: {:?}", data());
 }
+
+/// With `--requestheader-*` configured, the published settings are the configured ones, as
+/// kube publishes them, plus the CA and name of the proxy certificate kubegate generated
+/// (which the configured CA did not sign), so extension servers trust both front proxies.
+#[test]
+fn the_extension_authentication_configmap_publishes_the_configured_request_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, _key) =
+        kubegate_tests::openssl::make_ca(dir.path(), "front", "operator-front-proxy-ca");
+    let operator_ca = std::fs::read_to_string(&ca).unwrap();
+    let gate = Kubegate::start_with(&[
+        &format!("--requestheader-client-ca-file={}", ca.display()),
+        "--requestheader-allowed-names=operator-proxy",
+        "--requestheader-username-headers=X-Remote-User,X-Forwarded-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+    ]);
+    let data = gate.json(&[
+        "-n",
+        "kube-system",
+        "get",
+        "configmap",
+        "extension-apiserver-authentication",
+        "-o",
+        "json",
+    ])["data"]
+        .clone();
+    let published_ca = data["requestheader-client-ca-file"]
+        .as_str()
+        .unwrap_or_default();
+    let generated_ca =
+        std::fs::read_to_string(gate.data_dir.join("pki/front-proxy-ca.crt")).unwrap();
+    assert!(published_ca.contains(operator_ca.trim()), "{published_ca}");
+    assert!(published_ca.contains(generated_ca.trim()), "{published_ca}");
+    assert_eq!(
+        data["requestheader-allowed-names"],
+        json!("[\"operator-proxy\",\"front-proxy-client\"]")
+    );
+    assert_eq!(
+        data["requestheader-username-headers"],
+        json!("[\"X-Remote-User\",\"X-Forwarded-User\"]")
+    );
+}
