@@ -40,6 +40,9 @@ pub fn build(
                 })?;
                 let authorizer = WebhookAuthorizer::from_kubeconfig(path)?
                     .with_version(&webhook.version)?
+                    .with_selectors(
+                        kubegate_backends::core::authorization::webhook_selector_attributes,
+                    )
                     .with_cache_ttls(webhook.cache_authorized_ttl, webhook.cache_unauthorized_ttl);
                 tracing::info!(server = %authorizer.server(), version = %webhook.version, "authorization webhook configured");
                 Arc::new(authorizer)

@@ -433,6 +433,43 @@ fn webhook_subject_access_reviews() {
         webhook.reviews()
     );
 
+    // A list's selectors go as requirements (kube's AuthorizeWithSelectors); the name from
+    // `metadata.name` too, as before.
+    ok_as(
+        &gate,
+        "alice",
+        &[
+            "get",
+            "cm",
+            "-n",
+            "team-a",
+            "-l",
+            "app in (web,api),tier!=db,!legacy,rank>2",
+            "--field-selector",
+            "metadata.name=settings,metadata.namespace!=x",
+        ],
+    );
+    let selected = reviews_for(&webhook, "alice")
+        .into_iter()
+        .find(|r| {
+            r["spec"]["resourceAttributes"]
+                .get("labelSelector")
+                .is_some()
+        })
+        .unwrap_or_else(|| panic!("no review with selectors in {:?}", webhook.reviews()));
+    assert_eq!(
+        selected["spec"]["resourceAttributes"],
+        json!({"namespace": "team-a", "verb": "list", "version": "v1", "resource": "configmaps",
+            "name": "settings",
+            "fieldSelector": {"requirements": [
+                {"key": "metadata.name", "operator": "In", "values": ["settings"]},
+                {"key": "metadata.namespace", "operator": "NotIn", "values": ["x"]}]},
+            "labelSelector": {"requirements": [
+                {"key": "app", "operator": "In", "values": ["api", "web"]},
+                {"key": "legacy", "operator": "DoesNotExist"},
+                {"key": "tier", "operator": "NotIn", "values": ["db"]}]}})
+    );
+
     // bob: denied, and the 403 carries the webhook's reason.
     let denied = fails_as(
         &gate,

@@ -145,6 +145,58 @@ impl Review {
     }
 }
 
+/// The `fieldSelector` and `labelSelector` a webhook's review carries for a request's raw
+/// selectors, as kube's webhook authorizer builds them (`resourceAttributesFrom`): equality
+/// and `in` as `In`, inequality and `notin` as `NotIn`, `Exists`/`DoesNotExist`; other
+/// operators (`>`, `<`) dropped, as requirements only narrow; nothing for a selector that does
+/// not parse or leaves no requirement.
+pub fn webhook_selector_attributes(field: &str, label: &str) -> (Option<Value>, Option<Value>) {
+    let wrap = |requirements: Vec<Value>| {
+        (!requirements.is_empty()).then(|| json!({ "requirements": requirements }))
+    };
+    let field = (!field.is_empty())
+        .then(|| FieldSelector::parse(field).ok())
+        .flatten()
+        .map(|selector| {
+            selector
+                .requirements()
+                .iter()
+                .map(|r| {
+                    let operator = if r.equal { "In" } else { "NotIn" };
+                    json!({"key": r.field, "operator": operator, "values": [r.value]})
+                })
+                .collect::<Vec<_>>()
+        })
+        .and_then(wrap);
+    let label = (!label.is_empty())
+        .then(|| LabelSelector::parse(label).ok())
+        .flatten()
+        .map(|selector| {
+            selector
+                .requirements()
+                .iter()
+                .filter_map(|r| {
+                    let operator = match r.operator() {
+                        LabelOperator::Equals | LabelOperator::DoubleEquals | LabelOperator::In => {
+                            "In"
+                        }
+                        LabelOperator::NotEquals | LabelOperator::NotIn => "NotIn",
+                        LabelOperator::Exists => "Exists",
+                        LabelOperator::DoesNotExist => "DoesNotExist",
+                        LabelOperator::GreaterThan | LabelOperator::LessThan => return None,
+                    };
+                    let mut requirement = json!({"key": r.key(), "operator": operator});
+                    if !r.values().is_empty() {
+                        requirement["values"] = json!(r.values());
+                    }
+                    Some(requirement)
+                })
+                .collect::<Vec<_>>()
+        })
+        .and_then(wrap);
+    (field, label)
+}
+
 /// One selector requirement (`metav1.LabelSelectorRequirement` or
 /// `metav1.FieldSelectorRequirement`, which have the same fields).
 #[derive(Debug, Clone, Default)]

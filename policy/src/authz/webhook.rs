@@ -24,8 +24,10 @@
 //!   seconds, not minutes. An answer both allowing and denying fails the same way (kube
 //!   denies it with an error, which its filter also turns into a 500).
 //!
-//! Unlike kube 1.31+, field and label selectors are not sent as `fieldSelector` /
-//! `labelSelector` requirements.
+//! - A list, watch or deletecollection's field and label selectors go as `fieldSelector` /
+//!   `labelSelector` requirements (kube's `AuthorizeWithSelectors`, on since 1.32), turned
+//!   into requirements by the [`SelectorAttributes`] the server gives
+//!   ([`WebhookAuthorizer::with_selectors`]; the parsers live with the storage's).
 
 use std::path::Path;
 use std::time::Duration;
@@ -71,9 +73,15 @@ struct ReviewResponse {
     status: ReviewStatus,
 }
 
+/// The `fieldSelector` and `labelSelector` of a review's `resourceAttributes` for a request's
+/// raw field and label selectors (`{"requirements": [...]}`, or `None` when there is none to
+/// send), as kube's `resourceAttributesFrom` builds them.
+pub type SelectorAttributes = fn(field: &str, label: &str) -> (Option<Value>, Option<Value>);
+
 /// Authorization by a remote `SubjectAccessReview` webhook.
 pub struct WebhookAuthorizer {
     endpoint: WebhookEndpoint,
+    selectors: Option<SelectorAttributes>,
     version: &'static str,
     timeout: Duration,
     authorized_ttl: Duration,
@@ -116,6 +124,7 @@ impl WebhookAuthorizer {
     pub fn new(endpoint: WebhookEndpoint) -> Self {
         WebhookAuthorizer {
             endpoint,
+            selectors: None,
             version: DEFAULT_VERSION,
             timeout: DEFAULT_TIMEOUT,
             authorized_ttl: DEFAULT_AUTHORIZED_TTL,
@@ -137,6 +146,12 @@ impl WebhookAuthorizer {
             }
         };
         Ok(self)
+    }
+
+    /// Sends requests' selectors as requirements, built by `selectors`.
+    pub fn with_selectors(mut self, selectors: SelectorAttributes) -> Self {
+        self.selectors = Some(selectors);
+        self
     }
 
     /// How long allowed and not-allowed answers are cached; zero turns that cache off.
@@ -189,6 +204,15 @@ impl WebhookAuthorizer {
             put(&mut resource, "resource", &request.resource);
             put(&mut resource, "subresource", &request.subresource);
             put(&mut resource, "name", &request.name);
+            if let Some(selectors) = self.selectors {
+                let (field, label) = selectors(&request.field_selector, &request.label_selector);
+                if let Some(field) = field {
+                    resource.insert("fieldSelector".into(), field);
+                }
+                if let Some(label) = label {
+                    resource.insert("labelSelector".into(), label);
+                }
+            }
             spec.insert("resourceAttributes".into(), Value::Object(resource));
         } else {
             let mut non_resource = Map::new();
