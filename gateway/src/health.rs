@@ -1,9 +1,13 @@
 //! `/healthz`, `/livez` and `/readyz` as kube-apiserver serves them: named checks, `?verbose`
 //! listings (`[+]ping ok`), `?exclude=<check>`, per-check paths (`/readyz/ping`), and
-//! `shutdown` failing readiness while the server drains.
+//! `shutdown` failing readiness while the server drains; and the component SLI metrics those
+//! checks feed, served at `/metrics/slis` (kube's `kubernetes_healthcheck` and
+//! `kubernetes_healthchecks_total`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 /// A named check; `Err` carries the reason, which is only shown in logs.
 pub type CheckFn = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -14,6 +18,63 @@ pub struct Health {
     /// Checks of `/readyz` alone, listed after the live ones.
     ready: Vec<(String, CheckFn)>,
     pub shutting_down: Arc<AtomicBool>,
+    slis: Slis,
+}
+
+/// kube's component SLI metrics (`component-base/metrics/prometheus/slis`), in a registry of
+/// their own as kube serves them apart from `/metrics`.
+struct Slis {
+    registry: Registry,
+    /// `kubernetes_healthcheck{name, type}`: 1 when the check last passed, 0 when it failed.
+    last: IntGaugeVec,
+    /// `kubernetes_healthchecks_total{name, status, type}`.
+    total: IntCounterVec,
+}
+
+impl Slis {
+    fn new() -> Slis {
+        let registry = Registry::new();
+        let last = IntGaugeVec::new(
+            Opts::new(
+                "kubernetes_healthcheck",
+                "[STABLE] This metric records the result of a single healthcheck.",
+            ),
+            &["name", "type"],
+        )
+        .expect("valid metric");
+        let total = IntCounterVec::new(
+            Opts::new(
+                "kubernetes_healthchecks_total",
+                "[STABLE] This metric records the results of all healthcheck.",
+            ),
+            &["name", "type", "status"],
+        )
+        .expect("valid metric");
+        for metric in [
+            Box::new(last.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(total.clone()),
+        ] {
+            if let Err(e) = registry.register(metric) {
+                tracing::warn!(error = %e, "registering the SLI metrics");
+            }
+        }
+        Slis {
+            registry,
+            last,
+            total,
+        }
+    }
+
+    /// kube's `ObserveHealthcheck`.
+    fn observe(&self, name: &str, endpoint: &str, passed: bool) {
+        self.last
+            .with_label_values(&[name, endpoint])
+            .set(i64::from(passed));
+        let status = if passed { "success" } else { "error" };
+        self.total
+            .with_label_values(&[name, endpoint, status])
+            .inc();
+    }
 }
 
 /// A health response: status code and plain-text body.
@@ -29,7 +90,18 @@ impl Health {
             live: vec![("ping".into(), ok.clone()), ("log".into(), ok)],
             ready: Vec::new(),
             shutting_down: Arc::new(AtomicBool::new(false)),
+            slis: Slis::new(),
         }
+    }
+
+    /// `/metrics/slis` in Prometheus' text format.
+    pub fn render_slis(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let encoder = prometheus::TextEncoder::new();
+        if let Err(e) = encoder.encode(&self.slis.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "encoding the SLI metrics");
+        }
+        out
     }
 
     /// Adds a check to `/livez`, `/readyz` and `/healthz`.
@@ -101,10 +173,16 @@ impl Health {
                 lines.push(format!("[+]{name} excluded: ok"));
                 continue;
             }
+            // Each check of an endpoint's listing counts towards its SLIs (kube's root
+            // handler observes them; the per-check paths do not).
             match f() {
-                Ok(()) => lines.push(format!("[+]{name} ok")),
+                Ok(()) => {
+                    self.slis.observe(name, endpoint, true);
+                    lines.push(format!("[+]{name} ok"));
+                }
                 Err(reason) => {
                     tracing::warn!(check = %name, %reason, "health check failed");
+                    self.slis.observe(name, endpoint, false);
                     failed = true;
                     lines.push(format!("[-]{name} failed: reason withheld"));
                 }
@@ -158,6 +236,30 @@ mod tests {
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn listings_feed_the_sli_metrics_and_single_checks_do_not() {
+        let mut h = Health::new();
+        h.add_ready("storage", Arc::new(|| Err("down".into())));
+        h.serve("/readyz", &q(&[("exclude", "log")])).unwrap();
+        h.serve("/readyz", &[]).unwrap();
+        h.serve("/livez", &[]).unwrap();
+        h.serve("/readyz/ping", &[]).unwrap();
+        let text = String::from_utf8(h.render_slis()).unwrap();
+        for line in [
+            "# HELP kubernetes_healthcheck [STABLE] This metric records the result of a single healthcheck.",
+            "# TYPE kubernetes_healthcheck gauge",
+            "kubernetes_healthcheck{name=\"storage\",type=\"readyz\"} 0",
+            "kubernetes_healthcheck{name=\"ping\",type=\"livez\"} 1",
+            "# TYPE kubernetes_healthchecks_total counter",
+            "kubernetes_healthchecks_total{name=\"ping\",status=\"success\",type=\"readyz\"} 2",
+            "kubernetes_healthchecks_total{name=\"storage\",status=\"error\",type=\"readyz\"} 2",
+            // Excluded once: counted once.
+            "kubernetes_healthchecks_total{name=\"log\",status=\"success\",type=\"readyz\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
     }
 
     #[test]

@@ -140,6 +140,13 @@ impl Routes {
                     self.metrics.render(),
                 )
             }
+            "/metrics/slis" => {
+                return ApiResponse::with_type(
+                    200,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    self.health.render_slis(),
+                )
+            }
             "/.well-known/openid-configuration" | "/openid/v1/jwks" => {
                 let Some((config, jwks)) = &self.issuer_discovery else {
                     return ApiError::path_not_found().into();

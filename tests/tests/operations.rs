@@ -97,6 +97,17 @@ fn protocols_headers_health_metrics_and_documents() {
     assert_eq!(body, "ok");
     let (head, _) = curl(&gate, &[], "/livez/nonexistent");
     assert!(head.contains(" 404"), "{head}");
+    // The checks feed kube's component SLIs, served apart from /metrics.
+    let slis = gate.ok(&["get", "--raw", "/metrics/slis"]);
+    assert!(
+        slis.lines().any(|l| l
+            .starts_with("kubernetes_healthchecks_total{name=\"storage-readiness\",status=\"success\",type=\"readyz\"} ")),
+        "{slis}"
+    );
+    assert!(
+        slis.contains("kubernetes_healthcheck{name=\"ping\",type=\"readyz\"} 1"),
+        "{slis}"
+    );
 
     // /version in kube's shape.
     let (_, body) = curl(&gate, &[], "/version");
