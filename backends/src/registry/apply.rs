@@ -20,8 +20,6 @@ use crate::status::{self, ApiError, ApiResult, StatusCause, StatusDetails};
 /// kube's `FieldManagerMaxLength`.
 const FIELD_MANAGER_MAX_LENGTH: usize = 128;
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-/// How many times an apply that finds its object created meanwhile starts over.
-const MAX_APPLY_ATTEMPTS: usize = 8;
 
 /// The kind's shape, built once per served version.
 pub(crate) fn field_model(def: &ResourceDef) -> Arc<TypeModel> {
@@ -377,7 +375,9 @@ impl Registry {
         let warnings = self
             .unknown_fields(def, &mut config, field_validation(request)?, Vec::new())
             .map_err(ApiError::bad_request)?;
-        for _ in 0..MAX_APPLY_ATTEMPTS {
+        // Retried until it lands, as kube's store retries (only the request's deadline ends
+        // it): a create that raced another one updates what that one made.
+        loop {
             let updated = self
                 .update_object(
                     def,
@@ -418,11 +418,6 @@ impl Registry {
             written.warnings.extend(warnings);
             return respond(code, def, output, written);
         }
-        Err(ApiError::conflict(
-            &def.group_resource(),
-            &info.name,
-            "too many concurrent modifications; please retry",
-        ))
     }
 }
 

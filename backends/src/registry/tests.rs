@@ -488,6 +488,90 @@ async fn updates_conflict_on_stale_versions_and_noops_keep_the_version() {
     assert_eq!(code, 400);
 }
 
+/// Writes without a precondition retry their conflicts until they land, as kube's
+/// `GuaranteedUpdate` does: many concurrent patches, applies and unconditional updates of one
+/// object all succeed and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_without_preconditions_all_land() {
+    let f = fixture().await;
+    let path = "/api/v1/namespaces/default/configmaps/shared";
+    let (code, _) = call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}})),
+    )
+    .await;
+    assert_eq!(code, 201);
+    const WRITERS: usize = 12;
+    const EACH: usize = 15;
+    let writer = |w: usize| {
+        let f = &f;
+        async move {
+            let mut failures = Vec::new();
+            for i in 0..EACH {
+                let key = format!("w{w}-{i}");
+                let (code, body) = match w % 3 {
+                    0 => {
+                        call_typed(
+                            f,
+                            "PATCH",
+                            path,
+                            Some(json!({"data": {key.clone(): "v"}})),
+                            "application/merge-patch+json",
+                        )
+                        .await
+                    }
+                    1 => {
+                        call_typed(
+                            f,
+                            "PATCH",
+                            &format!("{path}?fieldManager=m{w}&force=true"),
+                            Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": "shared"},
+                                "data": (0..=i).map(|j| (format!("w{w}-{j}"), json!("v")))
+                                    .collect::<serde_json::Map<_, _>>()})),
+                            "application/apply-patch+yaml",
+                        )
+                        .await
+                    }
+                    _ => {
+                        call_typed(
+                            f,
+                            "PATCH",
+                            path,
+                            Some(json!({"metadata": {"annotations": {key.clone(): "v"}}})),
+                            "application/strategic-merge-patch+json",
+                        )
+                        .await
+                    }
+                };
+                if code != 200 {
+                    failures.push(format!("{key}: {code} {body}"));
+                }
+            }
+            failures
+        }
+    };
+    let failures: Vec<String> = futures::future::join_all((0..WRITERS).map(writer))
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert!(failures.is_empty(), "{failures:?}");
+    let (_, object) = call(&f, "GET", path, None).await;
+    for w in 0..WRITERS {
+        for i in 0..EACH {
+            let key = format!("w{w}-{i}");
+            let found = match w % 3 {
+                2 => object["metadata"]["annotations"].get(&key).is_some(),
+                _ => object["data"].get(&key).is_some(),
+            };
+            assert!(found, "{key} lost: {object}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn patch_types_and_strategic_merge() {
     let f = fixture().await;

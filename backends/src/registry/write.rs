@@ -29,9 +29,6 @@ use crate::status::{self, ApiError, ApiResult, GroupResource, StatusCause};
 use crate::storage::{Revision, StoreError};
 use kubegate_policy::UserInfo;
 
-/// How many times a write without a client precondition is retried on a CAS conflict.
-const MAX_CONFLICT_RETRIES: usize = 8;
-
 /// How many generated names a create tries before giving up (kube: 8).
 const MAX_GENERATE_NAME_ATTEMPTS: usize = 8;
 
@@ -961,7 +958,7 @@ impl Registry {
         };
         // With create on update, a missing object is created and one created meanwhile is
         // updated, as kube's guaranteed update retries against what it finds.
-        for _ in 0..MAX_CONFLICT_RETRIES {
+        loop {
             let updated = self
                 .update_object(def, &info.namespace, &info.name, &subresource, mode, |_| {
                     // Only an update of a stored object must name its version: a PUT that
@@ -989,11 +986,6 @@ impl Registry {
             written.warnings.extend(warnings);
             return respond(status, def, &output, written);
         }
-        Err(ApiError::conflict(
-            &def.group_resource(),
-            &info.name,
-            "too many concurrent modifications; please retry",
-        ))
     }
 
     /// Creates the object a PUT names when nothing is stored under its name (kube's create
@@ -1148,7 +1140,8 @@ impl Registry {
     /// The guaranteed-update loop: reads the current object, computes the new one with
     /// `mutate`, applies metadata rules, the strategy and validation, and writes it with CAS.
     /// A resourceVersion in the new object is a precondition (409 when stale); without one,
-    /// conflicts are retried against the fresh object.
+    /// conflicts are retried against the fresh object until the write lands, as kube's
+    /// `GuaranteedUpdate` retries them: only the request's deadline ends it.
     pub(crate) async fn update_object<F>(
         &self,
         def: &ResourceDef,
@@ -1164,7 +1157,7 @@ impl Registry {
         let dry_run = mode.dry_run;
         let key = def.key(namespace, name);
         let gr = def.group_resource();
-        for _ in 0..MAX_CONFLICT_RETRIES {
+        loop {
             self.sync_cache().await?;
             let cached = self
                 .cacher
@@ -1396,11 +1389,6 @@ impl Registry {
                 Err(e) => return Err(store_error(e)),
             }
         }
-        Err(ApiError::conflict(
-            &gr,
-            name,
-            "too many concurrent modifications; please retry",
-        ))
     }
 
     pub(super) async fn delete(
@@ -1450,7 +1438,7 @@ impl Registry {
     ) -> ApiResult<(u16, Value, bool)> {
         let key = def.key(namespace, name);
         let gr = def.group_resource();
-        for _ in 0..MAX_CONFLICT_RETRIES {
+        loop {
             self.sync_cache().await?;
             let cached = self
                 .cacher
@@ -1553,11 +1541,6 @@ impl Registry {
                 Err(e) => return Err(store_error(e)),
             }
         }
-        Err(ApiError::conflict(
-            &gr,
-            name,
-            "too many concurrent modifications; please retry",
-        ))
     }
 
     /// Before a namespace's deletion is acknowledged, waits for this replica's cache to hold
