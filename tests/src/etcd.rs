@@ -14,16 +14,24 @@ pub struct Etcd {
     peer_port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Further etcd flags (`--max-request-bytes=...`).
+    extra_args: Vec<String>,
 }
 
 impl Etcd {
     /// Starts etcd and waits until it answers `/health`.
     pub fn start() -> Etcd {
+        Etcd::start_with(&[])
+    }
+
+    /// [`Etcd::start`] with further etcd flags.
+    pub fn start_with(extra_args: &[&str]) -> Etcd {
         let mut etcd = Etcd {
             client_port: free_port(),
             peer_port: free_port(),
             dir: tempfile::tempdir().expect("etcd dir"),
             child: None,
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
         };
         // A free port can be taken by another test between `free_port` and etcd's bind: then
         // etcd exits at once, and it is started again on other ports, from an empty data dir.
@@ -75,6 +83,7 @@ impl Etcd {
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
             .arg(format!("--initial-cluster=default={peer}"))
+            .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

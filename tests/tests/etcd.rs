@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use kubegate_tests::etcd::Etcd;
 use kubegate_tests::{eventually, Kubegate};
+use serde_json::{json, Value};
 
 const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -520,4 +521,51 @@ fn replicas_never_give_one_service_value_twice() {
         Some(service("again", "10.96.60.10", 31200).as_bytes()),
     );
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+}
+
+/// A write too large for etcd only because of its managedFields is stored without them, as
+/// kube's create, update and patch handlers try once more; an apply is not, and etcd's error
+/// comes back as kube answers it (a 500 with etcd's words).
+#[test]
+fn a_write_too_large_for_etcd_is_retried_without_managed_fields() {
+    // Room for the data but not for the data and its field set as well.
+    let etcd = Etcd::start_with(&["--max-request-bytes=40000"]);
+    let gate = Kubegate::start_with(&["--etcd-servers", &etcd.url()]);
+    gate.ok(&["create", "namespace", "big"]);
+    let data: serde_json::Map<String, Value> = (0..1500)
+        .map(|i| (format!("key{i:05}"), json!("")))
+        .collect();
+    let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wide", "namespace": "big"}, "data": data});
+    let created = gate.ok_stdin(&["create", "-o", "json", "-f", "-"], &configmap.to_string());
+    let created: Value = serde_json::from_str(&created).unwrap();
+    assert_eq!(created["data"].as_object().map(|d| d.len()), Some(1500));
+    assert!(
+        created["metadata"].get("managedFields").is_none(),
+        "stored without its field set: {}",
+        created["metadata"]
+    );
+    let stored = gate.json(&["-n", "big", "get", "configmap", "wide", "-o", "json"]);
+    assert_eq!(stored["data"].as_object().map(|d| d.len()), Some(1500));
+
+    // A server-side apply of the same is refused with etcd's error.
+    let mut applied = configmap.clone();
+    applied["metadata"]["name"] = json!("applied");
+    let out = gate.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager=big", "-f", "-"],
+        Some(&applied.to_string()),
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("etcdserver: request is too large"),
+        "{stderr}"
+    );
+    let (code, _) = gate.curl(
+        "GET",
+        "/api/v1/namespaces/big/configmaps/applied",
+        &[],
+        None,
+    );
+    assert_eq!(code, 404, "nothing half-written");
 }

@@ -369,7 +369,10 @@ impl Registry {
         }
         check_namespace(&mut config, def, &info.namespace)?;
         let tracker = Tracker::new(def, subresource, manager.to_string());
-        let mode = WriteMode::client(request)?;
+        let mode = WriteMode {
+            apply: true,
+            ..WriteMode::client(request)?
+        };
         // Fields the kind does not have are dropped from the configuration (with the warnings
         // or the error `fieldValidation` asks for), so nobody is made their owner.
         let warnings = self

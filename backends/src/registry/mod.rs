@@ -435,6 +435,8 @@ pub(crate) fn store_error(error: StoreError) -> ApiError {
             "Timeout: Too large resource version: {requested}, current: {current}"
         )),
         StoreError::Unavailable(message) => ApiError::service_unavailable(message),
+        // kube's `ErrorToAPIStatus` of etcd's error: a 500 with its text and no reason.
+        StoreError::TooLarge(message) => ApiError::new(500, "", message),
         other => ApiError::internal(other),
     }
 }

@@ -63,6 +63,9 @@ pub(crate) struct WriteMode<'a> {
     /// (422, field is immutable), where a PUT's is a precondition (409), as in kube, whose
     /// patcher passes no preconditions.
     pub patch: bool,
+    /// A server-side apply: a write too large for the store is not tried again without its
+    /// `managedFields`, as kube's patcher does not for applies.
+    pub apply: bool,
 }
 
 impl<'a> WriteMode<'a> {
@@ -74,6 +77,7 @@ impl<'a> WriteMode<'a> {
             create_on_update: false,
             tracker: None,
             patch: false,
+            apply: false,
         })
     }
 }
@@ -260,6 +264,24 @@ async fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<(Bytes, O
         None => serde_json::to_vec(&AsStored(object)),
     };
     Ok((Bytes::from(bytes.map_err(ApiError::internal)?), converted))
+}
+
+/// Why a write did not reach the store: the object did not encode, or the store refused it.
+enum Failed {
+    Encoding(ApiError),
+    Store(StoreError),
+}
+
+/// kube's answer to a write too large for etcd: once more without `managedFields` (which can
+/// be large), unless it is an apply (kube's create, update and patch handlers). Says whether
+/// there was anything to drop.
+fn without_managed_fields_to_retry(mode: &WriteMode<'_>, object: &mut Value) -> bool {
+    !mode.apply
+        && object
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .and_then(|meta| meta.remove("managedFields"))
+            .is_some()
 }
 
 /// What a dry-run write answers with: the object as it would be stored and read back, which
@@ -803,18 +825,19 @@ impl Registry {
             });
         }
         let key = def.key(&namespace, &name);
-        let created = match storage_bytes(def, &object).await {
-            Ok((bytes, stored)) => self
-                .store()
-                .create(&key, bytes)
-                .await
-                .map(|revision| (revision, stored))
-                .map_err(|e| match e {
-                    StoreError::AlreadyExists(_) => self.already_exists(def, &namespace, &name),
-                    other => store_error(other),
-                }),
-            Err(e) => Err(e),
-        };
+        let mut created = self.store_create(def, &key, &object).await;
+        if matches!(created, Err(Failed::Store(StoreError::TooLarge(_))))
+            && without_managed_fields_to_retry(&mode, &mut object)
+        {
+            created = self.store_create(def, &key, &object).await;
+        }
+        let created = created.map_err(|error| match error {
+            Failed::Store(StoreError::AlreadyExists(_)) => {
+                self.already_exists(def, &namespace, &name)
+            }
+            Failed::Store(other) => store_error(other),
+            Failed::Encoding(error) => error,
+        });
         let (revision, stored) = match created {
             Ok(created) => created,
             Err(error) => {
@@ -911,6 +934,40 @@ impl Registry {
             response = response.with_header("Warning", warning_header(&warning));
         }
         Ok(response)
+    }
+
+    /// Writes a new object's storage bytes: its revision and the storage form when a
+    /// conversion webhook made one.
+    async fn store_create(
+        &self,
+        def: &ResourceDef,
+        key: &str,
+        object: &Value,
+    ) -> Result<(Revision, Option<Value>), Failed> {
+        let (bytes, stored) = storage_bytes(def, object).await.map_err(Failed::Encoding)?;
+        let revision = self
+            .store()
+            .create(key, bytes)
+            .await
+            .map_err(Failed::Store)?;
+        Ok((revision, stored))
+    }
+
+    /// Writes an updated object's storage bytes over `revision`.
+    async fn store_update(
+        &self,
+        def: &ResourceDef,
+        key: &str,
+        object: &Value,
+        revision: Revision,
+    ) -> Result<(Revision, Option<Value>), Failed> {
+        let (bytes, stored) = storage_bytes(def, object).await.map_err(Failed::Encoding)?;
+        let revision = self
+            .store()
+            .update(key, bytes, revision)
+            .await
+            .map_err(Failed::Store)?;
+        Ok((revision, stored))
     }
 
     /// 409 AlreadyExists, saying so when the existing object is on its way out.
@@ -1366,9 +1423,19 @@ impl Registry {
                     warnings,
                 });
             }
-            let (bytes, stored) = storage_bytes(def, &object).await?;
-            match self.store().update(&key, bytes, cached.revision).await {
-                Ok(revision) => {
+            let mut written = self.store_update(def, &key, &object, cached.revision).await;
+            if matches!(written, Err(Failed::Store(StoreError::TooLarge(_))))
+                && without_managed_fields_to_retry(&mode, &mut object)
+            {
+                written = self.store_update(def, &key, &object, cached.revision).await;
+            }
+            let written = match written {
+                Ok(written) => Ok(written),
+                Err(Failed::Encoding(error)) => return Err(error),
+                Err(Failed::Store(error)) => Err(error),
+            };
+            match written {
+                Ok((revision, stored)) => {
                     abandoned.stored();
                     if let Some(after) =
                         def.strategy

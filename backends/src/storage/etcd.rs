@@ -451,9 +451,11 @@ fn map_error(endpoints: &str, op: &str, e: etcd_client::Error) -> StoreError {
                         endpoints
                     ))
                 }
-                _ if message.contains("request is too large") => StoreError::Internal(format!(
-                    "etcd {op} failed: {message}: the object exceeds etcd's --max-request-bytes"
-                )),
+                _ if message.contains("request is too large")
+                    || message.contains("message larger than max") =>
+                {
+                    StoreError::TooLarge(message.to_string())
+                }
                 _ if message.contains("no leader") || message.contains("leader changed") => {
                     StoreError::Unavailable(format!("etcd {op} failed: {message}"))
                 }

@@ -90,6 +90,10 @@ pub enum StoreError {
     },
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The write is larger than the store takes (etcd's `--max-request-bytes`): etcd's own
+    /// message, which kube answers as it is.
+    #[error("{0}")]
+    TooLarge(String),
     #[error("storage error: {0}")]
     Internal(String),
 }
