@@ -26,6 +26,25 @@ fn bad_requests_get_kube_status_bodies() {
     let (code, body) = gate.curl("POST", cms, &[JSON], Some(b"{\"apiVersion\": \"v1\", "));
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
     assert_eq!(status(&body)["reason"], "BadRequest");
+    // As kube's handler words a body whose kind could not be read: the decoder's words and
+    // the body summarized (in hex when it is no JSON object).
+    let (code, body) = gate.curl("POST", cms, &[JSON], Some(b"garbage"));
+    assert_eq!(code, 400);
+    assert_eq!(
+        status(&body)["message"],
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character 'g' looking for beginning of value (67617262616765)"
+    );
+    let (code, body) = gate.curl(
+        "PUT",
+        &format!("{cms}/x"),
+        &["Content-Type: application/vnd.kubernetes.protobuf"],
+        Some(b"k8s\0"),
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        status(&body)["message"],
+        "the object provided is unrecognized (must be of type ConfigMap): empty body (6b387300)"
+    );
 
     // A kind that does not belong at this path → 400.
     let (code, body) = gate.curl(

@@ -409,6 +409,27 @@ pub fn patch_type_allowing(content_type: Option<&str>, strategic: bool) -> ApiRe
     Err(unsupported_media_type(&names.join(", ")))
 }
 
+/// Why a request body did not decode.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Not even its kind could be read (a syntax error, an envelope that is no envelope): the
+    /// decoder's words, which kube's create and update handlers put after `the object
+    /// provided is unrecognized (must be of type <Kind>): `.
+    Unrecognized(String),
+    /// The answer as it is.
+    Refused(ApiError),
+}
+
+impl BodyError {
+    /// The 400 (or other refusal) for a caller that adds no words of its own.
+    pub fn into_api_error(self) -> ApiError {
+        match self {
+            BodyError::Unrecognized(message) => ApiError::bad_request(message),
+            BodyError::Refused(error) => error,
+        }
+    }
+}
+
 /// Decodes a request body into a JSON object. Malformed bodies are 400 with the reason, in
 /// the words kube's decoders use (`couldn't get version/kind; json parse error: ...`,
 /// `error converting YAML to JSON: ...`). Protobuf bodies go to
@@ -426,12 +447,31 @@ pub fn decode_body_noting_duplicates(
     body: &[u8],
     typed: bool,
 ) -> ApiResult<(Value, Vec<String>)> {
+    decode_body_for(media, body, typed, None).map_err(BodyError::into_api_error)
+}
+
+/// [`decode_body_noting_duplicates`] for a request to an endpoint of `endpoint` (apiVersion,
+/// kind), which a protobuf envelope without them takes, with the decoders' errors apart from
+/// the refusals (see [`BodyError`]).
+pub fn decode_body_for(
+    media: MediaType,
+    body: &[u8],
+    typed: bool,
+    endpoint: Option<(&str, &str)>,
+) -> Result<(Value, Vec<String>), BodyError> {
+    let unrecognized = |message: String| BodyError::Unrecognized(message);
     let (value, duplicates) = match media {
-        MediaType::Protobuf => return Ok((crate::machinery::protobuf::decode(body)?, Vec::new())),
+        MediaType::Protobuf => {
+            return Ok((
+                crate::machinery::protobuf::decode_for(body, endpoint)?,
+                Vec::new(),
+            ))
+        }
         MediaType::Json => {
             if body.iter().all(u8::is_ascii_whitespace) {
-                return Err(ApiError::bad_request(
-                    "couldn't get version/kind; json parse error: unexpected end of JSON input",
+                return Err(unrecognized(
+                    "couldn't get version/kind; json parse error: unexpected end of JSON input"
+                        .into(),
                 ));
             }
             let decoded = if typed {
@@ -442,23 +482,22 @@ pub fn decode_body_noting_duplicates(
             .map_err(|e| {
                 let reason = crate::machinery::gojson_syntax::syntax_error(body)
                     .unwrap_or_else(|| e.to_string());
-                ApiError::bad_request(format!(
+                unrecognized(format!(
                     "couldn't get version/kind; json parse error: {reason}"
                 ))
             })?;
             (decoded.value, decoded.duplicates)
         }
         MediaType::Yaml => (
-            yaml_to_json(body).map_err(|e| {
-                ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}"))
-            })?,
+            yaml_to_json(body)
+                .map_err(|e| unrecognized(format!("error converting YAML to JSON: yaml: {e}")))?,
             Vec::new(),
         ),
     };
     match value {
         Value::Object(_) => Ok((value, duplicates)),
-        Value::Null => Err(ApiError::bad_request("Object 'Kind' is missing in 'null'")),
-        other => Err(ApiError::bad_request(format!(
+        Value::Null => Err(unrecognized("Object 'Kind' is missing in 'null'".into())),
+        other => Err(unrecognized(format!(
             "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
             match other {
                 Value::Array(_) => "array",

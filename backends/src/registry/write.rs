@@ -186,9 +186,65 @@ pub(super) fn decode_request_body(request: &ApiRequest) -> ApiResult<Value> {
 /// [`decode_request_body`] for a create or update of `def`'s objects, with kube's strict
 /// decoding messages for the body's duplicate fields (`duplicate field "data.a"`), decoded
 /// as Go decodes them into a built-in kind's struct or a custom resource's map.
+/// A body that is not even an object of some kind is kube's `the object provided is
+/// unrecognized (must be of type <Kind>)`; a protobuf envelope without a kind takes the
+/// endpoint's.
 fn decode_object_body(def: &ResourceDef, request: &ApiRequest) -> ApiResult<(Value, Vec<String>)> {
-    let (object, duplicates) = decode_body_of(request, def.openapi_schema.is_none())?;
+    let media = negotiation::request_body_type(request.content_type.as_deref())?;
+    let api_version = def.api_version();
+    let decoded = if request.body.is_empty() {
+        // kube's decoders on nothing at all.
+        Err(negotiation::BodyError::Unrecognized(
+            if media == negotiation::MediaType::Protobuf {
+                "empty data"
+            } else {
+                "couldn't get version/kind; json parse error: unexpected end of JSON input"
+            }
+            .into(),
+        ))
+    } else {
+        negotiation::decode_body_for(
+            media,
+            &request.body,
+            def.openapi_schema.is_none(),
+            Some((&api_version, &def.kind)),
+        )
+    };
+    let (object, duplicates) = decoded.map_err(|error| match error {
+        negotiation::BodyError::Unrecognized(message) => unrecognized(def, &message, &request.body),
+        negotiation::BodyError::Refused(error) => error,
+    })?;
     Ok((object, crate::machinery::duplicates::messages(&duplicates)))
+}
+
+/// kube's `transformDecodeError` for a body whose kind could not be read: the decoder's
+/// message and the body summarized as `summarizeData` does (its first 30 bytes, as text when
+/// it starts as JSON, else in hex).
+fn unrecognized(def: &ResourceDef, message: &str, body: &[u8]) -> ApiError {
+    const SUMMARY: usize = 30;
+    let summary = match body.first() {
+        None => "<empty>".to_string(),
+        Some(b'{') if body.len() > SUMMARY => {
+            format!("{} ...", String::from_utf8_lossy(&body[..SUMMARY]))
+        }
+        Some(b'{') => String::from_utf8_lossy(body).into_owned(),
+        Some(_) => {
+            let hex: String = body
+                .iter()
+                .take(SUMMARY)
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            if body.len() > SUMMARY {
+                format!("{hex} ...")
+            } else {
+                hex
+            }
+        }
+    };
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): {message} ({summary})",
+        def.kind
+    ))
 }
 
 fn decode_body_of(request: &ApiRequest, typed: bool) -> ApiResult<(Value, Vec<String>)> {
@@ -402,31 +458,12 @@ fn check_kind_named(def: &ResourceDef, object: &Value, body: &[u8]) -> ApiResult
     if named || !def.strategy.requires_kind() {
         return Ok(());
     }
-    const SUMMARY: usize = 30;
     let text = String::from_utf8_lossy(body);
-    let summary = match body.first() {
-        None => "<empty>".to_string(),
-        Some(b'{') if body.len() > SUMMARY => {
-            format!("{} ...", String::from_utf8_lossy(&body[..SUMMARY]))
-        }
-        Some(b'{') => text.to_string(),
-        Some(_) => {
-            let hex: String = body
-                .iter()
-                .take(SUMMARY)
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            if body.len() > SUMMARY {
-                format!("{hex} ...")
-            } else {
-                hex
-            }
-        }
-    };
-    Err(ApiError::bad_request(format!(
-        "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{text}' ({summary})",
-        def.kind
-    )))
+    Err(unrecognized(
+        def,
+        &format!("Object 'Kind' is missing in '{text}'"),
+        body,
+    ))
 }
 
 /// kube's 400 for a body its decoder refuses (`transformDecodeError`).

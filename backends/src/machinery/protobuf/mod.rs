@@ -51,6 +51,7 @@ use serde_json::{Map, Value};
 use self::convert::{ConvError, FromJson, ToJson};
 pub use self::shape::Pass;
 use self::shape::Shape;
+use crate::machinery::negotiation::BodyError;
 use crate::status::{ApiError, ApiResult};
 
 /// The media type of Kubernetes protobuf bodies.
@@ -64,68 +65,101 @@ pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream
 pub const MAGIC: [u8; 4] = *b"k8s\0";
 
 /// Decodes a protobuf request body into the JSON object kube would produce for it, with
-/// `apiVersion` and `kind` first.
-///
-/// 400 BadRequest when the body is not a well-formed envelope or message; 415
-/// UnsupportedMediaType when the kind is one kubegate does not decode from protobuf (lists and
-/// `Status` are never request bodies, so they are refused too).
+/// `apiVersion` and `kind` first. Errors are 400s in the words of kube's decoder (the handler's
+/// wrapping is the caller's, see [`decode_for`]).
 // ApiError is the crate-wide error type (176 bytes); whether to box it is status.rs's call.
 #[allow(clippy::result_large_err)]
 pub fn decode(body: &[u8]) -> ApiResult<Value> {
-    decode_with(body, &[REQUEST_KINDS])
+    decode_for(body, None).map_err(BodyError::into_api_error)
 }
 
-/// [`decode`] for the kinds of `tables`.
+/// [`decode`] for a request to an endpoint of `endpoint` (apiVersion, kind): an envelope
+/// without a kind or version takes the endpoint's (kube's `copyKindDefaults`). A body whose
+/// kind could not be read at all is [`BodyError::Unrecognized`]; one whose kind was read but
+/// did not decode is refused as kube's handlers word it (`ConfigMap in version "v1" cannot be
+/// handled as a ConfigMap: ...`).
 #[allow(clippy::result_large_err)]
-fn decode_with(body: &[u8], tables: &[&[Codec]]) -> ApiResult<Value> {
-    let Some(envelope) = body.strip_prefix(MAGIC.as_slice()) else {
-        let message = if MAGIC.starts_with(body) {
-            format!(
-                "the protobuf request body is truncated: {} bytes, shorter than the 4-byte \"k8s\\x00\" prefix of {CONTENT_TYPE}",
-                body.len()
-            )
-        } else {
-            format!(
-                "provided data does not appear to be a protobuf message, expected prefix \"k8s\\x00\" ({CONTENT_TYPE})"
-            )
-        };
-        return Err(ApiError::bad_request(message));
+pub fn decode_for(body: &[u8], endpoint: Option<(&str, &str)>) -> Result<Value, BodyError> {
+    decode_with(body, &[REQUEST_KINDS], endpoint)
+}
+
+/// [`decode_for`] for the kinds of `tables`.
+#[allow(clippy::result_large_err)]
+fn decode_with(
+    body: &[u8],
+    tables: &[&[Codec]],
+    endpoint: Option<(&str, &str)>,
+) -> Result<Value, BodyError> {
+    // kube's protobuf serializer's own checks, before it knows any kind.
+    let envelope = match body.strip_prefix(MAGIC.as_slice()) {
+        _ if body.is_empty() => return Err(BodyError::Unrecognized("empty data".into())),
+        None => {
+            return Err(BodyError::Unrecognized(
+                "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"
+                    .into(),
+            ))
+        }
+        Some([]) => return Err(BodyError::Unrecognized("empty body".into())),
+        Some(envelope) => envelope,
     };
     let unknown = Unknown::decode(envelope).map_err(|e| {
-        ApiError::bad_request(format!(
+        BodyError::Unrecognized(format!(
             "unable to decode the protobuf envelope (runtime.Unknown): {e}"
         ))
     })?;
     let type_meta = unknown.type_meta.unwrap_or_default();
     let mut api_version = type_meta.api_version.unwrap_or_default();
-    let kind = type_meta.kind.unwrap_or_default();
+    let mut kind = type_meta.kind.unwrap_or_default();
+    if let Some((endpoint_version, endpoint_kind)) = endpoint {
+        if kind.is_empty() {
+            kind = endpoint_kind.to_string();
+        }
+        if api_version.is_empty() {
+            api_version = endpoint_version.to_string();
+        }
+    }
     let encoding = unknown.content_encoding.unwrap_or_default();
     if !encoding.is_empty() {
-        return Err(unsupported(format!(
+        return Err(BodyError::Refused(unsupported(format!(
             "protobuf bodies with contentEncoding \"{encoding}\" are not supported; send the request body as application/json"
-        )));
+        ))));
     }
     let raw = unknown.raw.unwrap_or_default();
+    // Every group version registers metav1.DeleteOptions (client-go may encode it in the
+    // group version of the resource it deletes), so any apiVersion names this message.
+    if kind == "DeleteOptions" && api_version.is_empty() {
+        api_version = "meta.k8s.io/v1".to_string();
+    }
+    // kube's handler words a body whose kind it read but could not decode.
+    let refused = |error: String| {
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        let message = match endpoint {
+            Some((_, endpoint_kind)) => {
+                format!("{kind} in version \"{version}\" cannot be handled as a {endpoint_kind}: {error}")
+            }
+            None => error,
+        };
+        BodyError::Refused(ApiError::bad_request(message))
+    };
+    if kind.is_empty() {
+        return Err(BodyError::Unrecognized(format!(
+            "Object 'Kind' is missing in '{}'",
+            describe_type_meta(&api_version)
+        )));
+    }
 
     let converter = if kind == "DeleteOptions" {
-        // Every group version registers metav1.DeleteOptions (client-go may encode it in the
-        // group version of the resource it deletes), so any apiVersion names this message.
-        if api_version.is_empty() {
-            api_version = "meta.k8s.io/v1".to_string();
-        }
         Some(decode_raw::<metav1::DeleteOptions> as DecodeRaw)
     } else {
         find(tables, &api_version, &kind).map(|codec| codec.decode)
     };
     let Some(converter) = converter else {
-        return Err(unsupported(format!(
-            "kubegate does not decode {} from {CONTENT_TYPE}; send the request body as application/json",
-            describe(&api_version, &kind)
+        return Err(refused(format!(
+            "no kind \"{kind}\" is registered for version \"{api_version}\" in scheme \"k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30\""
         )));
     };
-    let fields = converter(&raw).map_err(|e| {
-        ApiError::bad_request(format!("unable to decode {kind} from protobuf: {e}"))
-    })?;
+    let fields = converter(&raw)
+        .map_err(|e| refused(format!("unable to decode {kind} from protobuf: {e}")))?;
 
     let mut object = Map::new();
     object.insert("apiVersion".into(), Value::String(api_version));
@@ -134,6 +168,14 @@ fn decode_with(body: &[u8], tables: &[&[Codec]]) -> ApiResult<Value> {
         object.extend(fields);
     }
     Ok(Value::Object(object))
+}
+
+/// Go's `%#v` of an envelope's `TypeMeta` that names no kind.
+fn describe_type_meta(api_version: &str) -> String {
+    format!(
+        "runtime.TypeMeta{{APIVersion:{}, Kind:\"\"}}",
+        kubegate_policy::quote::go_quote(api_version)
+    )
 }
 
 fn unsupported(message: String) -> ApiError {

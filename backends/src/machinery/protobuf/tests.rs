@@ -669,10 +669,17 @@ fn times_follow_go() {
 
 #[test]
 fn bad_magic_is_a_bad_request() {
-    for body in [&b""[..], b"k8", b"{\"kind\":\"ConfigMap\"}", b"k8s\x01abc"] {
+    // kube's protobuf serializer's words.
+    for (body, message) in [
+        (&b""[..], "empty data"),
+        (b"k8", "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"),
+        (b"{\"kind\":\"ConfigMap\"}", "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"),
+        (b"k8s\x01abc", "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"),
+        (b"k8s\0", "empty body"),
+    ] {
         let err = decode(body).expect_err("bad magic");
         assert_eq!((err.code, err.reason), (400, "BadRequest"), "{body:?}");
-        assert!(err.message.contains("k8s\\x00"), "{}", err.message);
+        assert_eq!(err.message, message, "{body:?}");
     }
     // Magic, then bytes that are not a runtime.Unknown.
     let err = decode(b"k8s\0\xff\xff\xff").expect_err("bad envelope");
@@ -682,17 +689,59 @@ fn bad_magic_is_a_bad_request() {
     let err = decode(&envelope("v1", "ConfigMap", vec![0x0a, 0x05, 0x01])).expect_err("bad raw");
     assert_eq!(err.code, 400);
     assert!(err.message.contains("ConfigMap"), "{}", err.message);
+    // For an endpoint, worded as kube's handler words a body of a known kind.
+    let err = decode_for(
+        &envelope("v1", "ConfigMap", vec![0x0a, 0x05, 0x01]),
+        Some(("v1", "ConfigMap")),
+    )
+    .expect_err("bad raw")
+    .into_api_error();
+    assert!(
+        err.message
+            .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: "),
+        "{}",
+        err.message
+    );
 }
 
 #[test]
-fn unknown_kind_is_unsupported_media_type() {
+fn an_unregistered_kind_is_a_bad_request_and_an_envelope_without_kind_takes_the_endpoints() {
     let err = decode(&envelope("v1", "Pod", Vec::new())).expect_err("pod");
-    assert_eq!((err.code, err.reason), (415, "UnsupportedMediaType"));
-    assert!(err.message.contains("\"Pod\""), "{}", err.message);
-    assert!(err.message.contains("application/json"), "{}", err.message);
+    assert_eq!((err.code, err.reason), (400, "BadRequest"));
+    assert!(
+        err.message
+            .contains("no kind \"Pod\" is registered for version \"v1\""),
+        "{}",
+        err.message
+    );
     // The kind must match in its own group version.
-    let err = decode(&envelope("apps/v1", "ConfigMap", Vec::new())).expect_err("apps");
-    assert_eq!(err.code, 415);
+    let err = decode_for(
+        &envelope("apps/v1", "ConfigMap", Vec::new()),
+        Some(("v1", "ConfigMap")),
+    )
+    .expect_err("apps")
+    .into_api_error();
+    assert_eq!(err.code, 400);
+    assert!(
+        err.message.starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: no kind \"ConfigMap\" is registered for version \"apps/v1\""),
+        "{}",
+        err.message
+    );
+    // No kind and no version: the endpoint's (kube's copyKindDefaults).
+    let decoded = decode_for(&envelope("", "", Vec::new()), Some(("v1", "ConfigMap"))).unwrap();
+    assert_eq!(decoded["kind"], "ConfigMap");
+    assert_eq!(decoded["apiVersion"], "v1");
+    let decoded = decode_for(
+        &envelope("", "ConfigMap", Vec::new()),
+        Some(("v1", "ConfigMap")),
+    )
+    .unwrap();
+    assert_eq!(decoded["apiVersion"], "v1");
+    // Without an endpoint, an envelope without kind is unrecognized.
+    assert!(matches!(
+        decode_for(&envelope("v1", "", Vec::new()), None),
+        Err(BodyError::Unrecognized(m)) if m == "Object 'Kind' is missing in 'runtime.TypeMeta{APIVersion:\"v1\", Kind:\"\"}'"
+    ));
 }
 
 #[test]
@@ -717,7 +766,7 @@ fn content_encoding_is_unsupported() {
 
 /// Decodes any body [`encode`] writes: the request kinds, and lists and `Status` too.
 fn decode_any(body: &[u8]) -> Value {
-    decode_with(body, &[REQUEST_KINDS, RESPONSE_KINDS]).expect("decodes")
+    decode_with(body, &[REQUEST_KINDS, RESPONSE_KINDS], None).expect("decodes")
 }
 
 /// `decode(encode(object)) == object`.
