@@ -47,6 +47,7 @@ mod format;
 mod ip;
 mod library;
 mod lists;
+mod metering;
 mod net_url;
 pub(crate) mod netip;
 mod quantity;
@@ -114,6 +115,8 @@ const RESERVED: &[&str] = &[
 /// A compiled expression, or kube's detail for why it does not compile.
 struct Compiled {
     program: Result<Program, String>,
+    /// The program's expression with its comprehensions metered, for running it.
+    metered: Option<metering::Metered>,
     uses_old_self: bool,
 }
 
@@ -130,7 +133,7 @@ fn env() -> &'static Arc<Env> {
         let _ = env.add_extension(cel::extensions::math);
         // The same holds for kube's libraries (a unit test registers them on a fresh
         // environment), but say so if it ever fails.
-        if let Err(err) = library::register(&mut env) {
+        if let Err(err) = library::register(&mut env).and_then(|()| metering::register(&mut env)) {
             tracing::error!(error = %err, "kube's CEL libraries could not all be registered");
         }
         Arc::new(env)
@@ -179,6 +182,7 @@ fn compile(source: &str, schema: Option<(&Schema, bool)>, output: Output) -> Com
                 .collect();
             return Compiled {
                 program: Err(format!("compilation failed: {}", rendered.join("\n"))),
+                metered: None,
                 uses_old_self: false,
             };
         }
@@ -200,6 +204,7 @@ fn compile(source: &str, schema: Option<(&Schema, bool)>, output: Output) -> Com
         let rendered: Vec<String> = check.issues.into_iter().map(|(_, m)| m).collect();
         return Compiled {
             program: Err(format!("compilation failed: {}", rendered.join("\n"))),
+            metered: None,
             uses_old_self,
         };
     }
@@ -212,6 +217,7 @@ fn compile(source: &str, schema: Option<(&Schema, bool)>, output: Output) -> Com
         if let Some(detail) = wrong {
             return Compiled {
                 program: Err(detail.to_string()),
+                metered: None,
                 uses_old_self,
             };
         }
@@ -220,10 +226,12 @@ fn compile(source: &str, schema: Option<(&Schema, bool)>, output: Output) -> Com
     if let Some(detail) = library::instantiation_error(program.expression()) {
         return Compiled {
             program: Err(detail),
+            metered: None,
             uses_old_self,
         };
     }
     Compiled {
+        metered: Some(metering::Metered::of(program.expression())),
         program: Ok(program),
         uses_old_self,
     }
@@ -766,7 +774,11 @@ pub fn validate_cel_value(
         path: String::new(),
         is_root,
     };
-    let mut walker = Out { causes: Vec::new() };
+    let mut walker = Out {
+        causes: Vec::new(),
+        remaining_budget: metering::RUNTIME_BUDGET,
+        exhausted: false,
+    };
     let ratchet = Ratchet {
         old,
         parent_unchanged: false,
@@ -775,9 +787,12 @@ pub fn validate_cel_value(
     walker.causes
 }
 
-/// What [`walk`] collects.
+/// What [`walk`] collects, and the cost budget left to the object's validation (kube's
+/// `RuntimeCELCostBudget`): once it is spent, no further rule runs.
 struct Out {
     causes: Vec<StatusCause>,
+    remaining_budget: u64,
+    exhausted: bool,
 }
 
 impl Out {
@@ -813,7 +828,7 @@ struct Ratchet<'a> {
 /// below, with `old` as `oldSelf`. A failed rule without `oldSelf` on a node that `ratchet`
 /// finds unchanged is ratcheted.
 fn walk(node: &Node<'_>, value: &Value, old: Option<&Value>, ratchet: Ratchet<'_>, out: &mut Out) {
-    if value.is_null() {
+    if value.is_null() || out.exhausted {
         return;
     }
     let old = old.filter(|o| !o.is_null());
@@ -828,7 +843,7 @@ fn walk(node: &Node<'_>, value: &Value, old: Option<&Value>, ratchet: Ratchet<'_
     };
     let (rules, schema) = (node.rules, node.schema);
     if !rules.x_validations.is_empty() {
-        evaluate(node, value, old, unchanged, &mut out.causes);
+        evaluate(node, value, old, unchanged, out);
     }
     for all_of in &rules.all_of {
         if out.has_rules(all_of) {
@@ -949,13 +964,7 @@ fn field_name(path: &str) -> String {
 }
 
 /// `validateExpressions` for the rules of one node.
-fn evaluate(
-    node: &Node<'_>,
-    value: &Value,
-    old: Option<&Value>,
-    unchanged: bool,
-    out: &mut Vec<StatusCause>,
-) {
+fn evaluate(node: &Node<'_>, value: &Value, old: Option<&Value>, unchanged: bool, out: &mut Out) {
     let (rules, schema, path) = (node.rules, node.schema, node.path.as_str());
     let type_ = schema.type_.as_str();
     let invalid = |field: &str, detail: String| StatusCause {
@@ -969,6 +978,9 @@ fn evaluate(
         context.add_variable_as_val(OLD_SELF, to_val(old, Some(schema), node.is_root));
     }
     for raw in &rules.x_validations {
+        if out.exhausted {
+            return;
+        }
         let rule = Rule::of(raw);
         if rule.rule.trim().is_empty() {
             continue;
@@ -977,7 +989,8 @@ fn evaluate(
         let program = match &compiled.program {
             Ok(p) => p,
             Err(detail) => {
-                out.push(invalid(path, format!("rule compile error: {detail}")));
+                out.causes
+                    .push(invalid(path, format!("rule compile error: {detail}")));
                 continue;
             }
         };
@@ -1003,10 +1016,37 @@ fn evaluate(
         } else {
             &context
         };
-        let result = match program.execute(context_for_rule) {
+        let (result, cost) = match &compiled.metered {
+            Some(metered) => metered.run(metering::PER_CALL_LIMIT, |expression| {
+                cel::Value::resolve(expression, context_for_rule)
+            }),
+            None => (program.execute(context_for_rule), 0),
+        };
+        // kube charges every evaluation to the object's budget; past it, nothing more runs.
+        if cost > out.remaining_budget {
+            out.causes.push(invalid(
+                path,
+                "validation failed due to running out of cost budget, no further validation rules will be run".into(),
+            ));
+            out.exhausted = true;
+            return;
+        }
+        out.remaining_budget -= cost;
+        if cost > metering::PER_CALL_LIMIT {
+            out.causes.push(invalid(
+                path,
+                format!(
+                    "'{}': call cost exceeds limit for rule: {}",
+                    metering::LIMIT_EXCEEDED,
+                    rule.error_string()
+                ),
+            ));
+            continue;
+        }
+        let result = match result {
             Ok(v) => v,
             Err(err) => {
-                out.push(invalid(path, runtime_error(&err, &rule)));
+                out.causes.push(invalid(path, runtime_error(&err, &rule)));
                 continue;
             }
         };
@@ -1014,7 +1054,7 @@ fn evaluate(
             cel::Value::Bool(true) => continue,
             cel::Value::Bool(false) => {}
             _ => {
-                out.push(invalid(
+                out.causes.push(invalid(
                     path,
                     "rule compile error: cel expression must evaluate to a bool".into(),
                 ));
@@ -1032,7 +1072,7 @@ fn evaluate(
         }
         let detail = message_expression(&rule, context_for_rule)
             .unwrap_or_else(|| rule.message_or_default());
-        out.push(match rule.reason {
+        out.causes.push(match rule.reason {
             Some("FieldValueForbidden") => StatusCause {
                 reason: "FieldValueForbidden".into(),
                 message: format!("Forbidden: {detail}"),
@@ -1060,8 +1100,15 @@ fn message_expression(rule: &Rule<'_>, context: &Context<'_, '_>) -> Option<Stri
         return None;
     }
     let compiled = compiled(rule.message_expression, Output::String);
-    let program = compiled.program.as_ref().ok()?;
-    let cel::Value::String(s) = program.execute(context).ok()? else {
+    // Metered as rules are: one that runs past the limit falls back on `message`.
+    let metered = compiled.metered.as_ref()?;
+    let (result, cost) = metered.run(metering::PER_CALL_LIMIT, |expression| {
+        cel::Value::resolve(expression, context)
+    });
+    if cost > metering::PER_CALL_LIMIT {
+        return None;
+    }
+    let cel::Value::String(s) = result.ok()? else {
         return None;
     };
     let trimmed = s.trim();
@@ -1678,6 +1725,49 @@ mod tests {
         assert_eq!(
             validate_cel(&schema, &changed, None, &not_blocking).len(),
             1
+        );
+    }
+
+    /// kube's runtime limits: a rule past its per-call limit fails with cel-go's words; once
+    /// the object's budget is spent, no further rule runs.
+    #[test]
+    fn rules_past_the_cost_limit_fail_and_the_budget_stops_validation() {
+        let schema = schema_with(
+            json!({"l": {"type": "array", "items": {"type": "integer"},
+                "x-kubernetes-validations": [
+                    {"rule": "self.all(x, self.all(y, x >= 0))"},
+                    {"rule": "self.size() < 0", "message": "never"}]}}),
+            json!([]),
+        );
+        let object = spec(json!({"l": (0..1500).collect::<Vec<i64>>()}));
+        assert_eq!(
+            rendered(&validate_cel(&schema, &object, None, &[])),
+            [
+                "FieldValueInvalid spec.l: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': call cost exceeds limit for rule: self.all(x, self.all(y, x >= 0))",
+                "FieldValueInvalid spec.l: Invalid value: \"array\": never",
+            ]
+        );
+        // A cheap evaluation that no longer fits the budget left ends the validation.
+        let node = Node {
+            rules: &schema,
+            schema: &schema,
+            path: String::new(),
+            is_root: true,
+        };
+        let mut out = Out {
+            causes: Vec::new(),
+            remaining_budget: 3,
+            exhausted: false,
+        };
+        let ratchet = Ratchet {
+            old: None,
+            parent_unchanged: false,
+        };
+        walk(&node, &object, None, ratchet, &mut out);
+        assert!(out.exhausted);
+        assert_eq!(
+            rendered(&out.causes),
+            ["FieldValueInvalid spec.l: Invalid value: \"array\": validation failed due to running out of cost budget, no further validation rules will be run"]
         );
     }
 
