@@ -591,6 +591,17 @@ pub fn age_column() -> TableColumn {
     }
 }
 
+/// The status update of kinds whose kube strategy resets only `spec` (Services,
+/// Namespaces): `object` keeps what it says, metadata included, but `old`'s `spec`.
+pub fn keep_old_spec(object: &mut Value, old: &Value) {
+    if let Some(map) = object.as_object_mut() {
+        match old.get("spec") {
+            Some(spec) => map.insert("spec".into(), spec.clone()),
+            None => map.remove("spec"),
+        };
+    }
+}
+
 /// The default status update: `object` becomes `old` with `object`'s `status` (and the
 /// `resourceVersion` it was written against).
 pub fn keep_all_but_status(object: &mut Value, old: &Value) {

@@ -579,3 +579,87 @@ fn bad_apply_requests_get_kube_status_bodies_and_change_nothing() {
     );
     assert!(!gate.kubectl(&["get", "cm", "brand-new"]).status.success());
 }
+
+/// Corners of managed fields as kube 1.33 has them: an apply that creates ignores the
+/// resourceVersion it names; metadata written through a Service's `/status` is kept (kube's
+/// status strategy resets only `spec`), so its owner owns something real; `managedFields: []`
+/// resets them; entries a client writes are validated.
+#[test]
+fn managed_fields_corners_as_kube() {
+    let gate = Kubegate::start();
+    // Apply creating with a resourceVersion: created.
+    let rv = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rv1\n  resourceVersion: \"5\"\ndata:\n  a: \"1\"\n";
+    apply_ok(&gate, rv, &["--field-manager=m"]);
+    let created = gate.json(&["get", "configmap", "rv1", "-o", "json"]);
+    assert_eq!(created["data"]["a"], "1");
+
+    // Metadata through /status.
+    gate.ok(&["create", "service", "clusterip", "s2", "--tcp=80:80"]);
+    let status = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s2\n  labels:\n    fromstatus: \"yes\"\nstatus:\n  conditions:\n  - type: Ready\n    status: \"True\"\n    reason: Ok\n    message: ok\n    lastTransitionTime: \"2024-01-01T00:00:00Z\"\n";
+    apply_ok(
+        &gate,
+        status,
+        &["--field-manager=lb", "--subresource=status"],
+    );
+    let service = gate.json(&[
+        "get",
+        "service",
+        "s2",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    assert_eq!(
+        service["metadata"]["labels"]["fromstatus"], "yes",
+        "{service}"
+    );
+    assert_eq!(
+        service["status"]["conditions"][0]["type"], "Ready",
+        "{service}"
+    );
+
+    // `managedFields: []` resets them.
+    gate.ok(&[
+        "patch",
+        "configmap",
+        "rv1",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"managedFields":[]}}"#,
+    ]);
+    let reset = gate.json(&[
+        "get",
+        "configmap",
+        "rv1",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    assert!(
+        reset["metadata"].get("managedFields").is_none(),
+        "{}",
+        reset["metadata"]
+    );
+
+    // A manager name over 128 bytes is refused as kube's ObjectMeta validation refuses it
+    // (the entry keeps a field the write does not take from it, so it stays).
+    let long = "m".repeat(130);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mf3",
+        "managedFields": [{"manager": long, "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:zzz": {}}}}]},
+        "data": {"a": "1"}});
+    let (code, answer) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &["Content-Type: application/json"],
+        Some(body.to_string().as_bytes()),
+    );
+    let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+    assert_eq!(code, 422, "{answer}");
+    assert!(
+        answer["message"].as_str().unwrap_or_default().contains(
+            "metadata.managedFields[0].manager: Too long: may not be more than 128 bytes"
+        ),
+        "{answer}"
+    );
+}

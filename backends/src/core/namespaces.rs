@@ -118,8 +118,11 @@ impl Strategy for NamespaceStrategy {
         set_name_label(object);
     }
 
+    /// kube's namespace status strategy resets only `spec`: metadata written through
+    /// `/status` is kept.
     fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
-        crate::resource::keep_all_but_status(object, old);
+        crate::resource::keep_old_spec(object, old);
+        set_name_label(object);
         // SetDefaults_NamespaceStatus runs on every decode.
         if let Some(status) = child_object(object, "status") {
             if status
@@ -406,15 +409,19 @@ mod tests {
     }
 
     #[test]
-    fn status_update_takes_only_status() {
+    fn status_update_keeps_the_old_spec_only() {
+        // kube's namespace status strategy resets `spec`; metadata comes from the request.
         let old = json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-        let mut new =
-            json!({"metadata": {"name": "a", "resourceVersion": "5"}, "spec": {}, "status": {}});
+        let mut new = json!({"metadata": {"name": "a", "resourceVersion": "5", "labels": {"z": "1"}},
+            "spec": {}, "status": {}});
         NamespaceStrategy.prepare_for_status_update(&mut new, &old);
         assert_eq!(new["spec"]["finalizers"], json!(["kubernetes"]));
         assert_eq!(new["status"]["phase"], "Active");
         assert_eq!(new["metadata"]["resourceVersion"], "5");
-        assert_eq!(new["metadata"]["labels"]["x"], "y");
+        assert_eq!(
+            new["metadata"]["labels"],
+            json!({"z": "1", "kubernetes.io/metadata.name": "a"})
+        );
     }
 
     #[test]

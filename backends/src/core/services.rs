@@ -306,10 +306,11 @@ impl Strategy for ServiceStrategy {
         warnings_for_service(object)
     }
 
-    /// kube's status update, and `SetDefaults_Service`'s `ipMode: VIP` for every load
-    /// balancer ingress with an address (LoadBalancerIPMode, GA in 1.32).
+    /// kube's status update (`newService.Spec = oldService.Spec`: metadata written through
+    /// `/status` is kept), and `SetDefaults_Service`'s `ipMode: VIP` for every load balancer
+    /// ingress with an address (LoadBalancerIPMode, GA in 1.32).
     fn prepare_for_status_update(&self, object: &mut Value, old: &Value) {
-        crate::resource::keep_all_but_status(object, old);
+        crate::resource::keep_old_spec(object, old);
         if let Some(ingresses) = object
             .pointer_mut("/status/loadBalancer/ingress")
             .and_then(Value::as_array_mut)

@@ -410,7 +410,13 @@ impl Registry {
                         ));
                     }
                     self.authorize_create(def, request).await?;
-                    let object = tracker.apply(None, &config, force)?;
+                    let mut object = tracker.apply(None, &config, force)?;
+                    // An apply creates through kube's update path, which stores the new
+                    // object whatever resourceVersion it names (only a plain create refuses
+                    // one).
+                    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.remove("resourceVersion");
+                    }
                     match self.create_object(def, object, mode).await {
                         Err(e) if e.reason == "AlreadyExists" => continue,
                         created => (201, created?),

@@ -580,7 +580,14 @@ fn invalid(def: &ResourceDef, object: &Value, causes: Vec<StatusCause>) -> ApiEr
 impl Registry {
     fn validate_meta(&self, def: &ResourceDef, object: &Value) -> Vec<StatusCause> {
         let meta = object.get("metadata").unwrap_or(&Value::Null);
-        validation::validate_object_meta(meta, def.namespaced, def.strategy.name_rule())
+        let mut causes =
+            validation::validate_object_meta(meta, def.namespaced, def.strategy.name_rule());
+        crate::machinery::schema::validate_managed_fields(
+            "metadata",
+            meta.get("managedFields"),
+            &mut causes,
+        );
+        causes
     }
 
     /// Unknown fields per `fieldValidation` ([`Registry::unknown_fields`]) for a create or an
@@ -1970,13 +1977,23 @@ mod stored_form_tests {
     }
 }
 
-/// Go's JSON round trip of a built-in kind's object (nothing for custom resources).
+/// Go's JSON round trip of a built-in kind's object (nothing for custom resources). Decoded,
+/// an empty `managedFields` list is not Go's nil: it is kept for the field manager, for which
+/// it asks to reset the managed fields (kube's `isResetManagedFields`), and goes only when the
+/// object is stored.
 fn go_round_trip(def: &ResourceDef, object: &mut Value, pass: Pass) {
     let shaper = def
         .go_shaper
         .get_or_init(|| protobuf::go_json_shaper(&def.api_version(), &def.kind));
     if let Some(shape) = shaper {
+        let reset = pass == Pass::Decode
+            && object.pointer("/metadata/managedFields") == Some(&Value::Array(Vec::new()));
         shape(object, pass);
+        if reset {
+            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("managedFields".into(), Value::Array(Vec::new()));
+            }
+        }
     }
 }
 

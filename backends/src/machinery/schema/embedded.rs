@@ -331,9 +331,9 @@ fn validate_metadata(path: &str, value: &Value, causes: &mut Causes) {
     validate_managed_fields(path, meta.get("managedFields"), causes);
 }
 
-/// kube's `ValidateManagedFields` (the shared ObjectMeta validation leaves it out, kubegate
-/// writes managed fields itself).
-fn validate_managed_fields(path: &str, entries: Option<&Value>, causes: &mut Causes) {
+/// kube's `ValidateManagedFields` of the `managedFields` under `path` (`metadata`), as its
+/// ObjectMeta validation runs it on every object written.
+pub fn validate_managed_fields(path: &str, entries: Option<&Value>, causes: &mut Causes) {
     let Some(entries) = entries.and_then(Value::as_array) else {
         return;
     };

@@ -38,7 +38,9 @@ pub use self::cel::{compile_errors, field_path_valid, validate_cel, validate_cel
 pub use defaulting::{
     apply_defaults, default, prune_non_nullable_nulls_without_defaults, validate_defaults,
 };
-pub use embedded::{coerce_embedded, embedded_decode_error, validate_embedded};
+pub use embedded::{
+    coerce_embedded, embedded_decode_error, validate_embedded, validate_managed_fields,
+};
 pub use formats::{effective_format, format_matches};
 pub use pattern::Pattern;
 pub use pruning::prune;
