@@ -593,6 +593,28 @@ fn managed_fields_corners_as_kube() {
     let created = gate.json(&["get", "configmap", "rv1", "-o", "json"]);
     assert_eq!(created["data"]["a"], "1");
 
+    // Fields the kind does not declare fail the apply, whatever fieldValidation says (kube's
+    // field manager cannot make the configuration a typed object).
+    let bogus =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rv1\nbogus: 1\ndata:\n  a: \"1\"\n";
+    for validation in ["Ignore", "Warn", "Strict"] {
+        let (code, answer) = gate.curl(
+            "PATCH",
+            &format!(
+                "/api/v1/namespaces/default/configmaps/rv1?fieldManager=m&fieldValidation={validation}"
+            ),
+            &["Content-Type: application/apply-patch+yaml"],
+            Some(bogus.as_bytes()),
+        );
+        let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+        assert_eq!(code, 500, "{validation}: {answer}");
+        assert_eq!(
+            answer["message"],
+            "failed to create typed patch object (default/rv1; /v1, Kind=ConfigMap): .bogus: field not declared in schema",
+            "{validation}"
+        );
+    }
+
     // Metadata through /status.
     gate.ok(&["create", "service", "clusterip", "s2", "--tcp=80:80"]);
     let status = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s2\n  labels:\n    fromstatus: \"yes\"\nstatus:\n  conditions:\n  - type: Ready\n    status: \"True\"\n    reason: Ok\n    message: ok\n    lastTransitionTime: \"2024-01-01T00:00:00Z\"\n";

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::meta::{check_namespace, meta_str, metadata_mut, now_rfc3339, object_name};
-use super::write::{field_validation, respond, WriteMode};
+use super::write::{field_validation, respond, FieldValidation, WriteMode};
 use super::Registry;
 use crate::api::{ApiRequest, ApiResponse};
 use crate::core::causes::too_long;
@@ -373,11 +373,22 @@ impl Registry {
             apply: true,
             ..WriteMode::client(request)?
         };
-        // Fields the kind does not have are dropped from the configuration (with the warnings
-        // or the error `fieldValidation` asks for), so nobody is made their owner.
-        let warnings = self
-            .unknown_fields(def, &mut config, field_validation(request)?, Vec::new())
+        // A configuration with fields the kind does not declare cannot be made a typed
+        // object, whatever `fieldValidation` says: kube's field manager fails the apply with a
+        // 500 naming them (structured-merge-diff's `field not declared in schema`).
+        field_validation(request)?;
+        let unknown = self
+            .unknown_fields(def, &mut config, FieldValidation::Warn, Vec::new())
             .map_err(ApiError::bad_request)?;
+        if !unknown.is_empty() {
+            return Err(undeclared_fields(
+                def,
+                &info.namespace,
+                &info.name,
+                &unknown,
+            ));
+        }
+        let warnings: Vec<String> = Vec::new();
         // Retried until it lands, as kube's store retries (only the request's deadline ends
         // it): a create that raced another one updates what that one made.
         loop {
@@ -428,6 +439,40 @@ impl Registry {
             return respond(code, def, output, written);
         }
     }
+}
+
+/// kube's error for an apply configuration with undeclared fields: `failed to create typed
+/// patch object (<namespace>/<name>; <group>/<version>, Kind=<kind>): .<path>: field not
+/// declared in schema` (several as structured-merge-diff lists them). `unknown` holds the
+/// warnings of [`Registry::unknown_fields`] (`unknown field "spec.x"`).
+fn undeclared_fields(
+    def: &ResourceDef,
+    namespace: &str,
+    name: &str,
+    unknown: &[String],
+) -> ApiError {
+    let errors: Vec<String> = unknown
+        .iter()
+        .map(|warning| {
+            let path = warning
+                .strip_prefix("unknown field \"")
+                .and_then(|p| p.strip_suffix('"'))
+                .unwrap_or(warning);
+            format!(".{path}: field not declared in schema")
+        })
+        .collect();
+    let detail = match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    ApiError::new(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({namespace}/{name}; {}/{}, Kind={}): {detail}",
+            def.group, def.version, def.kind
+        ),
+    )
 }
 
 #[cfg(test)]
