@@ -519,7 +519,17 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .await
             .map_err(|e| StartError::Storage(e.to_string()))?;
         let registry = Arc::new(
-            Registry::new(all_resources, cacher, RegistryOptions::default())
+            Registry::new(
+                all_resources,
+                cacher,
+                RegistryOptions {
+                    // In front of a cluster that serves the core group, its namespaces are
+                    // the ones local kinds (RBAC, say) are written into.
+                    namespaces_elsewhere: config.delegate.is_some()
+                        && disabled.contains(&(String::new(), "v1".to_string())),
+                    ..RegistryOptions::default()
+                },
+            )
                 .with_authorizer(authorizer.clone()),
         );
         // Every bootstrap step is idempotent; replicas starting together on one etcd can

@@ -536,6 +536,32 @@ fn fronting_a_cluster_with_front_proxy_headers() {
     assert!(allowed, "{}", stderr(&as_bob()));
     let review: Value = serde_json::from_slice(&as_bob().stdout).expect("json");
     assert_eq!(review["status"]["userInfo"]["username"], "bob");
+
+    // The cluster's namespaces are the ones the front's own kinds are written into: a grant
+    // in a namespace only the cluster holds is taken (kube's NamespaceLifecycle checks the
+    // namespaces its API serves).
+    front.ok(&["create", "namespace", "team-z"]);
+    let (code, _) = cluster.curl("GET", "/api/v1/namespaces/team-z", &[], None);
+    assert_eq!(code, 200, "the namespace is the cluster's");
+    front.ok(&[
+        "-n",
+        "team-z",
+        "create",
+        "rolebinding",
+        "alice-view",
+        "--clusterrole=view",
+        "--user=alice",
+    ]);
+    let binding = front.json(&[
+        "-n",
+        "team-z",
+        "get",
+        "rolebinding",
+        "alice-view",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(binding["subjects"][0]["name"], "alice");
 }
 
 #[test]

@@ -49,6 +49,10 @@ pub struct RegistryOptions {
     pub bookmark_interval: Duration,
     /// Watch lifetime bounds when the client gives no `timeoutSeconds` (kube: 30–60 min).
     pub min_watch_timeout: Duration,
+    /// Namespaces live elsewhere (a delegate cluster serves the core group): writes of local
+    /// namespaced kinds are not checked against namespaces stored here, which only mirror
+    /// kubegate's own bootstrap; the cluster's namespaces are the ones clients see.
+    pub namespaces_elsewhere: bool,
 }
 
 impl Default for RegistryOptions {
@@ -57,6 +61,7 @@ impl Default for RegistryOptions {
             cache_wait: Duration::from_secs(10),
             bookmark_interval: Duration::from_secs(30),
             min_watch_timeout: Duration::from_secs(1800),
+            namespaces_elsewhere: false,
         }
     }
 }

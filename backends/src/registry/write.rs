@@ -641,7 +641,7 @@ impl Registry {
         namespace: &str,
         name: &str,
     ) -> ApiResult<()> {
-        if !def.namespaced {
+        if !def.namespaced || self.options.namespaces_elsewhere {
             return Ok(());
         }
         let Some(ns_def) = self.find("", "namespaces") else {
