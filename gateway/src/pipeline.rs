@@ -849,63 +849,68 @@ fn proxy_error_status(e: &pingora::Error) -> ApiError {
     }
 }
 
-/// What went wrong reaching a backend, for its 503: each step's error type and context down
-/// to the root cause, as pingora prints them, but without the `Peer: ...` context pingora's
-/// proxy adds, which describes kubegate's own side of the connection (its client
-/// certificate's subject and validity, pool and upgrade internals): kube's message names
-/// only the failure ("dial tcp ...: connect: connection refused").
+/// What went wrong reaching a backend, for its 503, in the words of Go's errors that
+/// kube-aggregator's message carries ("dial tcp 10.0.0.1:443: connect: connection refused"):
+/// each step's context down to the root cause, a repeated step once, but not the `Peer: ...`
+/// context pingora's proxy adds, which describes kubegate's own side of the connection (its
+/// client certificate's subject and validity, pool and upgrade internals). The error type
+/// names a failure that says nothing else.
 fn describe_proxy_error(e: &pingora::Error) -> String {
-    let mut text = String::new();
-    let mut previous: Option<&pingora::ErrorType> = None;
+    let mut parts: Vec<String> = Vec::new();
+    let mut push = |part: String| {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    };
     let mut step = Some(e);
     while let Some(error) = step {
-        if previous != Some(&error.etype) {
-            if !text.is_empty() {
-                text.push(' ');
-            }
-            text.push_str(error.etype.as_str());
-        }
         if let Some(context) = error.context.as_ref() {
             let context = context.as_str();
             if let Some(peer) = context.strip_prefix("Fail to connect to ") {
                 // pingora prints the whole peer (kubegate's client certificate included);
                 // kube names the address it dialled.
                 let address = peer.strip_prefix("addr: ").unwrap_or(peer);
-                text.push_str(": dial tcp ");
-                text.push_str(address.split(',').next().unwrap_or(address));
+                push(format!(
+                    "dial tcp {}",
+                    address.split(',').next().unwrap_or(address)
+                ));
             } else if !context.starts_with("Peer: ") {
-                text.push_str(": ");
-                text.push_str(context);
+                push(context.to_string());
             }
         }
-        previous = Some(&error.etype);
         step = match error.cause.as_ref() {
             // A cause that is pingora's own error is boxed (`BError`), as `chain_display` reads it.
             Some(cause) => match cause.downcast_ref::<pingora::BError>() {
                 Some(next) => Some(next.as_ref()),
                 None => {
-                    text.push_str(": ");
-                    // Go's words for the common socket failures.
-                    match cause
-                        .downcast_ref::<std::io::Error>()
-                        .map(std::io::Error::kind)
-                    {
-                        Some(std::io::ErrorKind::ConnectionRefused) => {
-                            text.push_str("connect: connection refused")
-                        }
-                        Some(std::io::ErrorKind::TimedOut) => text.push_str("i/o timeout"),
-                        // Go's words for a connection that ended early (rustls adds a link to
-                        // its manual, which tells a client nothing).
-                        Some(std::io::ErrorKind::UnexpectedEof) => text.push_str("unexpected EOF"),
-                        _ => text.push_str(&cause.to_string()),
-                    }
+                    push(go_socket_error(cause.as_ref()));
                     None
                 }
             },
             None => None,
         };
     }
-    text
+    if parts.is_empty() {
+        return e.etype().as_str().to_string();
+    }
+    parts.join(": ")
+}
+
+/// Go's words for the common socket failures (rustls' own add a link to its manual, and the
+/// OS's an error number, which tell a client nothing).
+fn go_socket_error(cause: &(dyn std::error::Error + Send + Sync + 'static)) -> String {
+    let kind = cause
+        .downcast_ref::<std::io::Error>()
+        .map(std::io::Error::kind);
+    let text = cause.to_string();
+    match kind {
+        Some(std::io::ErrorKind::ConnectionRefused) => "connect: connection refused".into(),
+        Some(std::io::ErrorKind::TimedOut) => "i/o timeout".into(),
+        Some(std::io::ErrorKind::UnexpectedEof) => "unexpected EOF".into(),
+        _ if text.starts_with("Connection refused") => "connect: connection refused".into(),
+        _ if text.starts_with("Connection reset by peer") => "connection reset by peer".into(),
+        _ => text,
+    }
 }
 
 /// The IP address of a connection's peer (none for a Unix socket).
@@ -1326,14 +1331,14 @@ mod tests {
         );
         let message = describe_proxy_error(&error);
         assert_eq!(
-            message, "ConnectRefused: dialing 127.0.0.1:9: connect: connection refused",
+            message, "dialing 127.0.0.1:9: connect: connection refused",
             "{error}"
         );
         let status = proxy_error_status(&error);
         assert_eq!(status.code, 503);
         assert_eq!(
             status.message,
-            "error trying to reach service: ConnectRefused: dialing 127.0.0.1:9: connect: connection refused"
+            "error trying to reach service: dialing 127.0.0.1:9: connect: connection refused"
         );
         // pingora's connector prints the whole peer; only the address is kept, as kube's
         // "dial tcp ...".
@@ -1345,17 +1350,31 @@ mod tests {
         );
         assert_eq!(
             describe_proxy_error(&dial),
-            "ConnectRefused: dial tcp 127.0.0.1:9: connect: connection refused"
+            "dial tcp 127.0.0.1:9: connect: connection refused"
+        );
+        // The same step twice (pingora's connector and its caller), the OS's words for the
+        // cause: once, in Go's.
+        let refused = std::io::Error::other("Connection refused (os error 111)");
+        let inner = pingora::Error::because(
+            pingora::ErrorType::ConnectRefused,
+            "Fail to connect to addr: 127.0.0.1:9, scheme: HTTPS",
+            refused,
+        );
+        let outer = pingora::Error::because(
+            pingora::ErrorType::ConnectRefused,
+            "Fail to connect to addr: 127.0.0.1:9, scheme: HTTPS",
+            inner,
+        );
+        assert_eq!(
+            describe_proxy_error(&outer),
+            "dial tcp 127.0.0.1:9: connect: connection refused"
         );
         let eof = std::io::Error::new(
             std::io::ErrorKind::UnexpectedEof,
             "peer closed connection without sending TLS close_notify: https://docs.rs/rustls/",
         );
         let read = pingora::Error::because(pingora::ErrorType::ReadError, "reading", eof);
-        assert_eq!(
-            describe_proxy_error(&read),
-            "ReadError: reading: unexpected EOF"
-        );
+        assert_eq!(describe_proxy_error(&read), "reading: unexpected EOF");
         // A redirect is refused with kube-aggregator's words.
         let response = pingora::http::ResponseHeader::build(302, None).expect("header");
         assert!(refused_answer(&response, false).is_none(), "no Location");
