@@ -897,10 +897,13 @@ fn delegate_impersonation_authorizer(
     // Short cache lifetimes: the cluster checks impersonation against its RBAC on every
     // request, so a revoked grant must stop working within seconds here too, not after kube's
     // webhook default of 5 minutes.
-    Ok(Some(Arc::new(
-        kubegate_policy::authz::webhook::WebhookAuthorizer::new(endpoint)
-            .with_cache_ttls(DELEGATE_SAR_CACHE, DELEGATE_SAR_CACHE),
-    )))
+    // The cluster is an API server: it serves `authorization.k8s.io/v1` (v1beta1 went in
+    // 1.22), whatever a webhook's default is.
+    let authorizer = kubegate_policy::authz::webhook::WebhookAuthorizer::new(endpoint)
+        .with_version("v1")
+        .map_err(|e| format!("delegate: {e}"))?
+        .with_cache_ttls(DELEGATE_SAR_CACHE, DELEGATE_SAR_CACHE);
+    Ok(Some(Arc::new(authorizer)))
 }
 
 /// How long the cluster's answers about a caller's impersonation are reused.
