@@ -671,7 +671,8 @@ impl Registry {
                 Err(e) => return Err(store_error(e)),
             }
         };
-        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(WATCH_FRAMES);
+        let mut tx = WatchSender::new(tx);
         // A custom resource's watch ends when its CRD's definitions are replaced, as kube's
         // CRD handler tears the old storage (and its watches) down.
         let replaced: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
@@ -806,6 +807,81 @@ impl Registry {
 
 /// The longest a watch may be asked to live; longer requests are capped.
 const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// How many encoded frames a watch may have waiting for its client.
+const WATCH_FRAMES: usize = 256;
+/// How many bytes of encoded frames a watch may have waiting for its client (one frame more
+/// always fits, however large): each watcher encodes its own copy of an event, so this, not
+/// the frame count, bounds what a client that stops reading holds.
+pub(super) const WATCH_BUFFER_BYTES: usize = 1 << 20;
+/// How long a watch waits for its client to take frames before it is closed as unresponsive,
+/// as kube's cacher closes a watcher that cannot keep up ("Forcing watcher close due to
+/// unresponsiveness"): the client watches again from its last resourceVersion.
+pub(super) const UNRESPONSIVE_WATCH: Duration = Duration::from_secs(5);
+
+/// The sending side of a watch's frames, bounded in bytes as well as in frames: the sizes of
+/// the frames still in the channel are known from its free capacity and the sizes last sent.
+struct WatchSender {
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+    /// Sizes of the frames sent, newest last; only as many as may still be queued are kept.
+    sizes: std::collections::VecDeque<usize>,
+}
+
+/// The watch ends: its client went away or stopped reading.
+struct WatchClosed;
+
+impl WatchSender {
+    fn new(tx: tokio::sync::mpsc::Sender<Bytes>) -> WatchSender {
+        WatchSender {
+            tx,
+            sizes: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Bytes of the frames still waiting for the client.
+    fn queued_bytes(&mut self) -> usize {
+        let queued = self.tx.max_capacity() - self.tx.capacity();
+        while self.sizes.len() > queued {
+            self.sizes.pop_front();
+        }
+        self.sizes.iter().sum()
+    }
+
+    /// Queues `frame`, waiting while the client has a full buffer's worth to take; a client
+    /// that takes nothing for [`UNRESPONSIVE_WATCH`] ends the watch.
+    async fn send(&mut self, frame: Bytes) -> Result<(), WatchClosed> {
+        let mut waited = Duration::ZERO;
+        const POLL: Duration = Duration::from_millis(20);
+        loop {
+            let queued = self.queued_bytes();
+            if queued == 0 || queued + frame.len() <= WATCH_BUFFER_BYTES {
+                break;
+            }
+            if waited >= UNRESPONSIVE_WATCH {
+                tracing::debug!(queued, "closing a watch whose client stopped reading");
+                return Err(WatchClosed);
+            }
+            if self.tx.is_closed() {
+                return Err(WatchClosed);
+            }
+            tokio::time::sleep(POLL).await;
+            waited += POLL;
+        }
+        let size = frame.len();
+        let sent = tokio::time::timeout(UNRESPONSIVE_WATCH, self.tx.send(frame)).await;
+        match sent {
+            Ok(Ok(())) => {
+                self.sizes.push_back(size);
+                Ok(())
+            }
+            _ => Err(WatchClosed),
+        }
+    }
+
+    async fn closed(&self) {
+        self.tx.closed().await
+    }
+}
 
 /// The `timeoutSeconds` list option (0 when absent). kube decodes it into `ListOptions` for
 /// lists and watches alike, so a value that is not an integer is a 400 for both, though

@@ -1881,6 +1881,58 @@ async fn a_watch_sends_a_bookmark_just_before_its_deadline() {
     );
 }
 
+/// A client that stops reading its watch holds at most about a buffer's worth of encoded
+/// frames, not a frame count's, and its watch is closed once it takes nothing for a while,
+/// as kube's cacher closes an unresponsive watcher.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_client_stops_reading_is_bounded_then_closed() {
+    let f = fixture().await;
+    let (_, created) = call(&f, "POST", CMS, Some(cm("big", json!({})))).await;
+    let response = f
+        .registry
+        .handle(request(
+            "GET",
+            &format!("{CMS}?watch=1&resourceVersion={}", rv(&created)),
+            None,
+            "application/json",
+        ))
+        .await;
+    let mut w = watch_of(response);
+    // 40 updates of ~200 KiB: 8 MiB of frames, far over the buffer.
+    let value = "x".repeat(200 * 1024);
+    for i in 0..40 {
+        let patch = json!({"data": {"v": format!("{i}{value}")}});
+        let (code, _) = call_typed(
+            &f,
+            "PATCH",
+            &format!("{CMS}/big"),
+            Some(patch),
+            "application/merge-patch+json",
+        )
+        .await;
+        assert_eq!(code, 200);
+    }
+    // Nothing read for longer than the unresponsiveness limit: the producer gave up.
+    tokio::time::sleep(super::read::UNRESPONSIVE_WATCH + std::time::Duration::from_secs(1)).await;
+    let mut frames = 0;
+    let mut bytes = 0;
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(2), w.frames.recv()).await {
+            Ok(Some(frame)) => {
+                frames += 1;
+                bytes += frame.len();
+            }
+            Ok(None) => break,
+            Err(_) => panic!("the watch was not closed ({frames} frames read)"),
+        }
+    }
+    assert!(frames < 40, "{frames} frames were kept for the client");
+    assert!(
+        bytes <= super::read::WATCH_BUFFER_BYTES + 300 * 1024,
+        "{bytes} bytes were kept for the client"
+    );
+}
+
 #[tokio::test]
 async fn get_reads_only_the_resource_version_and_continue_takes_zero() {
     let f = fixture().await;
