@@ -361,6 +361,12 @@ impl Requests {
                 return None;
             }
         }
+        // What Go's server refuses before any handler runs (request smuggling hardening):
+        // answered as it answers, and the connection closed.
+        if let Some((code, text)) = framing_refusal(session.req_header()) {
+            refuse_request(&mut session, code, &text).await;
+            return None;
+        }
         let routed = self.gateway.route(session.req_header());
         // CONNECT too goes to the proxy, which refuses it as it always has. A remote request
         // with nothing to stream to the backend is forwarded here (`forward.rs`).
@@ -746,5 +752,161 @@ mod tests {
             .map(|b| b.capacity())
             .unwrap_or(usize::MAX);
         assert!(kept <= RETAINED_RECORD_BYTES, "{kept} bytes kept");
+    }
+}
+
+/// What Go's HTTP/1.1 server refuses while reading a request, before kube-apiserver's
+/// handlers see it: a `Content-Length` that is not one plain number (several that differ,
+/// `2, 2`, `+2`), a `Transfer-Encoding` other than a single `chunked`, and a request without
+/// `Host`. Pingora reads such bodies its own way, but a backend the request is forwarded to
+/// might read them another: they are refused, as Go refuses them.
+fn framing_refusal(header: &pingora::http::RequestHeader) -> Option<(u16, String)> {
+    let lengths: Vec<&[u8]> = header
+        .headers
+        .get_all(http::header::CONTENT_LENGTH)
+        .iter()
+        .map(|v| v.as_bytes().trim_ascii())
+        .collect();
+    if let Some(first) = lengths.first() {
+        if lengths.iter().any(|l| l != first) {
+            let all: Vec<String> = lengths
+                .iter()
+                .map(|l| kubegate_policy::quote::go_quote(&String::from_utf8_lossy(l)))
+                .collect();
+            return Some((
+                400,
+                format!(
+                    "http: message cannot contain multiple Content-Length headers; got [{}]",
+                    all.join(" ")
+                ),
+            ));
+        }
+        if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+            return Some((
+                400,
+                format!(
+                    "bad Content-Length {}",
+                    kubegate_policy::quote::go_quote(&String::from_utf8_lossy(first))
+                ),
+            ));
+        }
+    }
+    let encodings: Vec<&http::HeaderValue> = header
+        .headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter()
+        .collect();
+    match encodings.as_slice() {
+        [] => {}
+        [one] if one.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => {}
+        // Go does not echo the value back.
+        _ => return Some((501, String::new())),
+    }
+    if header.version == http::Version::HTTP_11 && !header.headers.contains_key(http::header::HOST)
+    {
+        return Some((400, "missing required Host header".into()));
+    }
+    None
+}
+
+/// Writes Go's answer to a request it refuses while reading it (`400 Bad Request: <why>`, or
+/// `Unsupported transfer encoding` for a 501), plain text, and closes the connection.
+async fn refuse_request(session: &mut ServerSession, code: u16, why: &str) {
+    let body = match code {
+        501 => "Unsupported transfer encoding".to_string(),
+        _ => format!("400 Bad Request: {why}"),
+    };
+    let answer = async {
+        let mut header = pingora::http::ResponseHeader::build(code, Some(3))?;
+        header.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
+        header.insert_header(http::header::CONNECTION, "close")?;
+        header.insert_header(http::header::CONTENT_LENGTH, body.len())?;
+        session.set_keepalive(None);
+        session.write_response_header(Box::new(header)).await?;
+        session.write_response_body(body.into(), true).await
+    };
+    if let Err(e) = answer.await {
+        tracing::debug!(error = %e, "refusing a malformed request");
+    }
+    session.shutdown().await;
+}
+
+#[cfg(test)]
+mod framing_tests {
+    use super::framing_refusal;
+
+    fn request(headers: &[(&str, &str)]) -> pingora::http::RequestHeader {
+        let mut header =
+            pingora::http::RequestHeader::build("POST", b"/api/v1", None).expect("header");
+        for (name, value) in headers {
+            header
+                .append_header(name.to_string(), *value)
+                .expect("header");
+        }
+        header
+    }
+
+    #[test]
+    fn what_gos_server_refuses_while_reading_is_refused() {
+        let host = ("Host", "kubegate");
+        assert_eq!(
+            framing_refusal(&request(&[host, ("Content-Length", "2")])),
+            None
+        );
+        assert_eq!(
+            framing_refusal(&request(&[host, ("Content-Length", "2, 2")])),
+            Some((400, "bad Content-Length \"2, 2\"".into()))
+        );
+        assert_eq!(
+            framing_refusal(&request(&[host, ("Content-Length", "+2")])),
+            Some((400, "bad Content-Length \"+2\"".into()))
+        );
+        assert_eq!(
+            framing_refusal(&request(&[
+                host,
+                ("Content-Length", "2"),
+                ("Content-Length", "3")
+            ])),
+            Some((
+                400,
+                "http: message cannot contain multiple Content-Length headers; got [\"2\" \"3\"]"
+                    .into()
+            ))
+        );
+        // The same length twice is one.
+        assert_eq!(
+            framing_refusal(&request(&[
+                host,
+                ("Content-Length", "2"),
+                ("Content-Length", "2")
+            ])),
+            None
+        );
+        assert_eq!(
+            framing_refusal(&request(&[host, ("Transfer-Encoding", "chunked")])),
+            None
+        );
+        assert_eq!(
+            framing_refusal(&request(&[host, ("Transfer-Encoding", "Chunked")])),
+            None
+        );
+        for te in [
+            vec!["identity, chunked"],
+            vec!["chunked", "chunked"],
+            vec!["gzip"],
+        ] {
+            let headers: Vec<(&str, &str)> = std::iter::once(host)
+                .chain(te.iter().map(|v| ("Transfer-Encoding", *v)))
+                .collect();
+            assert_eq!(
+                framing_refusal(&request(&headers)).map(|r| r.0),
+                Some(501),
+                "{te:?}"
+            );
+        }
+        assert_eq!(
+            framing_refusal(&request(&[])),
+            Some((400, "missing required Host header".into()))
+        );
     }
 }
