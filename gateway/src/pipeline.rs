@@ -367,7 +367,9 @@ impl Gateway {
         // is long-running is decided by verb and subresource alone, as kube's check does, so
         // an `Upgrade` header cannot take a request past flow control or its timeout; an
         // upgrade is honoured for long-running requests only (exec, attach, port-forward,
-        // proxy, watch), as kube's timeout filter keeps any other from switching protocols.
+        // proxy, watch). (kube-aggregator switches protocols on any path of a backend, and its
+        // timeout filter kills such a connection at the request timeout; kubegate does not
+        // yet, so a backend's other upgrading subresources are answered as plain requests.)
         let upgrade = info.long_running && is_upgrade(session.req_header());
         // The request's own timeout, as flow control bounds its queue wait by it (no clock is
         // read for it: nearly every request is admitted at once).
