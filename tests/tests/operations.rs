@@ -906,40 +906,27 @@ fn a_body_still_arriving_at_the_deadline_is_a_timeout() {
 #[test]
 fn ambiguous_request_framing_is_refused_as_go_refuses_it() {
     let gate = Kubegate::start();
-    let pki = gate.data_dir.join("pki");
-    let send = |headers: &[&str]| -> (String, String) {
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--http1.1", "-o", "-", "-w", "\n%{http_code}"])
-            .arg("--cacert")
-            .arg(pki.join("ca.crt"))
-            .arg("--cert")
-            .arg(pki.join("admin.crt"))
-            .arg("--key")
-            .arg(pki.join("admin.key"))
-            .args(["-H", "Content-Type: application/json"]);
-        for header in headers {
-            cmd.args(["-H", header]);
-        }
-        cmd.args(["--data-binary", "{}"]).arg(format!(
-            "{}/api/v1/namespaces/default/configmaps?dryRun=All",
-            gate.url()
-        ));
-        let out = cmd.output().expect("curl");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or((&text, ""));
-        (code.to_string(), body.to_string())
+    let send = |header: &str| -> (u16, String) {
+        let (code, body) = gate.curl_as(
+            &["--http1.1"],
+            "POST",
+            "/api/v1/namespaces/default/configmaps?dryRun=All",
+            &["Content-Type: application/json", header],
+            Some(b"{}"),
+        );
+        (code, String::from_utf8_lossy(&body).into_owned())
     };
     assert_eq!(
-        send(&["Content-Length: 2, 2"]),
+        send("Content-Length: 2, 2"),
         (
-            "400".to_string(),
+            400,
             "400 Bad Request: bad Content-Length \"2, 2\"".to_string()
         )
     );
     assert_eq!(
-        send(&["Host:"]),
+        send("Host:"),
         (
-            "400".to_string(),
+            400,
             "400 Bad Request: missing required Host header".to_string()
         )
     );
