@@ -862,7 +862,7 @@ fn field_selector_text(selector: &SelectorAttributes) -> (String, SelectorUse) {
 fn access_status(decision: &Decision, evaluation_errors: &[String]) -> Value {
     let (allowed, denied) = match decision {
         Decision::Allow(_) => (true, false),
-        Decision::Deny(_) => (false, true),
+        Decision::Deny(_) | Decision::Failed { denied: true, .. } => (false, true),
         Decision::NoOpinion(_) | Decision::Failed { .. } => (false, false),
     };
     let reason = decision.reason();

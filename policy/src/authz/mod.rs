@@ -37,12 +37,15 @@ pub enum Decision {
     Allow(String),
     Deny(String),
     NoOpinion(String),
-    /// No opinion because the decision could not be made (a webhook that could not be
-    /// asked): kube's `(NoOpinion, reason, err)`. Unless a later mode allows, the request
-    /// is not forbidden but fails: kube's `WithAuthorization` answers 500 with the error.
+    /// The decision could not be made (a webhook that could not be asked): kube's
+    /// `(NoOpinion, reason, err)`, or, with `denied`, `(Deny, reason, err)` (a webhook that
+    /// answered both allowed and denied), which ends the chain as a deny does. Unless a mode
+    /// allows, the request is not forbidden but fails: kube's `WithAuthorization` answers
+    /// 500 with the error.
     Failed {
         reason: String,
         error: String,
+        denied: bool,
     },
 }
 

@@ -88,7 +88,8 @@ impl Outcome {
         let reason = match decision {
             decided @ (Decision::Allow(_) | Decision::Deny(_)) => return Some(decided),
             Decision::NoOpinion(reason) => reason,
-            Decision::Failed { reason, error } => {
+            failed @ Decision::Failed { denied: true, .. } => return Some(failed),
+            Decision::Failed { reason, error, .. } => {
                 self.errors.push(error);
                 reason
             }
@@ -108,10 +109,12 @@ impl Outcome {
             1 => Decision::Failed {
                 reason,
                 error: self.errors.into_iter().next().unwrap_or_default(),
+                denied: false,
             },
             _ => Decision::Failed {
                 reason,
                 error: format!("[{}]", self.errors.join(", ")),
+                denied: false,
             },
         }
     }
@@ -274,6 +277,7 @@ mod tests {
             fixed(Decision::Failed {
                 reason: String::new(),
                 error: error.into(),
+                denied: false,
             })
         };
         let quiet = fixed(Decision::NoOpinion("RBAC: nothing".into()));
@@ -282,19 +286,31 @@ mod tests {
             authorize(&union(&[failed("dial tcp: refused"), quiet.clone()]), &[]),
             Decision::Failed {
                 reason: "RBAC: nothing".into(),
-                error: "dial tcp: refused".into()
+                error: "dial tcp: refused".into(),
+                denied: false
             }
         );
         assert_eq!(
             authorize(&union(&[failed("a"), failed("b")]), &[]),
             Decision::Failed {
                 reason: String::new(),
-                error: "[a, b]".into()
+                error: "[a, b]".into(),
+                denied: false
             }
         );
         assert_eq!(
-            authorize(&union(&[failed("a"), allow]), &[]),
+            authorize(&union(&[failed("a"), allow.clone()]), &[]),
             Decision::Allow(String::new())
+        );
+        // A deny with an error ends the chain as a deny does (kube's union returns it).
+        let denied = Decision::Failed {
+            reason: "confused".into(),
+            error: "both".into(),
+            denied: true,
+        };
+        assert_eq!(
+            authorize(&union(&[fixed(denied.clone()), allow]), &[]),
+            denied
         );
     }
 

@@ -21,8 +21,8 @@
 //!   ([`Decision::Failed`]): never an allow, never cached, and, unless a later mode allows,
 //!   a 500 naming the error, as kube answers. The endpoint retries like kube's webhooks, but
 //!   the whole call is bounded by [`DEFAULT_TIMEOUT`] so an outage costs each request
-//!   seconds, not minutes. An answer both allowing and denying fails the same way (kube
-//!   denies it with an error, which its filter also turns into a 500).
+//!   seconds, not minutes. An answer both allowing and denying is kube's deny with an
+//!   error: it ends the chain as a deny does, and the filter turns it into a 500.
 //!
 //! - A list, watch or deletecollection's field and label selectors go as `fieldSelector` /
 //!   `labelSelector` requirements (kube's `AuthorizeWithSelectors`, on since 1.32), turned
@@ -343,6 +343,7 @@ impl Authorizer for WebhookAuthorizer {
                     return Decision::Failed {
                         reason: String::new(),
                         error: e,
+                        denied: false,
                     };
                 }
             },
@@ -354,6 +355,7 @@ impl Authorizer for WebhookAuthorizer {
                     reason: status.reason,
                     error: "webhook subject access review returned both allow and deny response"
                         .into(),
+                    denied: true,
                 }
             }
             (_, true) => Decision::Deny(status.reason),
@@ -392,7 +394,7 @@ mod tests {
 
     /// A decision the webhook could not make: no reason, an error for the 500.
     fn failed(decision: &Decision) -> bool {
-        matches!(decision, Decision::Failed { reason, error } if reason.is_empty() && !error.is_empty())
+        matches!(decision, Decision::Failed { reason, error, denied: false } if reason.is_empty() && !error.is_empty())
     }
 
     fn authorizer(server: &TestServer) -> WebhookAuthorizer {
@@ -523,9 +525,10 @@ mod tests {
             decide(&webhook, &UserInfo::new("both", vec![]), &list_configmaps()).await,
             Decision::Failed {
                 reason: "confused".into(),
-                error: "webhook subject access review returned both allow and deny response".into()
+                error: "webhook subject access review returned both allow and deny response".into(),
+                denied: true
             },
-            "allowed and denied together is an error"
+            "allowed and denied together is a deny with an error"
         );
 
         // A non-resource request; a named subresource object.

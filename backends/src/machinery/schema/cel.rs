@@ -1036,12 +1036,13 @@ fn evaluate(node: &Node<'_>, value: &Value, old: Option<&Value>, unchanged: bool
             out.causes.push(invalid(
                 path,
                 format!(
-                    "'{}': call cost exceeds limit for rule: {}",
+                    "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
                     metering::LIMIT_EXCEEDED,
                     rule.error_string()
                 ),
             ));
-            continue;
+            out.exhausted = true;
+            return;
         }
         let result = match result {
             Ok(v) => v,
@@ -1061,17 +1062,36 @@ fn evaluate(node: &Node<'_>, value: &Value, old: Option<&Value>, unchanged: bool
                 continue;
             }
         }
-        if !compiled.uses_old_self && unchanged {
-            continue;
-        }
         let mut field = path.to_string();
         if !rule.field_path.is_empty() {
             if let Some(normalized) = normalize_field_path(rule.field_path, schema) {
                 field = child(path, &normalized);
             }
         }
-        let detail = message_expression(&rule, context_for_rule)
-            .unwrap_or_else(|| rule.message_or_default());
+        // kube evaluates (and charges) the messageExpression whether or not the failure is
+        // ratcheted; one that runs out of budget or past its limit ends the validation.
+        let ratcheted = !compiled.uses_old_self && unchanged;
+        let detail = match message_expression(&rule, context_for_rule, out.remaining_budget) {
+            Message::Made(text, cost) => {
+                out.remaining_budget -= cost;
+                text
+            }
+            Message::Failed(cost) => {
+                out.remaining_budget -= cost;
+                rule.message_or_default()
+            }
+            Message::None => rule.message_or_default(),
+            Message::Stop(detail) => {
+                if !ratcheted {
+                    out.causes.push(invalid(&field, detail));
+                }
+                out.exhausted = true;
+                return;
+            }
+        };
+        if ratcheted {
+            continue;
+        }
         out.causes.push(match rule.reason {
             Some("FieldValueForbidden") => StatusCause {
                 reason: "FieldValueForbidden".into(),
@@ -1093,30 +1113,57 @@ fn evaluate(node: &Node<'_>, value: &Value, old: Option<&Value>, unchanged: bool
     }
 }
 
-/// `evalMessageExpression`: the message a failing rule's `messageExpression` makes, or `None`
-/// to fall back on `message` (kube logs why and does the same).
-fn message_expression(rule: &Rule<'_>, context: &Context<'_, '_>) -> Option<String> {
+/// What a failing rule's `messageExpression` made (kube's `evalMessageExpression`).
+enum Message {
+    /// None to evaluate: the rule's `message`.
+    None,
+    /// The message, and what making it cost.
+    Made(String, u64),
+    /// It did not make a usable message (an error, not a string, empty, too long, several
+    /// lines): the rule's `message`, and the cost, charged all the same.
+    Failed(u64),
+    /// It ran out of the object's budget or past its own limit: this error, and no further
+    /// rule runs.
+    Stop(String),
+}
+
+/// Evaluates a failing rule's `messageExpression` with `remaining_budget` left, metered as
+/// rules are.
+fn message_expression(
+    rule: &Rule<'_>,
+    context: &Context<'_, '_>,
+    remaining_budget: u64,
+) -> Message {
     if rule.message_expression.trim().is_empty() {
-        return None;
+        return Message::None;
     }
     let compiled = compiled(rule.message_expression, Output::String);
-    // Metered as rules are: one that runs past the limit falls back on `message`.
-    let metered = compiled.metered.as_ref()?;
+    let Some(metered) = compiled.metered.as_ref() else {
+        return Message::None;
+    };
     let (result, cost) = metered.run(metering::PER_CALL_LIMIT, |expression| {
         cel::Value::resolve(expression, context)
     });
-    if cost > metering::PER_CALL_LIMIT {
-        return None;
+    if cost > remaining_budget {
+        return Message::Stop(
+            "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".into(),
+        );
     }
-    let cel::Value::String(s) = result.ok()? else {
-        return None;
+    if cost > metering::PER_CALL_LIMIT {
+        return Message::Stop(format!(
+            "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+            go_quote(rule.message_expression)
+        ));
+    }
+    let Ok(cel::Value::String(s)) = result else {
+        return Message::Failed(cost);
     };
     let trimmed = s.trim();
     if trimmed.is_empty() || trimmed.len() > MAX_MESSAGE_EXPRESSION_BYTES || trimmed.contains('\n')
     {
-        return None;
+        return Message::Failed(cost);
     }
-    Some(trimmed.to_string())
+    Message::Made(trimmed.to_string(), cost)
 }
 
 /// A runtime error as kube words it (cel-go's error texts, then kube's suffix).
@@ -1740,12 +1787,25 @@ mod tests {
             json!([]),
         );
         let object = spec(json!({"l": (0..1500).collect::<Vec<i64>>()}));
+        // kube stops there: the rule after it does not run.
         assert_eq!(
             rendered(&validate_cel(&schema, &object, None, &[])),
             [
-                "FieldValueInvalid spec.l: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': call cost exceeds limit for rule: self.all(x, self.all(y, x >= 0))",
-                "FieldValueInvalid spec.l: Invalid value: \"array\": never",
+                "FieldValueInvalid spec.l: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.all(x, self.all(y, x >= 0))",
             ]
+        );
+        // A messageExpression past its limit ends the validation too, with kube's words.
+        let message_schema = schema_with(
+            json!({"l": {"type": "array", "items": {"type": "integer"},
+                "x-kubernetes-validations": [
+                    {"rule": "self.size() < 0",
+                     "messageExpression": "string(self.filter(x, self.exists(y, y < 0)).size())"},
+                    {"rule": "self.size() < 0", "message": "never"}]}}),
+            json!([]),
+        );
+        assert_eq!(
+            rendered(&validate_cel(&message_schema, &object, None, &[])),
+            ["FieldValueInvalid spec.l: Invalid value: \"array\": no further validation rules will be run due to call cost exceeds limit for messageExpression: \"string(self.filter(x, self.exists(y, y < 0)).size())\""]
         );
         // A cheap evaluation that no longer fits the budget left ends the validation.
         let node = Node {
