@@ -851,11 +851,18 @@ impl WatchSender {
     /// that takes nothing for [`UNRESPONSIVE_WATCH`] ends the watch.
     async fn send(&mut self, frame: Bytes) -> Result<(), WatchClosed> {
         let mut waited = Duration::ZERO;
+        let mut last_queued = usize::MAX;
         const POLL: Duration = Duration::from_millis(20);
         loop {
             let queued = self.queued_bytes();
             if queued == 0 || queued + frame.len() <= WATCH_BUFFER_BYTES {
                 break;
+            }
+            // A client that takes frames is making progress, however slowly: only time
+            // without any counts.
+            if queued < last_queued {
+                waited = Duration::ZERO;
+                last_queued = queued;
             }
             if waited >= UNRESPONSIVE_WATCH {
                 tracing::debug!(queued, "closing a watch whose client stopped reading");

@@ -154,9 +154,17 @@ fn decode_with(
         find(tables, &api_version, &kind).map(|codec| codec.decode)
     };
     let Some(converter) = converter else {
-        return Err(refused(format!(
-            "no kind \"{kind}\" is registered for version \"{api_version}\" in scheme \"k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30\""
-        )));
+        // The endpoint's kind in another version is one kube does not register there.
+        // Another kind may be one kube knows and kubegate does not decode: said so.
+        if endpoint.is_some_and(|(_, endpoint_kind)| endpoint_kind == kind) {
+            return Err(refused(format!(
+                "no kind \"{kind}\" is registered for version \"{api_version}\" in scheme \"k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30\""
+            )));
+        }
+        return Err(BodyError::Refused(unsupported(format!(
+            "kubegate does not decode {} from {CONTENT_TYPE}; send the request body as application/json",
+            describe(&api_version, &kind)
+        ))));
     };
     let fields = converter(&raw)
         .map_err(|e| refused(format!("unable to decode {kind} from protobuf: {e}")))?;
