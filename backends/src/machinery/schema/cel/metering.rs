@@ -10,10 +10,11 @@
 //! the evaluation's meter and fails once the limit is passed (and `all`/`exists`, which defer
 //! their steps' errors, check it in their loop condition too). The rewrite keeps the shapes the
 //! interpreter recognises (`@result && x`, `@result + [x]`), so error absorption and its
-//! in-place list building are unchanged. Each node costs one unit, literals none, as cel-go
-//! charges most operations; cel-go also charges by the size of strings and lists its functions
-//! work on, so this count is a lower bound of kube's: a rule refused here is refused by kube,
-//! while the work a rule may do stays bounded.
+//! in-place list building are unchanged. Each node costs one unit, literals, `&&`, `||` and
+//! `?:` none and a conditional only its cheaper branch, as cel-go charges; cel-go also charges
+//! more for list and map literals and by the size of strings and lists its functions work on,
+//! so this count is a lower bound of kube's: a rule refused here is refused by kube, while the
+//! work a rule may do stays bounded.
 
 use std::cell::Cell;
 
@@ -221,7 +222,7 @@ impl Rewrite {
 /// What one iteration of `c` costs: the nodes of its condition and step, nested
 /// comprehensions' iterations aside (they are charged by their own meters).
 fn units_per_iteration(c: &ComprehensionExpr) -> u64 {
-    1 + units_outside_loops(&c.loop_cond) + units_outside_loops(&c.loop_step)
+    units_outside_loops(&c.loop_cond) + units_outside_loops(&c.loop_step)
 }
 
 /// The nodes of `e` evaluated once (literals cost nothing), nested comprehensions counted
@@ -232,6 +233,15 @@ fn units_outside_loops(e: &IdedExpr) -> u64 {
         // The metering calls themselves are free.
         Expr::Call(call) if call.func_name == METER => {
             call.args.get(1).map_or(0, units_outside_loops)
+        }
+        // cel-go charges nothing for `&&`, `||` and `?:` themselves, and only the branch a
+        // conditional takes: the cheaper one is counted.
+        Expr::Call(call) if matches!(call.func_name.as_str(), "_&&_" | "_||_") => {
+            call.args.iter().map(units_outside_loops).sum::<u64>()
+        }
+        Expr::Call(call) if call.func_name == "_?_:_" && call.args.len() == 3 => {
+            units_outside_loops(&call.args[0])
+                + units_outside_loops(&call.args[1]).min(units_outside_loops(&call.args[2]))
         }
         Expr::Call(call) => {
             1 + call.target.as_deref().map_or(0, units_outside_loops)
