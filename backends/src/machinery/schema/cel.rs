@@ -869,12 +869,17 @@ fn walk(node: &Node<'_>, value: &Value, old: Option<&Value>, ratchet: Ratchet<'_
             if !out.has_rules(rules_items) {
                 return;
             }
-            let old_items = old.and_then(Value::as_array);
-            let ratchet_items = ratchet.old.and_then(Value::as_array);
+            // Each old list indexed by its items' keys once, not searched per item.
+            let old_items = old
+                .and_then(Value::as_array)
+                .and_then(|o| ratcheting::MapList::new(schema, o));
+            let ratchet_items = ratchet
+                .old
+                .and_then(Value::as_array)
+                .and_then(|o| ratcheting::MapList::new(schema, o));
             for (i, item) in items.iter().enumerate() {
-                let old_item = old_items.and_then(|o| ratcheting::correlated_item(schema, o, item));
-                let ratchet_item =
-                    ratchet_items.and_then(|o| ratcheting::correlated_item(schema, o, item));
+                let old_item = old_items.as_ref().and_then(|o| o.get(item));
+                let ratchet_item = ratchet_items.as_ref().and_then(|o| o.get(item));
                 let sub = Node {
                     rules: rules_items,
                     schema: node_items,

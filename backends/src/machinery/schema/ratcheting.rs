@@ -4,6 +4,8 @@
 //! equals it. Fields correlate by name where the schema declares them; list items only in
 //! `x-kubernetes-list-type: map` lists, by their keys; everything else is compared whole.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::structural::Schema;
@@ -15,12 +17,42 @@ pub(crate) fn correlated_item<'a>(
     old: &'a [Value],
     item: &Value,
 ) -> Option<&'a Value> {
-    if list.x_list_type.as_deref() != Some("map") || list.x_list_map_keys.is_empty() {
-        return None;
+    MapList::new(list, old)?.get(item)
+}
+
+/// The old items of a `map` list by their keys, built once for the items of a new list (kube's
+/// `MapList`): looking each new item up in it keeps correlating a whole list linear.
+pub(crate) struct MapList<'a, 's> {
+    list: &'s Schema,
+    by_keys: HashMap<String, &'a Value>,
+}
+
+impl<'a, 's> MapList<'a, 's> {
+    /// `None` unless `list` is a `map` list with keys.
+    pub(crate) fn new(list: &'s Schema, old: &'a [Value]) -> Option<MapList<'a, 's>> {
+        if list.x_list_type.as_deref() != Some("map") || list.x_list_map_keys.is_empty() {
+            return None;
+        }
+        let mut by_keys = HashMap::with_capacity(old.len());
+        for item in old {
+            if let Some(keys) = map_keys(list, item) {
+                // The first item with these keys is the one correlated.
+                by_keys.entry(key_text(&keys)).or_insert(item);
+            }
+        }
+        Some(MapList { list, by_keys })
     }
-    let wanted = map_keys(list, item)?;
-    old.iter()
-        .find(|o| map_keys(list, o).is_some_and(|keys| keys == wanted))
+
+    /// The old item with `item`'s keys.
+    pub(crate) fn get(&self, item: &Value) -> Option<&'a Value> {
+        let keys = map_keys(self.list, item)?;
+        self.by_keys.get(&key_text(&keys)).copied()
+    }
+}
+
+/// Key values as one text (JSON keeps `1` and `"1"`, `1` and `1.0` apart, as kube's keys do).
+fn key_text(keys: &[&Value]) -> String {
+    serde_json::to_string(keys).unwrap_or_default()
 }
 
 /// An item's values of its list's map keys, when it has them all and they are scalars.
@@ -85,15 +117,15 @@ pub(crate) fn correlated_equal(schema: &Schema, new: &Value, old: &Value) -> boo
             if new_items.len() != old_items.len() {
                 return false;
             }
-            let is_map_list = schema.x_list_type.as_deref() == Some("map");
             let Some(items) = schema.items.as_deref() else {
                 return new == old;
             };
-            if !is_map_list {
+            let Some(old_by_keys) = MapList::new(schema, old_items) else {
                 return new == old;
-            }
+            };
             new_items.iter().all(|item| {
-                correlated_item(schema, old_items, item)
+                old_by_keys
+                    .get(item)
                     .is_some_and(|old_item| correlated_equal(items, item, old_item))
             })
         }
