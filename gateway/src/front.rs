@@ -781,7 +781,27 @@ fn framing_refusal(header: &pingora::http::RequestHeader) -> Option<(u16, String
                 ),
             ));
         }
-        if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+    }
+    let encodings: Vec<&http::HeaderValue> = header
+        .headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter()
+        .collect();
+    let chunked = match encodings.as_slice() {
+        [] => false,
+        [one] if one.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => true,
+        // Go does not echo the value back.
+        _ => return Some((501, String::new())),
+    };
+    // A chunked body's Content-Length is dropped unread (Go's `fixLength`); an empty one is
+    // none; any other must be a decimal that fits 63 bits.
+    if let Some(first) = lengths.first().filter(|l| !chunked && !l.is_empty()) {
+        let valid = first.iter().all(u8::is_ascii_digit)
+            && std::str::from_utf8(first)
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+                .is_some_and(|n| n < 1 << 63);
+        if !valid {
             return Some((
                 400,
                 format!(
@@ -790,17 +810,6 @@ fn framing_refusal(header: &pingora::http::RequestHeader) -> Option<(u16, String
                 ),
             ));
         }
-    }
-    let encodings: Vec<&http::HeaderValue> = header
-        .headers
-        .get_all(http::header::TRANSFER_ENCODING)
-        .iter()
-        .collect();
-    match encodings.as_slice() {
-        [] => {}
-        [one] if one.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked") => {}
-        // Go does not echo the value back.
-        _ => return Some((501, String::new())),
     }
     if header.version == http::Version::HTTP_11 && !header.headers.contains_key(http::header::HOST)
     {
@@ -885,6 +894,24 @@ mod framing_tests {
         assert_eq!(
             framing_refusal(&request(&[host, ("Transfer-Encoding", "chunked")])),
             None
+        );
+        // A chunked body's length is dropped unread; an empty length is none; 2^63 overflows.
+        assert_eq!(
+            framing_refusal(&request(&[
+                host,
+                ("Transfer-Encoding", "chunked"),
+                ("Content-Length", "abc")
+            ])),
+            None
+        );
+        assert_eq!(
+            framing_refusal(&request(&[host, ("Content-Length", "")])),
+            None
+        );
+        assert_eq!(
+            framing_refusal(&request(&[host, ("Content-Length", "9223372036854775808")]))
+                .map(|r| r.0),
+            Some(400)
         );
         assert_eq!(
             framing_refusal(&request(&[host, ("Transfer-Encoding", "Chunked")])),
