@@ -63,6 +63,11 @@ pub struct Config {
     /// (default 90s: kube-apiserver's fixed `IdleTimeout`, the idle time of Go's client pools).
     #[serde(with = "duration::serde_duration")]
     pub idle_timeout: Duration,
+    /// How long a new client connection may take to send its first request's header (and,
+    /// with it, what a connection that says nothing holds), before it is closed (default 32s:
+    /// kube-apiserver's fixed `ReadHeaderTimeout`).
+    #[serde(with = "duration::serde_duration")]
+    pub read_header_timeout: Duration,
     /// How long shutdown waits for in-flight requests before closing (`--shutdown-timeout`).
     #[serde(with = "duration::serde_duration")]
     pub shutdown_timeout: Duration,
@@ -506,6 +511,7 @@ impl Default for Config {
             max_request_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(90),
+            read_header_timeout: Duration::from_secs(32),
             shutdown_timeout: Duration::from_secs(30),
             event_ttl: DEFAULT_EVENT_TTL,
             storage: StorageConfig::default(),
@@ -638,6 +644,9 @@ impl Config {
         }
         if self.idle_timeout.is_zero() {
             errors.push("idleTimeout: Invalid value: \"0s\": must be greater than 0".into());
+        }
+        if self.read_header_timeout.is_zero() {
+            errors.push("readHeaderTimeout: Invalid value: \"0s\": must be greater than 0".into());
         }
         if self.event_ttl.is_zero() {
             errors.push("eventTTL: Invalid value: \"0s\": must be greater than 0".into());

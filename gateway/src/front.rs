@@ -56,19 +56,24 @@ struct Connection {
 pub struct Front {
     requests: Arc<Requests>,
     idle_timeout: std::time::Duration,
+    read_header_timeout: std::time::Duration,
 }
 
 impl Front {
     /// `idle_timeout`: how long a connection may wait for its next request (an HTTP/1.1 one
-    /// also for the rest of a header) before it is closed (config `idleTimeout`).
+    /// also for the rest of a header) before it is closed (config `idleTimeout`);
+    /// `read_header_timeout`: how long a new HTTP/1.1 connection may take to send its first
+    /// request's header (config `readHeaderTimeout`, kube's `ReadHeaderTimeout`).
     pub fn new(
         gateway: Arc<Gateway>,
         proxy: HttpProxy<ProxyPhases>,
         upstream: pingora::connectors::http::Connector,
         idle_timeout: std::time::Duration,
+        read_header_timeout: std::time::Duration,
     ) -> Self {
         Front {
             idle_timeout,
+            read_header_timeout,
             requests: Arc::new(Requests {
                 gateway,
                 proxy: Arc::new(proxy),
@@ -119,13 +124,18 @@ impl ServerApp for Front {
         // bounds every wait: it is moved on when a wait starts, at most every `idle_slack`, so
         // a connection idle for `idle_timeout` to `idle_timeout + idle_slack` is closed without
         // a timer armed per request (that cost ~3 % of a GET).
-        let idle = tokio::time::sleep(idle_timeout + idle_slack);
+        // The first request's header must come within kube's `ReadHeaderTimeout`, as Go's
+        // server bounds a new connection's first read: a client that connects and says
+        // nothing (or trickles its header) holds the connection that long, not the idle time.
+        let idle = tokio::time::sleep(self.read_header_timeout.min(idle_timeout + idle_slack));
         tokio::pin!(idle);
+        let mut first = true;
         loop {
             let now = tokio::time::Instant::now();
-            if idle.deadline() < now + idle_timeout {
+            if !first && idle.deadline() < now + idle_timeout {
                 idle.as_mut().reset(now + idle_timeout + idle_slack);
             }
+            first = false;
             let reused = self
                 .requests
                 .serve(session, shutdown, Some((&connection, idle.as_mut())))

@@ -817,7 +817,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
     ));
     let mut service = pingora::services::listening::Service::new(
         "kubegate".to_string(),
-        crate::front::Front::new(gateway, proxy, upstream, config.idle_timeout),
+        crate::front::Front::new(
+            gateway,
+            proxy,
+            upstream,
+            config.idle_timeout,
+            config.read_header_timeout,
+        ),
     );
     service.add_listener(
         secure_address

@@ -1059,6 +1059,46 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
     assert_eq!(result["closed"], true, "{result}");
 }
 
+/// A new connection that sends no request header is closed after `readHeaderTimeout` (kube's
+/// fixed `ReadHeaderTimeout`), not the much longer idle timeout, so a client that connects and
+/// says nothing holds it no longer than against kube-apiserver; one that asks is answered.
+#[test]
+fn a_connection_that_sends_no_header_is_closed_after_the_header_timeout() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "readHeaderTimeout: 1s\nidleTimeout: 10m\n").unwrap();
+    let gate = Kubegate::start_with(&["--config", &config.path().to_string_lossy()]);
+    let silent = r#"
+import json, socket, ssl, sys
+port, pki = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+ctx.set_alpn_protocols(["http/1.1"])
+sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost")
+sock.settimeout(60)
+try:
+    closed = sock.recv(1) == b""
+except (ssl.SSLEOFError, ConnectionResetError):
+    closed = True
+except socket.timeout:
+    closed = False
+print(json.dumps({"closed": closed}))
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(silent)
+        .arg(gate.port.to_string())
+        .arg(gate.data_dir.join("pki"))
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    // Closed by the server (within a minute, against a 10-minute idle timeout).
+    assert_eq!(result["closed"], true, "{result}");
+    // A client that sends its request at once is answered, on HTTP/1.1 as on HTTP/2.
+    let (code, _) = gate.curl_http1("GET", "/version", &[], None);
+    assert_eq!(code, 200);
+}
+
 /// `kubegate serve` on `port` and `bind_address` with `data_dir`, its stderr to `stderr`, for
 /// tests that watch the process itself rather than a started server.
 fn serve(
