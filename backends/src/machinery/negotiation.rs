@@ -45,6 +45,9 @@ pub struct Negotiated {
     /// `as=PartialObjectMetadata` or `as=PartialObjectMetadataList` in `meta.k8s.io`: answer
     /// only the metadata of objects.
     pub as_partial_metadata: bool,
+    /// Which of the two was asked for: `Some(true)` for the list, `Some(false)` for one
+    /// object (kube refuses the other with a 406).
+    pub as_partial_list: Option<bool>,
     /// `pretty=1` media type parameter (the `?pretty` query and user agents are the
     /// caller's to check, as kube does).
     pub pretty: bool,
@@ -56,6 +59,7 @@ impl Default for Negotiated {
             media: MediaType::Json,
             as_table: false,
             as_partial_metadata: false,
+            as_partial_list: None,
             pretty: false,
         }
     }
@@ -239,7 +243,10 @@ fn accept_options(
         match kind.as_str() {
             // Tables have no protobuf form.
             "Table" if allow_table && media != MediaType::Protobuf => out.as_table = true,
-            "PartialObjectMetadata" | "PartialObjectMetadataList" => out.as_partial_metadata = true,
+            "PartialObjectMetadata" | "PartialObjectMetadataList" => {
+                out.as_partial_metadata = true;
+                out.as_partial_list = Some(kind == "PartialObjectMetadataList");
+            }
             _ => return None,
         }
     }

@@ -38,6 +38,12 @@ pub(crate) fn object_response(
         return json_value_response(status, &body, output);
     }
     if output.as_partial_metadata {
+        if output.as_partial_list == Some(true) {
+            return Err(ApiError::not_acceptable(format!(
+                "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+                go_type_name(def, false)
+            )));
+        }
         let object: Value = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
         return json_value_response(status, &table::partial_object_metadata(&object), output);
     }
@@ -48,6 +54,22 @@ pub(crate) fn object_response(
             json_value_response(status, &object, output)
         }
     }
+}
+
+/// Go's `%T` of the object kube's handler holds for `def` (its internal type, or unstructured
+/// for a custom resource), as its 406s for a mismatched metadata-only request name it.
+pub(crate) fn go_type_name(def: &ResourceDef, list: bool) -> String {
+    let suffix = if list { "List" } else { "" };
+    if def.strategy.is_custom_resource() {
+        return format!("*unstructured.Unstructured{suffix}");
+    }
+    // Internal packages are named after the group's first label; core and events.k8s.io's
+    // Events are the core group's.
+    let package = match def.group.as_str() {
+        "" | "events.k8s.io" => "core",
+        group => group.split('.').next().unwrap_or(group),
+    };
+    format!("*{package}.{}{suffix}", def.kind)
 }
 
 /// A `PartialObjectMetadataList` (metadata-only clients such as garbage collectors).

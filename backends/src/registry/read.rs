@@ -560,6 +560,12 @@ impl Registry {
             .map(|o| super::served_bytes(def, o))
             .collect::<ApiResult<_>>()?;
         if output.as_partial_metadata {
+            if output.as_partial_list == Some(false) {
+                return Err(ApiError::not_acceptable(format!(
+                    "you requested PartialObjectMetadata, but the requested object is a list ({})",
+                    encode::go_type_name(def, true)
+                )));
+            }
             let list = encode::partial_list(&item_bytes, &meta)?;
             return encode::json_value_response(200, &list, &output);
         }

@@ -2547,6 +2547,31 @@ async fn metadata_only_clients_get_partial_object_metadata() {
     assert_eq!(one["metadata"]["name"], "a");
 }
 
+/// A metadata-only request for the wrong shape (a list for one object, or one object for a
+/// list) is kube's 406, naming the object kube's handler holds.
+#[tokio::test]
+async fn a_metadata_only_request_of_the_wrong_shape_is_not_acceptable() {
+    let f = fixture().await;
+    call(&f, "POST", CMS, Some(cm("a", json!({})))).await;
+    let mut req = request("GET", &format!("{CMS}/a"), None, "application/json");
+    req.accept = Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1".into());
+    let (code, status) = call_raw(&f, req).await;
+    assert_eq!(code, 406, "{status}");
+    assert_eq!(status["reason"], "NotAcceptable");
+    assert_eq!(
+        status["message"],
+        "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)"
+    );
+    let mut req = request("GET", CMS, None, "application/json");
+    req.accept = Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1".into());
+    let (code, status) = call_raw(&f, req).await;
+    assert_eq!(code, 406, "{status}");
+    assert_eq!(
+        status["message"],
+        "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)"
+    );
+}
+
 /// A resource whose strategy tracks generation (no built-in served today does).
 struct Generational;
 impl crate::resource::Strategy for Generational {
