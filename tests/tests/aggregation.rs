@@ -1474,19 +1474,22 @@ fn a_backend_with_only_openapi_v2_is_served_converted_in_v3() {
     );
 }
 
+/// `kubectl get` of the published `kube-system/extension-apiserver-authentication`, as JSON.
+const GET_AUTHENTICATION_CONFIGMAP: [&str; 7] = [
+    "-n",
+    "kube-system",
+    "get",
+    "configmap",
+    "extension-apiserver-authentication",
+    "-o",
+    "json",
+];
+
 #[test]
 fn the_extension_authentication_configmap_is_restored_when_edited_or_deleted() {
     let gate = Kubegate::start();
     let data = || -> Option<Value> {
-        let out = gate.kubectl(&[
-            "-n",
-            "kube-system",
-            "get",
-            "configmap",
-            "extension-apiserver-authentication",
-            "-o",
-            "json",
-        ]);
+        let out = gate.kubectl(&GET_AUTHENTICATION_CONFIGMAP);
         out.status.success().then(|| {
             serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()["data"].clone()
         })
@@ -1551,16 +1554,7 @@ fn the_extension_authentication_configmap_publishes_the_configured_request_heade
         "--requestheader-group-headers=X-Remote-Group",
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
     ]);
-    let data = gate.json(&[
-        "-n",
-        "kube-system",
-        "get",
-        "configmap",
-        "extension-apiserver-authentication",
-        "-o",
-        "json",
-    ])["data"]
-        .clone();
+    let data = gate.json(&GET_AUTHENTICATION_CONFIGMAP)["data"].clone();
     let published_ca = data["requestheader-client-ca-file"]
         .as_str()
         .unwrap_or_default();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::meta::{check_namespace, meta_str, metadata_mut, now_rfc3339, object_name};
-use super::write::{field_validation, respond, FieldValidation, WriteMode};
+use super::write::{field_validation, prune_unknown_fields, respond, WriteMode};
 use super::Registry;
 use crate::api::{ApiRequest, ApiResponse};
 use crate::core::causes::too_long;
@@ -377,9 +377,7 @@ impl Registry {
         // object, whatever `fieldValidation` says: kube's field manager fails the apply with a
         // 500 naming them (structured-merge-diff's `field not declared in schema`).
         field_validation(request)?;
-        let unknown = self
-            .unknown_fields(def, &mut config, FieldValidation::Warn, Vec::new())
-            .map_err(ApiError::bad_request)?;
+        let unknown = prune_unknown_fields(def, &mut config);
         if !unknown.is_empty() {
             return Err(undeclared_fields(
                 def,
@@ -388,7 +386,6 @@ impl Registry {
                 &unknown,
             ));
         }
-        let warnings: Vec<String> = Vec::new();
         // Retried until it lands, as kube's store retries (only the request's deadline ends
         // it): a create that raced another one updates what that one made.
         loop {
@@ -402,7 +399,7 @@ impl Registry {
                     |current| tracker.apply_to_live(current, &config, force),
                 )
                 .await;
-            let (code, mut written) = match updated {
+            let (code, written) = match updated {
                 Err(e) if e.code == 404 && subresource.is_empty() => {
                     if config_name.is_empty() {
                         // kube's checkName: the created object has no name to compare.
@@ -435,7 +432,6 @@ impl Registry {
                 }
                 updated => (200, updated?),
             };
-            written.warnings.extend(warnings);
             return respond(code, def, output, written);
         }
     }
@@ -443,8 +439,8 @@ impl Registry {
 
 /// kube's error for an apply configuration with undeclared fields: `failed to create typed
 /// patch object (<namespace>/<name>; <group>/<version>, Kind=<kind>): .<path>: field not
-/// declared in schema` (several as structured-merge-diff lists them). `unknown` holds the
-/// warnings of [`Registry::unknown_fields`] (`unknown field "spec.x"`).
+/// declared in schema` (several as structured-merge-diff lists them). `unknown` are the
+/// fields' paths (`spec.x`).
 fn undeclared_fields(
     def: &ResourceDef,
     namespace: &str,
@@ -453,13 +449,7 @@ fn undeclared_fields(
 ) -> ApiError {
     let errors: Vec<String> = unknown
         .iter()
-        .map(|warning| {
-            let path = warning
-                .strip_prefix("unknown field \"")
-                .and_then(|p| p.strip_suffix('"'))
-                .unwrap_or(warning);
-            format!(".{path}: field not declared in schema")
-        })
+        .map(|path| format!(".{path}: field not declared in schema"))
         .collect();
     let detail = match errors.as_slice() {
         [one] => one.clone(),

@@ -322,6 +322,15 @@ async fn storage_bytes(def: &ResourceDef, object: &Value) -> ApiResult<(Bytes, O
     Ok((Bytes::from(bytes.map_err(ApiError::internal)?), converted))
 }
 
+/// Drops the fields `def`'s kind does not have from `object`; returns their paths
+/// (`spec.x`), the strategy's own pruning first.
+pub(super) fn prune_unknown_fields(def: &ResourceDef, object: &mut Value) -> Vec<String> {
+    match def.strategy.prune_unknown_fields(object) {
+        Some(unknown) => unknown,
+        None => super::fields::prune_unknown_fields(&def.definition, object),
+    }
+}
+
 /// Why a write did not reach the store: the object did not encode, or the store refused it.
 enum Failed {
     Encoding(ApiError),
@@ -615,10 +624,7 @@ impl Registry {
         mode: FieldValidation,
         earlier: Vec<String>,
     ) -> Result<Vec<String>, String> {
-        let unknown = match def.strategy.prune_unknown_fields(object) {
-            Some(unknown) => unknown,
-            None => super::fields::prune_unknown_fields(&def.definition, object),
-        };
+        let unknown = prune_unknown_fields(def, object);
         if unknown.is_empty() && earlier.is_empty() {
             return Ok(Vec::new());
         }
