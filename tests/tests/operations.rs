@@ -1369,6 +1369,165 @@ fn bodies_are_indented_and_errors_negotiated_as_kube_writes_them() {
     assert!(text.ends_with("\n  \"code\": 404\n}"), "{text}");
 }
 
+/// YAML as kube writes and reads it (go-yaml v2, YAML 1.1): strings that a YAML 1.1 reader
+/// would take for booleans, numbers or dates are quoted, so PyYAML (a YAML 1.1 reader, as
+/// kubectl's and client-go's go-yaml are) reads every value back as the string it is; YAML
+/// request bodies read `yes` as true; a repeated key is kube's strict-decoding complaint.
+#[test]
+fn yaml_is_written_and_read_as_kube_writes_and_reads_it() {
+    let gate = Kubegate::start();
+    let tricky = serde_json::json!({
+        "bool": "yes", "y": "y", "on": "on", "null": "null", "octal": "0755",
+        "underscored": "1_000", "sexagesimal": "1:20", "date": "2024-01-02",
+        "time": "2024-01-02T10:00:00Z", "hex": "0x1F", "float": ".5", "multi": "a\nb\n",
+        "colon": "a: b", "plain": "plain words",
+    });
+    let object = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "yaml-1-1", "namespace": "default"},
+        "data": tricky,
+    });
+    let (code, body) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &["Content-Type: application/json"],
+        Some(object.to_string().as_bytes()),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let path = "/api/v1/namespaces/default/configmaps/yaml-1-1";
+    let (code, body) = gate.curl("GET", path, &["Accept: application/yaml"], None);
+    assert_eq!(code, 200);
+    let text = String::from_utf8(body).expect("UTF-8");
+    // go-yaml's choices: keys in its order, double quotes where YAML 1.1 would misread.
+    for line in [
+        "  bool: \"yes\"\n",
+        "  \"y\": \"y\"\n",
+        "  \"on\": \"on\"\n",
+        "  \"null\": \"null\"\n",
+        "  octal: \"0755\"\n",
+        "  underscored: \"1_000\"\n",
+        "  sexagesimal: \"1:20\"\n",
+        "  date: \"2024-01-02\"\n",
+        "  multi: |\n    a\n    b\n",
+        "  plain: plain words\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in\n{text}");
+    }
+    assert!(text.starts_with("apiVersion: v1\ndata:\n"), "{text}");
+    assert!(text.contains("\n  creationTimestamp: \""), "{text}");
+    // A YAML 1.1 reader gets the strings back.
+    let mut python = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin)['data']))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write;
+    python
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("writes");
+    let out = python.wait_with_output().expect("python3 runs");
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).expect("PyYAML read it");
+    assert_eq!(read, tricky);
+
+    // The same YAML sent back replaces the object with the same data.
+    let (code, body) = gate.curl(
+        "PUT",
+        path,
+        &["Content-Type: application/yaml"],
+        Some(text.as_bytes()),
+    );
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let stored: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(stored["data"], tricky);
+
+    // Request bodies are YAML 1.1: a plain `yes` is a boolean (kube refuses it for a
+    // string field), `'yes'` a string.
+    let sa = b"apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: yaml-sa\nautomountServiceAccountToken: yes\n";
+    let (code, body) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts",
+        &["Content-Type: application/yaml"],
+        Some(sa),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let created: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(created["automountServiceAccountToken"], true);
+    let cm = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml-bool\ndata:\n  a: yes\n";
+    let (code, body) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &["Content-Type: application/yaml"],
+        Some(cm),
+    );
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(code, 400, "{text}");
+    assert!(
+        text.contains("cannot unmarshal bool into Go struct field ConfigMap.data of type string"),
+        "{text}"
+    );
+
+    // A repeated key: the last value under the default `Warn`, with go-yaml's complaint as a
+    // warning; refused under `Strict`.
+    let repeated = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yaml-repeated\ndata:\n  a: one\n  a: two\n";
+    let (head, text) = curl(
+        &gate,
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/yaml",
+            "--data-binary",
+            std::str::from_utf8(repeated).expect("UTF-8"),
+        ],
+        "/api/v1/namespaces/default/configmaps",
+    );
+    assert!(head.starts_with("http/2 201"), "{head}{text}");
+    assert!(
+        head.contains("warning: 299 - \"line 7: key \\\"a\\\" already set in map\""),
+        "{head}"
+    );
+    assert_eq!(json_of(&text)["data"]["a"], "two");
+    let (head, text) = curl(
+        &gate,
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/yaml",
+            "--data-binary",
+            &std::str::from_utf8(repeated)
+                .expect("UTF-8")
+                .replace("yaml-repeated", "yaml-strict"),
+        ],
+        "/api/v1/namespaces/default/configmaps?fieldValidation=Strict",
+    );
+    assert!(head.starts_with("http/2 400"), "{head}");
+    assert_eq!(
+        json_of(&text)["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: yaml: unmarshal errors:\n  line 7: key \"a\" already set in map"
+    );
+    // A malformed body: go-yaml's words, and kube's summary of what was sent.
+    let (code, body) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &["Content-Type: application/yaml"],
+        Some(b"a: [1\n"),
+    );
+    assert_eq!(code, 400);
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(
+        status["message"],
+        "the object provided is unrecognized (must be of type ConfigMap): yaml: line 1: did not find expected ',' or ']' (613a205b310a)"
+    );
+}
+
 /// `--bind-address 0.0.0.0` listens on every interface of both families, as kube-apiserver
 /// (Go's listener) does: IPv6 clients (single-stack IPv6 clusters, whose kubelet probes the
 /// pod's IPv6 address) reach it too. Run in a private network namespace whose loopback holds

@@ -4,6 +4,7 @@
 pub mod duplicates;
 pub mod gojson_syntax;
 pub mod gotime;
+pub mod goyaml;
 pub mod jsonpatch;
 pub mod managed;
 pub mod negotiation;

@@ -7,7 +7,7 @@
 // every registry operation does.
 #![allow(clippy::result_large_err)]
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::status::{ApiError, ApiResult};
 
@@ -439,14 +439,15 @@ impl BodyError {
 
 /// Decodes a request body into a JSON object. Malformed bodies are 400 with the reason, in
 /// the words kube's decoders use (`couldn't get version/kind; json parse error: ...`,
-/// `error converting YAML to JSON: ...`). Protobuf bodies go to
+/// `yaml: line 2: ...`). Protobuf bodies go to
 /// [`crate::machinery::protobuf::decode`].
 pub fn decode_body(media: MediaType, body: &[u8]) -> ApiResult<Value> {
     decode_body_noting_duplicates(media, body, false).map(|(value, _)| value)
 }
 
-/// [`decode_body`], and the paths of a JSON body's duplicated members, which kube's strict
-/// decoding reports as it reports unknown fields. `typed`: the body is a built-in kind, which
+/// [`decode_body`], and kube's strict-decoding complaints about the body's repeated keys
+/// (`duplicate field "data.a"` in JSON; go-yaml's `yaml: unmarshal errors:` in YAML), which
+/// it reports as it reports unknown fields. `typed`: the body is a built-in kind, which
 /// Go decodes into its struct (a repeated object merges into the first; otherwise the last
 /// value wins).
 pub fn decode_body_noting_duplicates(
@@ -493,13 +494,17 @@ pub fn decode_body_for(
                     "couldn't get version/kind; json parse error: {reason}"
                 ))
             })?;
-            (decoded.value, decoded.duplicates)
+            (
+                decoded.value,
+                crate::machinery::duplicates::messages(&decoded.duplicates),
+            )
         }
-        MediaType::Yaml => (
-            yaml_to_json(body)
-                .map_err(|e| unrecognized(format!("error converting YAML to JSON: yaml: {e}")))?,
-            Vec::new(),
-        ),
+        // kube's YAML serializer hands sigs.k8s.io/yaml's error on as it is.
+        MediaType::Yaml => {
+            let decoded = crate::machinery::goyaml::from_slice(body).map_err(unrecognized)?;
+            let strict = decoded.strict_error().into_iter().collect();
+            (decoded.value, strict)
+        }
     };
     match value {
         Value::Object(_) => Ok((value, duplicates)),
@@ -514,65 +519,6 @@ pub fn decode_body_for(
             }
         ))),
     }
-}
-
-/// YAML (its first document, as sigs.k8s.io/yaml reads) to JSON; non-string map keys become
-/// strings the way sigs.k8s.io/yaml writes them.
-fn yaml_to_json(body: &[u8]) -> Result<Value, String> {
-    use serde::Deserialize;
-    let Some(doc) = serde_yaml::Deserializer::from_slice(body).next() else {
-        return Ok(Value::Null);
-    };
-    let yaml = serde_yaml::Value::deserialize(doc).map_err(|e| e.to_string())?;
-    convert_yaml(yaml)
-}
-
-fn convert_yaml(v: serde_yaml::Value) -> Result<Value, String> {
-    use serde_yaml::Value as Y;
-    Ok(match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => yaml_number(&n)?,
-        Y::String(s) => Value::String(s),
-        Y::Sequence(seq) => Value::Array(
-            seq.into_iter()
-                .map(convert_yaml)
-                .collect::<Result<_, _>>()?,
-        ),
-        Y::Mapping(m) => {
-            let mut out = Map::with_capacity(m.len());
-            for (k, v) in m {
-                let key = match k {
-                    Y::String(s) => s,
-                    Y::Number(n) => n.to_string(),
-                    Y::Bool(b) => b.to_string(),
-                    Y::Null => "null".to_string(),
-                    Y::Tagged(t) => match t.value {
-                        Y::String(s) => s,
-                        other => return Err(format!("unsupported map key: {other:?}")),
-                    },
-                    other => return Err(format!("unsupported map key: {other:?}")),
-                };
-                out.insert(key, convert_yaml(v)?);
-            }
-            Value::Object(out)
-        }
-        // Custom tags (`!!binary` aside, rare in manifests) carry their value through.
-        Y::Tagged(t) => convert_yaml(t.value)?,
-    })
-}
-
-fn yaml_number(n: &serde_yaml::Number) -> Result<Value, String> {
-    if let Some(i) = n.as_i64() {
-        return Ok(Value::from(i));
-    }
-    if let Some(u) = n.as_u64() {
-        return Ok(Value::from(u));
-    }
-    let f = n.as_f64().unwrap_or(f64::NAN);
-    serde_json::Number::from_f64(f)
-        .map(Value::Number)
-        .ok_or_else(|| format!("unsupported value: {f}"))
 }
 
 #[cfg(test)]
@@ -868,13 +814,16 @@ mod tests {
         assert_eq!(v["data"]["a"], "1");
         let v = decode_body(
             MediaType::Yaml,
-            b"kind: ConfigMap\nmetadata:\n  name: x\ndata:\n  1: one\n  true: yes\n  n: 5\n",
+            b"kind: ConfigMap\nmetadata:\n  name: x\ndata:\n  1: one\n  true: yes\n  n: 5\n  q: 'yes'\n",
         )
         .expect("yaml");
         assert_eq!(v["metadata"]["name"], "x");
         assert_eq!(v["data"]["1"], "one");
-        assert_eq!(v["data"]["true"], "yes");
-        assert_eq!(v["data"]["n"], 5);
+        // YAML 1.1, as go-yaml v2 reads it: a plain `yes` is true.
+        assert_eq!(v["data"]["true"], true);
+        // ... and so is a plain `n` key (false).
+        assert_eq!(v["data"]["false"], 5);
+        assert_eq!(v["data"]["q"], "yes");
         // Only the first document is read.
         let v = decode_body(MediaType::Yaml, b"a: 1\n---\nb: 2\n").expect("multi doc");
         assert_eq!(v, serde_json::json!({"a": 1}));
@@ -907,12 +856,7 @@ mod tests {
         );
         let e = decode_body(MediaType::Yaml, b"a: [1\n").expect_err("bad yaml");
         assert_eq!(e.code, 400);
-        assert!(
-            e.message
-                .starts_with("error converting YAML to JSON: yaml: "),
-            "{}",
-            e.message
-        );
+        assert_eq!(e.message, "yaml: line 1: did not find expected ',' or ']'");
         let e = decode_body(MediaType::Yaml, b"").expect_err("empty yaml");
         assert_eq!(e.code, 400);
     }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::meta::{check_namespace, meta_str, metadata_mut, now_rfc3339, object_name};
-use super::write::{field_validation, prune_unknown_fields, respond, WriteMode};
+use super::write::{field_validation, prune_unknown_fields, respond, FieldValidation, WriteMode};
 use super::Registry;
 use crate::api::{ApiRequest, ApiResponse};
 use crate::core::causes::too_long;
+use crate::machinery::goyaml;
 use crate::machinery::managed::{ApplyError, FieldManager, FieldSet, PathElement, TypeModel};
-use crate::machinery::negotiation::{self, MediaType, Negotiated};
+use crate::machinery::negotiation::Negotiated;
 use crate::openapi::schema_for_definition;
 use crate::resource::ResourceDef;
 use crate::status::{self, ApiError, ApiResult, StatusCause, StatusDetails};
@@ -232,14 +233,29 @@ impl Tracker {
 
 /// An apply configuration: YAML (JSON is YAML) holding one object, decoded and its errors
 /// worded as kube's apply patcher does.
-fn decode_apply_configuration(body: &[u8]) -> ApiResult<Value> {
-    let blank = body.iter().all(u8::is_ascii_whitespace) || body.trim_ascii() == b"null";
-    if blank {
+/// An apply configuration as kube's apply patcher reads it (`sigs.k8s.io/yaml.Unmarshal` into
+/// a map), and go-yaml's strict complaint about its repeated keys, if any.
+fn decode_apply_configuration(body: &[u8]) -> ApiResult<(Value, Option<String>)> {
+    let decoded = goyaml::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "error decoding YAML: error converting YAML to JSON: {e}"
+        ))
+    })?;
+    let strict = decoded.strict_error();
+    match decoded.value {
+        object @ Value::Object(_) => Ok((object, strict)),
         // An empty document or `null` is an object of no type.
-        return Err(ApiError::bad_request("invalid object type: /, Kind="));
+        Value::Null => Err(ApiError::bad_request("invalid object type: /, Kind=")),
+        other => Err(ApiError::bad_request(format!(
+            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            match other {
+                Value::Array(_) => "array",
+                Value::String(_) => "string",
+                Value::Number(_) => "number",
+                _ => "bool",
+            }
+        ))),
     }
-    negotiation::decode_body(MediaType::Yaml, body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {}", e.message)))
 }
 
 /// `force` is for apply patches only (kube's `ValidatePatchOptions`).
@@ -318,7 +334,7 @@ impl Registry {
                 format!("apply patches are not supported on the {subresource} subresource"),
             ));
         }
-        let mut config = decode_apply_configuration(&request.body)?;
+        let (mut config, repeated_keys) = decode_apply_configuration(&request.body)?;
         let api_version = config
             .get("apiVersion")
             .and_then(Value::as_str)
@@ -376,7 +392,7 @@ impl Registry {
         // A configuration with fields the kind does not declare cannot be made a typed
         // object, whatever `fieldValidation` says: kube's field manager fails the apply with a
         // 500 naming them (structured-merge-diff's `field not declared in schema`).
-        field_validation(request)?;
+        let validation = field_validation(request)?;
         let unknown = prune_unknown_fields(def, &mut config);
         if !unknown.is_empty() {
             return Err(undeclared_fields(
@@ -386,6 +402,17 @@ impl Registry {
                 &unknown,
             ));
         }
+        // Repeated keys: kube's apply patcher asks go-yaml again, strictly, unless told to
+        // ignore them.
+        let repeated_key_warnings = match (validation, repeated_keys) {
+            (FieldValidation::Strict, Some(error)) => {
+                return Err(ApiError::bad_request(format!(
+                    "error strict decoding YAML: error converting YAML to JSON: {error}"
+                )))
+            }
+            (FieldValidation::Warn, Some(error)) => goyaml::strict_warnings(&error),
+            _ => Vec::new(),
+        };
         // Retried until it lands, as kube's store retries (only the request's deadline ends
         // it): a create that raced another one updates what that one made.
         loop {
@@ -432,6 +459,8 @@ impl Registry {
                 }
                 updated => (200, updated?),
             };
+            let mut written = written;
+            written.warnings.extend(repeated_key_warnings);
             return respond(code, def, output, written);
         }
     }

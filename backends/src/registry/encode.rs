@@ -134,7 +134,7 @@ pub(crate) fn json_value_response(
 }
 
 fn yaml_response(status: u16, value: &Value) -> ApiResult<ApiResponse> {
-    let text = serde_yaml::to_string(value).map_err(ApiError::internal)?;
+    let text = crate::machinery::goyaml::to_string(value).map_err(ApiError::internal)?;
     Ok(ApiResponse::with_type(status, YAML, text))
 }
 

@@ -214,7 +214,7 @@ fn decode_object_body(def: &ResourceDef, request: &ApiRequest) -> ApiResult<(Val
         negotiation::BodyError::Unrecognized(message) => unrecognized(def, &message, &request.body),
         negotiation::BodyError::Refused(error) => error,
     })?;
-    Ok((object, crate::machinery::duplicates::messages(&duplicates)))
+    Ok((object, duplicates))
 }
 
 /// kube's `transformDecodeError` for a body whose kind could not be read: the decoder's
@@ -635,6 +635,9 @@ impl Registry {
         }
         Ok(if mode == FieldValidation::Warn {
             messages
+                .iter()
+                .flat_map(|m| crate::machinery::goyaml::strict_warnings(m))
+                .collect()
         } else {
             Vec::new()
         })
