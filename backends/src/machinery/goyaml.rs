@@ -1021,6 +1021,17 @@ mod tests {
     }
 
     #[test]
+    fn long_strings_fold_at_80_columns_as_go_yamls_and_read_back_whole() {
+        let long = "word ".repeat(30).trim_end().to_string();
+        let text = yaml(json!({"description": long}));
+        assert!(text.starts_with("description: word word"), "{text}");
+        assert!(text.lines().count() > 1, "{text}");
+        assert!(text.lines().all(|l| l.len() <= 82), "{text}");
+        let back = from_slice(text.as_bytes()).expect("reads back");
+        assert_eq!(back.value["description"], long.as_str());
+    }
+
+    #[test]
     fn keys_sort_as_go_yaml_sorts_them() {
         let mut keys = vec!["b", "a10", "a9", "A", "1", "10", "2", "_x"];
         keys.sort_by(|a, b| key_order(a, b));
