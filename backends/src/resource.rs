@@ -329,9 +329,16 @@ pub trait Strategy: Send + Sync {
     }
 
     /// The `autoscaling/v1` Scale of `object`, for a resource with a `scale` subresource
-    /// (custom resources); `None` when the resource has none.
-    fn scale_of(&self, _object: &Value) -> Option<Value> {
+    /// (custom resources); `None` when the resource has none. With it, whether the spec's
+    /// replicas were there (the Scale says 0 when not); an error when a replicas field or
+    /// the selector is not what it must be (kube's unstructured accessor error).
+    fn scale_of(&self, _object: &Value) -> Option<Result<(Value, bool), String>> {
         None
+    }
+
+    /// The CRD's `specReplicasPath` (`.spec.replicas`), which kube's scale errors name.
+    fn scale_spec_replicas_path(&self) -> &str {
+        ""
     }
 
     /// `object` with `scale`'s `spec.replicas` written into it.

@@ -945,3 +945,143 @@ fn openapi_v2_has_custom_schemas_as_kube_converts_them() {
         "{spec}"
     );
 }
+
+const SCALED_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: scs.sc.example.com
+spec:
+  group: sc.example.com
+  names: {kind: Sc, plural: scs}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.sel}
+"#;
+
+/// The replicas a `scale` subresource reads are judged as apiextensions judges them
+/// (`ValidateScaleSpec`, `ValidateScaleStatus`): an int32 that is not negative, a selector
+/// that is a string, in the custom resource's words, whichever way they are written; a Scale
+/// of an object without spec replicas is kube's 500; a body of another kind is invalid.
+#[test]
+fn scale_replicas_are_validated_as_apiextensions_validates_them() {
+    let gate = Kubegate::start();
+    serve_crd(&gate, SCALED_CRD, "scs.sc.example.com");
+    let collection = "/apis/sc.example.com/v1/namespaces/default/scs";
+    let send = |method: &str, path: &str, content_type: &str, body: &str| -> (u16, Value) {
+        let header = format!("Content-Type: {content_type}");
+        let (code, body) = gate.curl(method, path, &[header.as_str()], Some(body.as_bytes()));
+        (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    };
+    let create = |body: &str| send("POST", collection, "application/json", body);
+
+    let (code, status) = create(
+        r#"{"apiVersion":"sc.example.com/v1","kind":"Sc","metadata":{"name":"neg"},"spec":{"replicas":-1}}"#,
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Sc.sc.example.com \"neg\" is invalid: .spec.replicas: Invalid value: -1: should be a non-negative integer"
+    );
+    let (code, status) = create(
+        r#"{"apiVersion":"sc.example.com/v1","kind":"Sc","metadata":{"name":"str"},"spec":{"replicas":"two"}}"#,
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Sc.sc.example.com \"str\" is invalid: .spec.replicas: Invalid value: 0: .spec.replicas accessor error: two is of the type string, expected int64"
+    );
+    // A body of another kind: apiextensions' ValidateTypeMeta, named by the kind it claims.
+    let (code, status) = create(
+        r#"{"apiVersion":"sc.example.com/v1","kind":"Gadget","metadata":{"name":"k"},"spec":{}}"#,
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Gadget.sc.example.com \"k\" is invalid: kind: Invalid value: \"Gadget\": must be Sc"
+    );
+
+    // No spec replicas yet: the object is fine, its Scale is kube's 500.
+    let (code, _) = create(
+        r#"{"apiVersion":"sc.example.com/v1","kind":"Sc","metadata":{"name":"s0"},"spec":{}}"#,
+    );
+    assert_eq!(code, 201);
+    let (code, status) = send(
+        "GET",
+        &format!("{collection}/s0/scale"),
+        "application/json",
+        "",
+    );
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status["message"],
+        "Internal error occurred: the spec replicas field \".spec.replicas\" does not exist"
+    );
+    // `kubectl scale` writes them, and the Scale reads.
+    gate.ok(&["scale", "scs", "s0", "--replicas", "2"]);
+    let (code, scale) = send(
+        "GET",
+        &format!("{collection}/s0/scale"),
+        "application/json",
+        "",
+    );
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"]["replicas"], 0);
+
+    // Through the object, the status and the Scale: out of range, negative, mistyped.
+    let merge = "application/merge-patch+json";
+    let (code, status) = send(
+        "PATCH",
+        &format!("{collection}/s0"),
+        merge,
+        r#"{"spec":{"replicas":3000000000}}"#,
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Sc.sc.example.com \"s0\" is invalid: .spec.replicas: Invalid value: 3000000000: should be less than or equal to 2147483647"
+    );
+    let (code, status) = send(
+        "PATCH",
+        &format!("{collection}/s0/status"),
+        merge,
+        r#"{"status":{"replicas":-4,"sel":5}}"#,
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Sc.sc.example.com \"s0\" is invalid: [.status.replicas: Invalid value: -4: should be a non-negative integer, .status.sel: Invalid value: \"\": .status.sel accessor error: 5 is of the type int64, expected string]"
+    );
+    let (code, status) = send(
+        "PATCH",
+        &format!("{collection}/s0/scale"),
+        merge,
+        r#"{"spec":{"replicas":-1}}"#,
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Sc.sc.example.com \"s0\" is invalid: .spec.replicas: Invalid value: -1: should be a non-negative integer"
+    );
+    let (code, status) = send(
+        "PATCH",
+        &format!("{collection}/s0/scale"),
+        merge,
+        r#"{"spec":{"replicas":3000000000}}"#,
+    );
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal number 3000000000 into Go struct field ScaleSpec.spec.replicas of type int32"
+    );
+    // Nothing of it was stored.
+    let object = gate.json(&["get", "scs", "s0", "-o", "json"]);
+    assert_eq!(object["spec"]["replicas"], 2, "{object}");
+    assert!(object.get("status").is_none(), "{object}");
+}

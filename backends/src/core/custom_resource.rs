@@ -179,6 +179,9 @@ pub fn storage_defs_with(
                 spec_replicas: field_path(str_at(scale, "/specReplicasPath")),
                 status_replicas: field_path(str_at(scale, "/statusReplicasPath")),
                 label_selector: field_path(str_at(scale, "/labelSelectorPath")),
+                spec_replicas_path: str_at(scale, "/specReplicasPath").to_string(),
+                status_replicas_path: str_at(scale, "/statusReplicasPath").to_string(),
+                label_selector_path: str_at(scale, "/labelSelectorPath").to_string(),
             });
         let deprecation = (version.get("deprecated").and_then(Value::as_bool) == Some(true)).then(
             || match version.get("deprecationWarning").and_then(Value::as_str) {
@@ -488,6 +491,128 @@ struct ScalePaths {
     spec_replicas: Vec<String>,
     status_replicas: Vec<String>,
     label_selector: Vec<String>,
+    /// The paths as the CRD gives them (`.spec.replicas`), which kube's errors name.
+    spec_replicas_path: String,
+    status_replicas_path: String,
+    label_selector_path: String,
+}
+
+/// kube's `unstructured.NestedFieldNoCopy`: the value at `path` (`None` when a step is
+/// missing or null), or its error naming the step that is not an object.
+fn nested_field<'a>(object: &'a Value, path: &[String]) -> Result<Option<&'a Value>, String> {
+    let mut value = object;
+    for (i, field) in path.iter().enumerate() {
+        value = match value {
+            Value::Null => return Ok(None),
+            Value::Object(map) => match map.get(field) {
+                Some(next) => next,
+                None => return Ok(None),
+            },
+            other => {
+                return Err(format!(
+                    "{} accessor error: {} is of the type {}, expected map[string]interface{{}}",
+                    go_json_path(&path[..=i]),
+                    go_value(other),
+                    go_type(other)
+                ))
+            }
+        };
+    }
+    Ok(Some(value))
+}
+
+/// kube's `unstructured.NestedInt64`: an integer (as Go's JSON decoder keeps it: one that
+/// fits an int64), absent, or an error naming what is there instead.
+fn nested_int64(object: &Value, path: &[String]) -> Result<Option<i64>, String> {
+    match nested_field(object, path)? {
+        None => Ok(None),
+        Some(Value::Number(n)) if n.is_i64() => Ok(n.as_i64()),
+        Some(other) => Err(format!(
+            "{} accessor error: {} is of the type {}, expected int64",
+            go_json_path(path),
+            go_value(other),
+            go_type(other)
+        )),
+    }
+}
+
+/// kube's `unstructured.NestedString`.
+fn nested_string(object: &Value, path: &[String]) -> Result<Option<String>, String> {
+    match nested_field(object, path)? {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!(
+            "{} accessor error: {} is of the type {}, expected string",
+            go_json_path(path),
+            go_value(other),
+            go_type(other)
+        )),
+    }
+}
+
+/// The `jsonPath` unstructured's errors print: `.spec.replicas`.
+fn go_json_path(fields: &[String]) -> String {
+    format!(".{}", fields.join("."))
+}
+
+/// Go's `%T` of a value decoded from JSON into `interface{}`.
+fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_i64() => "int64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// Go's `%v` of a value decoded from JSON into `interface{}` (map keys sorted, as fmt
+/// prints them).
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => crate::machinery::schema::go_float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => s.clone(),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_value).collect::<Vec<_>>().join(" ")
+        ),
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let shown: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_value(v)))
+                .collect();
+            format!("map[{}]", shown.join(" "))
+        }
+    }
+}
+
+/// kube's `ValidateScaleSpec` / `ValidateScaleStatus` for one replicas field: an int32 that
+/// is not negative.
+fn replicas_causes(object: &Value, path: &[String], named: &str) -> Vec<StatusCause> {
+    let invalid = |value: i64, detail: &str| {
+        vec![super::causes::invalid_raw(
+            named,
+            &value.to_string(),
+            detail,
+        )]
+    };
+    match nested_int64(object, path) {
+        Err(error) => invalid(0, &error),
+        Ok(Some(n)) if n < 0 => invalid(n, "should be a non-negative integer"),
+        Ok(Some(n)) if n > i64::from(i32::MAX) => {
+            invalid(n, &format!("should be less than or equal to {}", i32::MAX))
+        }
+        Ok(_) => Vec::new(),
+    }
 }
 
 /// `.spec.replicas` as `["spec", "replicas"]` (validation allows only such simple paths).
@@ -541,6 +666,47 @@ pub struct CustomResourceStrategy {
 static NEXT_CONVERSION_ID: AtomicU64 = AtomicU64::new(1);
 
 impl CustomResourceStrategy {
+    /// The schema's judgement of an update (ratcheted) and its CEL rules'.
+    fn schema_update_causes(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
+        match &self.schema {
+            Some(schema) => {
+                let mut causes = ratchet(schema, schema::validate(schema, object), object, old);
+                let cel = schema::validate_cel(schema, object, Some(old), &causes);
+                causes.extend(cel);
+                causes
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// kube's `ValidateScaleSpec`.
+    fn scale_spec_causes(&self, object: &Value) -> Vec<StatusCause> {
+        match &self.scale {
+            Some(paths) => replicas_causes(object, &paths.spec_replicas, &paths.spec_replicas_path),
+            None => Vec::new(),
+        }
+    }
+
+    /// kube's `ValidateScaleStatus`: the status replicas, and a label selector that is a
+    /// string.
+    fn scale_status_causes(&self, object: &Value) -> Vec<StatusCause> {
+        let Some(paths) = &self.scale else {
+            return Vec::new();
+        };
+        let mut causes =
+            replicas_causes(object, &paths.status_replicas, &paths.status_replicas_path);
+        if !paths.label_selector.is_empty() {
+            if let Err(error) = nested_string(object, &paths.label_selector) {
+                causes.push(super::causes::invalid_raw(
+                    &paths.label_selector_path,
+                    "\"\"",
+                    &error,
+                ));
+            }
+        }
+        causes
+    }
+
     /// Defaults and prunes a decoded object against the schema (kube does both on decode).
     fn normalize(&self, object: &mut Value) {
         integral_floats_as_integers(object);
@@ -661,7 +827,7 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn validate(&self, object: &Value) -> Vec<StatusCause> {
-        match &self.schema {
+        let mut causes = match &self.schema {
             Some(schema) => {
                 let mut causes = schema::validate(schema, object);
                 let cel = schema::validate_cel(schema, object, None, &causes);
@@ -669,19 +835,25 @@ impl Strategy for CustomResourceStrategy {
                 causes
             }
             None => Vec::new(),
-        }
+        };
+        causes.extend(self.scale_spec_causes(object));
+        causes.extend(self.scale_status_causes(object));
+        causes
     }
 
     fn validate_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
-        match &self.schema {
-            Some(schema) => {
-                let mut causes = ratchet(schema, schema::validate(schema, object), object, old);
-                let cel = schema::validate_cel(schema, object, Some(old), &causes);
-                causes.extend(cel);
-                causes
-            }
-            None => Vec::new(),
-        }
+        let mut causes = self.schema_update_causes(object, old);
+        causes.extend(self.scale_spec_causes(object));
+        causes.extend(self.scale_status_causes(object));
+        causes
+    }
+
+    /// kube's `ValidateStatusUpdate`: the status as the schema has it and the scale's status
+    /// fields (the spec a status write cannot change is not judged again).
+    fn validate_status_update(&self, object: &Value, old: &Value) -> Vec<StatusCause> {
+        let mut causes = self.schema_update_causes(object, old);
+        causes.extend(self.scale_status_causes(object));
+        causes
     }
 
     fn tracks_generation(&self) -> bool {
@@ -770,50 +942,70 @@ impl Strategy for CustomResourceStrategy {
         }
     }
 
-    /// kube's `scaleFromCustomResource`: absent replicas read as 0; the selector only when
-    /// `labelSelectorPath` finds a string.
-    fn scale_of(&self, object: &Value) -> Option<Value> {
+    /// kube's `scaleFromCustomResource`: absent replicas read as 0 (and the spec's absence is
+    /// told), replicas as an int32, the selector when `labelSelectorPath` finds a string; a
+    /// replicas field that is not an integer, or a selector that is not a string, is kube's
+    /// accessor error.
+    fn scale_of(&self, object: &Value) -> Option<Result<(Value, bool), String>> {
         let paths = self.scale.as_ref()?;
-        let replicas =
-            |path: &[String]| get_path(object, path).and_then(Value::as_i64).unwrap_or(0);
-        let mut metadata = serde_json::Map::new();
-        for field in [
-            "name",
-            "namespace",
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-        ] {
-            if let Some(v) = object.pointer(&format!("/metadata/{field}")) {
-                metadata.insert(field.into(), v.clone());
+        Some((|| {
+            let spec = nested_int64(object, &paths.spec_replicas)?;
+            let status = nested_int64(object, &paths.status_replicas)?.unwrap_or(0);
+            let selector = if paths.label_selector.is_empty() {
+                None
+            } else {
+                nested_string(object, &paths.label_selector)?
+            };
+            let mut metadata = serde_json::Map::new();
+            for field in [
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+            ] {
+                if let Some(v) = object.pointer(&format!("/metadata/{field}")) {
+                    metadata.insert(field.into(), v.clone());
+                }
             }
-        }
-        let mut status = json!({"replicas": replicas(&paths.status_replicas)});
-        if let Some(selector) = get_path(object, &paths.label_selector).and_then(Value::as_str) {
-            status["selector"] = json!(selector);
-        }
-        Some(json!({
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": metadata,
-            "spec": {"replicas": replicas(&paths.spec_replicas)},
-            "status": status,
-        }))
+            // Go's int32 conversion (what validation lets in always fits).
+            let mut scale_status = json!({"replicas": status as i32});
+            if let Some(selector) = selector.filter(|s| !s.is_empty()) {
+                scale_status["selector"] = json!(selector);
+            }
+            let scale = json!({
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": metadata,
+                "spec": {"replicas": spec.unwrap_or(0) as i32},
+                "status": scale_status,
+            });
+            Ok((scale, spec.is_some()))
+        })())
+    }
+
+    fn scale_spec_replicas_path(&self) -> &str {
+        self.scale
+            .as_ref()
+            .map_or("", |paths| paths.spec_replicas_path.as_str())
     }
 
     fn with_scale(&self, object: &Value, scale: &Value) -> Option<crate::status::ApiResult<Value>> {
         let paths = self.scale.as_ref()?;
+        // The Scale decodes into Go's `ScaleSpec.Replicas int32`; what it holds is judged by
+        // the custom resource's validation once written into it (kube's
+        // `ValidateScaleSpec`, in the resource's words).
         let replicas = match scale.pointer("/spec/replicas") {
             None | Some(Value::Null) => 0,
-            Some(v) => match v.as_i64() {
-                Some(n) => n,
+            Some(v) => match v.as_i64().and_then(|n| i32::try_from(n).ok()) {
+                Some(n) => i64::from(n),
                 None => {
                     let found = match v {
-                        Value::String(_) => "string",
-                        Value::Bool(_) => "bool",
-                        Value::Array(_) => "array",
-                        Value::Object(_) => "object",
-                        _ => "number",
+                        Value::String(_) => "string".to_string(),
+                        Value::Bool(_) => "bool".to_string(),
+                        Value::Array(_) => "array".to_string(),
+                        Value::Object(_) => "object".to_string(),
+                        number => format!("number {number}"),
                     };
                     return Some(Err(crate::status::ApiError::bad_request(format!(
                         "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {found} into Go struct field ScaleSpec.spec.replicas of type int32"
@@ -821,18 +1013,6 @@ impl Strategy for CustomResourceStrategy {
                 }
             },
         };
-        if replicas < 0 {
-            return Some(Err(crate::status::ApiError::invalid(
-                "autoscaling",
-                "Scale",
-                str_at(object, "/metadata/name"),
-                vec![super::causes::invalid_raw(
-                    "spec.replicas",
-                    &replicas.to_string(),
-                    "must be greater than or equal to 0",
-                )],
-            )));
-        }
         let mut next = object.clone();
         let Some((last, parents)) = paths.spec_replicas.split_last() else {
             return Some(Ok(next));
@@ -1030,8 +1210,14 @@ mod tests {
         let mut bad = object.clone();
         bad["spec"]["replicas"] = json!(-1);
         let causes = v1.strategy.validate(&bad);
-        assert_eq!(causes.len(), 1, "{causes:?}");
+        // The schema's minimum, then the scale subresource's own check (kube reports both).
+        assert_eq!(causes.len(), 2, "{causes:?}");
         assert_eq!(causes[0].field, "spec.replicas");
+        assert_eq!(causes[1].field, ".spec.replicas");
+        assert_eq!(
+            causes[1].message,
+            "Invalid value: -1: should be a non-negative integer"
+        );
 
         // v1beta1 reads what v1 wrote, with its own apiVersion.
         let beta = &defs[1];

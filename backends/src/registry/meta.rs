@@ -119,6 +119,25 @@ pub(crate) fn check_type(
             map.insert("kind".into(), Value::String(expected_kind.to_string()));
         }
         Some(k) if k == expected_kind => {}
+        // apiextensions' `ValidateTypeMeta`: a custom resource of another kind is invalid,
+        // named by the kind it claims to be.
+        Some(k) if def.strategy.is_custom_resource() && expected_kind == def.kind => {
+            let name = map
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            return Err(ApiError::invalid(
+                &def.group,
+                k,
+                name,
+                vec![crate::core::causes::invalid_raw(
+                    "kind",
+                    &Value::String(k.to_string()).to_string(),
+                    &format!("must be {expected_kind}"),
+                )],
+            ));
+        }
         Some(k) => {
             return Err(ApiError::bad_request(format!(
                 "the kind in the data ({k}) does not match the expected kind ({expected_kind}) for the endpoint"

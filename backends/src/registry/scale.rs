@@ -43,10 +43,27 @@ impl Registry {
                 .scale_of(object)
                 .ok_or_else(|| ApiError::method_not_supported(&def.group_resource(), &info.verb))
         };
+        // After a write, a Scale that cannot be read is the request's fault (kube's 400).
+        let written_view = |object: &Value| {
+            view(object)?
+                .map(|(scale, _)| scale)
+                .map_err(ApiError::bad_request)
+        };
         match info.verb.as_str() {
             "get" => {
                 let object = self.get_object(def, &info.namespace, &info.name).await?;
-                respond(&view(&object)?)
+                // kube's ScaleREST.Get: an accessor error as it is (a 500), and a 500 for an
+                // object whose spec has no replicas yet.
+                match view(&object)? {
+                    Err(error) => Err(ApiError::new(500, "", error)),
+                    Ok((_, false)) => Err(ApiError::internal(format!(
+                        "the spec replicas field {} does not exist",
+                        serde_json::Value::String(
+                            def.strategy.scale_spec_replicas_path().to_string()
+                        )
+                    ))),
+                    Ok((scale, true)) => respond(&scale),
+                }
             }
             "update" => {
                 let mut scale = decode_request_body(request)?;
@@ -65,7 +82,7 @@ impl Registry {
                         |current| apply(def, current, &scale),
                     )
                     .await?;
-                respond(&view(&written.object)?)
+                respond(&written_view(&written.object)?)
             }
             "patch" => {
                 let patch_type = negotiation::patch_type(request.content_type.as_deref())?;
@@ -84,7 +101,18 @@ impl Registry {
                             ..WriteMode::client(request)?
                         },
                         |current| {
-                            let before = view(current)?;
+                            // kube's scaleUpdatedObjectInfo: the Scale patched is the
+                            // object's (an accessor error is a 500), with the smallest int32
+                            // for replicas the spec does not have yet.
+                            let before = match view(current)? {
+                                Err(error) => return Err(ApiError::new(500, "", error)),
+                                Ok((mut scale, found)) => {
+                                    if !found {
+                                        scale["spec"]["replicas"] = json!(i32::MIN);
+                                    }
+                                    scale
+                                }
+                            };
                             let mut after = match patch_type {
                                 PatchType::Json => patch::json_patch(&before, &request.body)?,
                                 // A Scale has no lists: a strategic merge patch is a merge patch.
@@ -115,7 +143,7 @@ impl Registry {
                         },
                     )
                     .await?;
-                respond(&view(&written.object)?)
+                respond(&written_view(&written.object)?)
             }
             other => Err(ApiError::method_not_supported(&def.group_resource(), other)),
         }
