@@ -129,6 +129,19 @@ pub trait Strategy: Send + Sync {
         Ok(object)
     }
 
+    /// A stored object as kube's storage decoder leaves it before any conversion: pruned and
+    /// defaulted with the schema of the version it was stored as (what a conversion webhook
+    /// is sent).
+    fn default_stored(&self, object: Value) -> Value {
+        object
+    }
+
+    /// A stored object the CRD's conversion webhook converted to this version, as kube's
+    /// converter leaves it: pruned with this version's schema (no defaults of its own).
+    fn decode_converted(&self, object: Value) -> Value {
+        object
+    }
+
     /// The CRD conversion webhook objects stored in other versions are converted with before
     /// [`Strategy::decode_stored`] (`registry::convert` calls it, asynchronously, and keeps
     /// the results in the conversion cache the synchronous read paths serve from).

@@ -1085,3 +1085,82 @@ fn scale_replicas_are_validated_as_apiextensions_validates_them() {
     assert_eq!(object["spec"]["replicas"], 2, "{object}");
     assert!(object.get("status").is_none(), "{object}");
 }
+
+const GIZMO_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.mv.example.com}
+spec:
+  group: mv.example.com
+  names: {kind: Gizmo, plural: gizmos}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {a: {type: string}, onlyv1: {type: string, default: d1}}}}}}
+  - name: v2
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {a: {type: string}, onlyv2: {type: string, default: d2}}}}}}
+"#;
+
+/// Reading through a version that is not the storage version is kube's versioning codec: the
+/// stored object defaulted with the storage version's schema (defaults added to it later
+/// included), then pruned with the read version's; the read version's own defaults never
+/// appear, and what only the written version declares is not stored.
+#[test]
+fn other_versions_read_the_stored_versions_defaults_pruned_to_their_schema() {
+    let gate = Kubegate::start();
+    serve_crd(&gate, GIZMO_CRD, "gizmos.mv.example.com");
+    gate.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion":"mv.example.com/v1","kind":"Gizmo","metadata":{"name":"g1","namespace":"default"},"spec":{"a":"x"}}"#,
+    );
+    gate.ok(&[
+        "patch",
+        "crd",
+        "gizmos.mv.example.com",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/newf","value":{"type":"string","default":"NEW"}}]"#,
+    ]);
+    let read = |version: &str| {
+        let path = format!("/apis/mv.example.com/{version}/namespaces/default/gizmos/g1");
+        let spec = || gate.json(&["get", "--raw", &path])["spec"].clone();
+        // The schema change reaches the served definitions asynchronously.
+        eventually(Duration::from_secs(10), || {
+            spec().get("newf").is_some() || version != "v1"
+        });
+        spec()
+    };
+    assert_eq!(
+        read("v1"),
+        serde_json::json!({"a": "x", "onlyv1": "d1", "newf": "NEW"})
+    );
+    assert_eq!(read("v2"), serde_json::json!({"a": "x"}));
+    // A write through v2: defaulted in v2, stored as v1 (pruned with v1's schema), answered
+    // as v2 reads what was stored.
+    let current = gate.json(&[
+        "get",
+        "--raw",
+        "/apis/mv.example.com/v2/namespaces/default/gizmos/g1",
+    ]);
+    let mut replaced = current.clone();
+    replaced["spec"]["a"] = serde_json::json!("y");
+    let answer = gate.ok_stdin(
+        &[
+            "replace",
+            "--raw",
+            "/apis/mv.example.com/v2/namespaces/default/gizmos/g1",
+            "-f",
+            "-",
+        ],
+        &replaced.to_string(),
+    );
+    let answer: Value = serde_json::from_str(&answer).expect("JSON");
+    assert_eq!(answer["spec"], serde_json::json!({"a": "y"}));
+    assert_eq!(
+        read("v1"),
+        serde_json::json!({"a": "y", "onlyv1": "d1", "newf": "NEW"})
+    );
+}

@@ -500,8 +500,8 @@ impl WebhookConversion {
         api_version(stored) != self.served
     }
 
-    /// Stored objects converted to the served version (the strategy's `decode_stored` does
-    /// the rest: pruning, defaults).
+    /// Stored objects (defaulted in their version: the strategy's `default_stored`)
+    /// converted to the served version (the strategy's `decode_converted` prunes them).
     pub async fn to_served(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError> {
         let objects = objects.into_iter().map(|o| self.pruned(o)).collect();
         self.webhook.convert(objects, &self.served).await

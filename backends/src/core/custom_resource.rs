@@ -775,9 +775,41 @@ impl Strategy for CustomResourceStrategy {
         true
     }
 
+    /// kube's encoder converts to the storage version and prunes with its schema: what only
+    /// the served version declares is not stored.
     fn encode_for_storage(&self, mut object: Value) -> Value {
         if let Some(map) = object.as_object_mut() {
             map.insert("apiVersion".into(), json!(self.storage_api_version));
+        }
+        if self.api_version != self.storage_api_version {
+            if let Some(storage) = self.stored_schemas.get(&self.storage_api_version) {
+                schema::prune(&mut object, Some(storage), true);
+            }
+        }
+        object
+    }
+
+    fn default_stored(&self, mut object: Value) -> Value {
+        let stored_as = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if let Some(stored) = self.stored_schemas.get(&stored_as) {
+            schema::prune(&mut object, Some(stored), true);
+            schema::coerce_embedded(&mut object, stored);
+            schema::apply_defaults(&mut object, stored);
+        }
+        object
+    }
+
+    fn decode_converted(&self, mut object: Value) -> Value {
+        if let Some(schema) = &self.schema {
+            schema::prune(&mut object, Some(schema), true);
+            schema::coerce_embedded(&mut object, schema);
+        }
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), json!(self.api_version));
         }
         object
     }
@@ -786,7 +818,7 @@ impl Strategy for CustomResourceStrategy {
         self.conversion_id
     }
 
-    fn decode_stored(&self, mut object: Value) -> Result<Value, ApiError> {
+    fn decode_stored(&self, object: Value) -> Result<Value, ApiError> {
         // kube's storage decoder prunes with the schema of the version the object was stored
         // as (`unstructuredSchemaCoercer`): fields a schema change or a looser version let in
         // are not served.
@@ -808,18 +840,12 @@ impl Strategy for CustomResourceStrategy {
                 ));
             }
         }
-        if let Some(stored) = self.stored_schemas.get(stored_as) {
-            schema::prune(&mut object, Some(stored), true);
-        }
-        if let Some(schema) = &self.schema {
-            // kube's storage decoder coerces embedded resources, dropping what does not decode.
-            schema::coerce_embedded(&mut object, schema);
-            schema::apply_defaults(&mut object, schema);
-        }
-        if let Some(map) = object.as_object_mut() {
-            map.insert("apiVersion".into(), json!(self.api_version));
-        }
-        Ok(object)
+        // kube's versioning codec: decoded, coerced (embedded resources: what does not
+        // decode is dropped) and defaulted in the version it was stored as, then converted
+        // (here, relabelled) and pruned with this version's schema. This version's own
+        // defaults are not applied: reading through another version never adds them.
+        let object = self.default_stored(object);
+        Ok(self.decode_converted(object))
     }
 
     fn webhook_conversion(&self) -> Option<&WebhookConversion> {

@@ -40,10 +40,13 @@ pub(crate) async fn prepare<O: AsRef<CachedObject>>(
     if pending.is_empty() {
         return Ok(());
     }
-    let (cached, values): (Vec<&CachedObject>, Vec<Value>) = pending.into_iter().unzip();
+    let (cached, values): (Vec<&CachedObject>, Vec<Value>) = pending
+        .into_iter()
+        .map(|(object, value)| (object, def.strategy.default_stored(value)))
+        .unzip();
     let converted = conversion.to_served(values).await?;
     for (object, value) in cached.into_iter().zip(converted) {
-        let served = def.strategy.decode_stored(value)?;
+        let served = def.strategy.decode_converted(value);
         let bytes = bytes::Bytes::from(serde_json::to_vec(&served).map_err(ApiError::internal)?);
         object
             .conversions
@@ -76,11 +79,14 @@ pub(crate) async fn served_after_write(def: &ResourceDef, stored: Value) -> ApiR
     let Some(conversion) = def.strategy.webhook_conversion() else {
         return def.strategy.decode_stored(stored);
     };
+    if !conversion.needs(&stored) {
+        return def.strategy.decode_stored(stored);
+    }
     let converted = conversion
-        .to_served(vec![stored])
+        .to_served(vec![def.strategy.default_stored(stored)])
         .await?
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::internal("the conversion webhook returned no object"))?;
-    def.strategy.decode_stored(converted)
+    Ok(def.strategy.decode_converted(converted))
 }

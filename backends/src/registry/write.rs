@@ -389,8 +389,19 @@ impl Drop for Abandoned<'_> {
 async fn dry_run_answer(def: &ResourceDef, object: Value) -> ApiResult<Value> {
     match super::convert::storage_form(def, &object).await? {
         Some(stored) => super::convert::served_after_write(def, stored).await,
-        None => Ok(object),
+        None => read_back(def, object),
     }
+}
+
+/// A custom resource written through one version is answered as that version reads what was
+/// stored (kube decodes its store's output): the storage version's defaults, this version's
+/// pruning.
+fn read_back(def: &ResourceDef, object: Value) -> ApiResult<Value> {
+    if !def.strategy.is_custom_resource() {
+        return Ok(object);
+    }
+    def.strategy
+        .decode_stored(def.strategy.encode_for_storage(object))
 }
 
 /// The object a write answers with, at `revision`: what was written, or, when the CRD's
@@ -408,7 +419,7 @@ async fn answer_after_write(
                 super::convert::served_after_write(def, with_revision(stored, revision)).await?;
             Ok(with_revision(served, revision))
         }
-        None => Ok(with_revision(object, revision)),
+        None => Ok(with_revision(read_back(def, object)?, revision)),
     }
 }
 
