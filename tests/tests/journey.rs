@@ -232,6 +232,24 @@ fn namespace_with_finalized_content_stays_terminating_until_released() {
         ),
         "{err}"
     );
+    // A subresource create is a create too (NamespaceLifecycle admits every create); a
+    // generated name is made after admission, so the refusal names the prefix.
+    let err = gate.fails(&["-n", "team-b", "create", "token", "default"]);
+    assert!(
+        err.contains("serviceaccounts \"default\" is forbidden: unable to create new content in namespace team-b because it is being terminated"),
+        "{err}"
+    );
+    let (code, body) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/team-b/secrets",
+        &["Content-Type: application/json"],
+        Some(br#"{"apiVersion":"v1","kind":"Secret","metadata":{"generateName":"gen-"}}"#),
+    );
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(status["details"]["name"], "gen-", "{status}");
+    // Updates are still admitted while it terminates.
+    gate.ok(&["-n", "team-b", "label", "cm", "held", "still=here"]);
     let held = gate.json(&["-n", "team-b", "get", "cm", "held", "-o", "json"]);
     assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
     // Releasing the finalizer lets the object and then the namespace go.
@@ -247,6 +265,77 @@ fn namespace_with_finalized_content_stays_terminating_until_released() {
     ]);
     assert!(eventually(Duration::from_secs(30), || {
         !gate.kubectl(&["get", "ns", "team-b"]).status.success()
+    }));
+}
+
+/// A namespace finalized by force while content remains leaves that content behind, and
+/// NamespaceLifecycle admits no update of it (only deletes) until the namespace exists again:
+/// its finalizers can then be released.
+#[test]
+fn content_a_force_finalized_namespace_left_behind_is_only_deletable() {
+    let gate = Kubegate::start();
+    gate.ok(&["create", "ns", "gone"]);
+    gate.ok_stdin(
+        &["-n", "gone", "apply", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\n",
+    );
+    gate.ok(&["delete", "ns", "gone", "--wait=false"]);
+    let mut namespace = gate.json(&["get", "ns", "gone", "-o", "json"]);
+    namespace["spec"]["finalizers"] = serde_json::json!([]);
+    gate.ok_stdin(
+        &[
+            "replace",
+            "--raw",
+            "/api/v1/namespaces/gone/finalize",
+            "-f",
+            "-",
+        ],
+        &namespace.to_string(),
+    );
+    assert!(eventually(Duration::from_secs(10), || {
+        !gate.kubectl(&["get", "ns", "gone"]).status.success()
+    }));
+    for args in [
+        vec!["-n", "gone", "label", "cm", "held", "a=b"],
+        vec![
+            "-n",
+            "gone",
+            "patch",
+            "cm",
+            "held",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+    ] {
+        let err = gate.fails(&args);
+        assert!(
+            err.contains("namespaces \"gone\" not found"),
+            "{args:?}: {err}"
+        );
+    }
+    let held = gate.json(&["-n", "gone", "get", "cm", "held", "-o", "json"]);
+    assert_eq!(
+        held["metadata"]["finalizers"],
+        serde_json::json!(["example.com/hold"])
+    );
+    // With the namespace back, the finalizer can go, and the object with it.
+    gate.ok(&["create", "ns", "gone"]);
+    gate.ok(&[
+        "-n",
+        "gone",
+        "patch",
+        "cm",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    assert!(eventually(Duration::from_secs(10), || {
+        !gate
+            .kubectl(&["-n", "gone", "get", "cm", "held"])
+            .status
+            .success()
     }));
 }
 

@@ -654,12 +654,15 @@ impl Registry {
         })
     }
 
-    /// Refuses writes into a missing or terminating namespace, with kube's messages.
-    async fn check_namespace_lifecycle(
+    /// kube's NamespaceLifecycle admission: refuses writes into a missing namespace, and
+    /// creates (subresources' too: a token, an eviction) into a terminating one, with kube's
+    /// messages. `name`: the object's as the request gave it.
+    pub(crate) async fn check_namespace_lifecycle(
         &self,
         def: &ResourceDef,
         namespace: &str,
         name: &str,
+        creating: bool,
     ) -> ApiResult<()> {
         if !def.namespaced || self.options.namespaces_elsewhere {
             return Ok(());
@@ -681,14 +684,14 @@ impl Registry {
         // refusal is confirmed against the store (a namespace created moments ago, through
         // any replica, may not be cached yet), so creates skip the store round trip.
         let mut terminating = state()?;
-        if terminating != Some(false) {
+        if terminating.is_none() || (creating && terminating == Some(true)) {
             self.sync_cache().await?;
             terminating = state()?;
         }
         let Some(terminating) = terminating else {
             return Err(ApiError::not_found(&ns_def.group_resource(), namespace));
         };
-        if terminating {
+        if terminating && creating {
             let mut error = ApiError::forbidden_resource(
                 &def.group_resource(),
                 name,
@@ -788,6 +791,12 @@ impl Registry {
         // kube decodes the body into its Go type before anything else looks at it: a mistyped
         // field the server would overwrite (`uid: 5`) is still the decoder's 400.
         check_decoding(def, &mut object)?;
+        // kube's admission names the object as the request did: a generated name is made
+        // after it (by the store's BeforeCreate), so its refusals name the prefix.
+        let requested_name = match object_name(&object) {
+            "" => meta_str(&object, "generateName").unwrap_or("").to_string(),
+            name => name.to_string(),
+        };
         {
             let meta = metadata_mut(&mut object);
             let name_missing = meta
@@ -836,7 +845,7 @@ impl Registry {
         // kube's NamespaceLifecycle is admission, before the storage looks at the object: a
         // create in a missing or terminating namespace is refused before validation, and
         // before anything is allocated for it.
-        self.check_namespace_lifecycle(def, &namespace, &name)
+        self.check_namespace_lifecycle(def, &namespace, &requested_name, true)
             .await?;
         // Write admission (RBAC's escalation check, a create-on-update's authorization) comes
         // before validation, as kube's RBAC storage and update handler judge the request
@@ -991,6 +1000,9 @@ impl Registry {
                 "the body of the request must be a JSON object",
             ));
         }
+        // Admission (NamespaceLifecycle) before the storage looks for the parent.
+        self.check_namespace_lifecycle(def, &info.namespace, &info.name, true)
+            .await?;
         let parent = self.get_object(def, &info.namespace, &info.name).await?;
         let (answer, warnings) = handler.create(request, &parent, body).await?;
         let mut response = encode::json_value_response(201, &answer, &output)?;
@@ -1291,6 +1303,11 @@ impl Registry {
                     "the patched or updated object must be a JSON object",
                 ));
             }
+            // NamespaceLifecycle admits an update (of any subresource) only into a namespace
+            // that exists: an object a force-finalized namespace left behind can only be
+            // deleted.
+            self.check_namespace_lifecycle(def, namespace, name, false)
+                .await?;
             check_decoding(def, &mut object)?;
             super::meta::drop_empty_meta_collections(&mut object);
             go_round_trip(def, &mut object, Pass::Decode);
