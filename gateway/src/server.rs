@@ -149,6 +149,9 @@ fn served_resources(
 /// Largest request header block accepted (Go's `http.DefaultMaxHeaderBytes`).
 const MAX_HEADER_BYTES: u32 = 1 << 20;
 
+/// HTTP/2 streams one client connection may have open at once (kube-apiserver's default).
+const HTTP2_MAX_STREAMS_PER_CONNECTION: u32 = 1000;
+
 /// A client connection's socket buffers: pingora's read buffer, and a write buffer that holds
 /// a response's header and a body of up to ~16 KiB, so both go out in one `send` when the
 /// response is finished (pingora writes the header and the body separately; with its default
@@ -806,6 +809,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     // HTTP/1.1; pingora's default is smaller, which would drop large bearer tokens.
     let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
     h2.max_header_list_size(MAX_HEADER_BYTES);
+    // kube-apiserver's `--http2-max-streams-per-connection` default (RecommendedOptions:
+    // 1000, not Go's 250 or pingora's 100): every watch holds a stream, and a client that
+    // multiplexes one connection must not find its 101st request queued behind 100 watches.
+    h2.max_concurrent_streams(HTTP2_MAX_STREAMS_PER_CONNECTION);
     proxy.h2_options = Some(h2);
     // Idle HTTP/2 connections close as kube-apiserver's do (HTTP/1.1 ones: front.rs).
     let mut server_options = pingora::apps::HttpServerOptions::default();

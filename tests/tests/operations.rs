@@ -53,6 +53,34 @@ fn curl_raw_head(gate: &Kubegate, path: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Opens an HTTP/2 connection and prints the server's first SETTINGS frame's parameters as
+/// JSON (`{"3": 1000, ...}`).
+const H2_SETTINGS_PY: &str = r#"
+import json, socket, ssl, struct, sys
+port, pki = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+ctx.set_alpn_protocols(["h2"])
+conn = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1")
+conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise SystemExit("closed")
+        data += chunk
+    return data
+while True:
+    head = read(9)
+    length, kind = int.from_bytes(head[:3], "big"), head[3]
+    payload = read(length)
+    if kind == 4 and not head[4] & 1:
+        params = {str(k): v for k, v in (struct.unpack(">HI", payload[i:i + 6]) for i in range(0, length, 6))}
+        print(json.dumps(params))
+        break
+"#;
+
 #[test]
 fn protocols_headers_health_metrics_and_documents() {
     let gate = Kubegate::start();
@@ -60,6 +88,20 @@ fn protocols_headers_health_metrics_and_documents() {
     // HTTP/2 and HTTP/1.1 both negotiate by ALPN; TLS 1.2 and 1.3 both work.
     let (head, _) = curl(&gate, &["--http2"], "/api/v1/namespaces/default");
     assert!(head.starts_with("http/2 200"), "{head}");
+    // kube-apiserver's HTTP/2 stream limit per connection (1000), as the server's first
+    // SETTINGS frame says it (read raw: curl does not print it).
+    let pki = gate.data_dir.join("pki");
+    let settings = Command::new("python3")
+        .arg("-c")
+        .arg(H2_SETTINGS_PY)
+        .arg(gate.url().trim_start_matches("https://127.0.0.1:"))
+        .arg(&pki)
+        .output()
+        .expect("python3");
+    let settings: serde_json::Value = serde_json::from_slice(&settings.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&settings.stderr)));
+    // SETTINGS_MAX_CONCURRENT_STREAMS is parameter 3.
+    assert_eq!(settings["3"], 1000, "{settings}");
     let (head, body) = curl(
         &gate,
         &["--http1.1", "--tlsv1.2", "--tls-max", "1.2"],
