@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use super::crd_conversion::{ConversionTransports, ConversionWebhook, WebhookConversion};
 use super::crd_status::{is_condition_true, storage_version};
 use super::str_at;
+use crate::machinery::jsonpath;
 use crate::machinery::schema::{self, Schema};
 use crate::resource::{
     name_column, ResourceDef, Strategy, SubresourceDef, TableColumn, STANDARD_VERBS,
@@ -26,7 +27,7 @@ use crate::status::{ApiError, StatusCause};
 /// One `additionalPrinterColumns` entry.
 #[derive(Debug, Clone)]
 struct PrinterColumn {
-    path: Vec<Step>,
+    path: Vec<jsonpath::Node>,
     type_: String,
 }
 
@@ -135,7 +136,9 @@ pub fn storage_defs_with(
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(printer_column)
+            // kube's table convertor stops at the first column client-go's JSONPath cannot
+            // parse, keeping those before it.
+            .map_while(printer_column)
             .collect();
         let mut columns = vec![name_column()];
         let mut cells = Vec::new();
@@ -149,7 +152,7 @@ pub fn storage_defs_with(
                 priority: 0,
             });
             cells.push(PrinterColumn {
-                path: parse_json_path(".metadata.creationTimestamp").unwrap_or_default(),
+                path: jsonpath::parse(".metadata.creationTimestamp").unwrap_or_default(),
                 type_: "date".into(),
             });
         } else {
@@ -285,7 +288,7 @@ pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
 fn printer_column(column: &Value) -> Option<(TableColumn, PrinterColumn)> {
     let name = str_at(column, "/name");
     let type_ = str_at(column, "/type");
-    let path = parse_json_path(str_at(column, "/jsonPath"))?;
+    let path = jsonpath::parse(str_at(column, "/jsonPath")).ok()?;
     if name.is_empty() {
         return None;
     }
@@ -315,109 +318,16 @@ fn printer_column(column: &Value) -> Option<(TableColumn, PrinterColumn)> {
     ))
 }
 
-/// One step of the JSONPath subset printer columns use.
-#[derive(Debug, Clone, PartialEq)]
-enum Step {
-    Field(String),
-    Index(usize),
-    All,
-    /// `[?(@.a.b=="v")]`
-    Filter(Vec<String>, String),
-}
-
-/// Parses `.a.b[0]['c.d'][*][?(@.type=="Ready")]` (with or without kubectl's `{}`).
-fn parse_json_path(path: &str) -> Option<Vec<Step>> {
-    let path = path.trim();
-    let path = path
-        .strip_prefix('{')
-        .and_then(|p| p.strip_suffix('}'))
-        .unwrap_or(path);
-    let mut steps = Vec::new();
-    let mut rest = path.strip_prefix('$').unwrap_or(path);
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix('.') {
-            let end = after.find(['.', '[']).unwrap_or(after.len());
-            if end > 0 {
-                steps.push(Step::Field(after[..end].to_string()));
-            }
-            rest = &after[end..];
-        } else if let Some(after) = rest.strip_prefix('[') {
-            let end = after.find(']')?;
-            let inner = &after[..end];
-            rest = &after[end + 1..];
-            if inner == "*" {
-                steps.push(Step::All);
-            } else if let Ok(i) = inner.parse::<usize>() {
-                steps.push(Step::Index(i));
-            } else if let Some(quoted) = inner
-                .strip_prefix('\'')
-                .and_then(|s| s.strip_suffix('\''))
-                .or_else(|| inner.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
-            {
-                steps.push(Step::Field(quoted.to_string()));
-            } else if let Some(filter) =
-                inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
-            {
-                let (field, value) = filter.split_once("==")?;
-                let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
-                steps.push(Step::Filter(
-                    field.trim().split('.').map(str::to_string).collect(),
-                    value.to_string(),
-                ));
-            } else {
-                return None;
-            }
-        } else {
-            return None;
-        }
-    }
-    Some(steps)
-}
-
-fn evaluate<'a>(value: &'a Value, steps: &[Step]) -> Vec<&'a Value> {
-    let mut current = vec![value];
-    for step in steps {
-        let mut next = Vec::new();
-        for v in current {
-            match step {
-                Step::Field(name) => next.extend(v.get(name.as_str())),
-                Step::Index(i) => next.extend(v.get(*i)),
-                Step::All => match v {
-                    Value::Array(items) => next.extend(items.iter()),
-                    Value::Object(map) => next.extend(map.values()),
-                    _ => {}
-                },
-                Step::Filter(field, expected) => {
-                    for item in v.as_array().into_iter().flatten() {
-                        let mut target = Some(item);
-                        for f in field {
-                            target = target.and_then(|t| t.get(f.as_str()));
-                        }
-                        let matches = match target {
-                            Some(Value::String(s)) => s == expected,
-                            Some(Value::Bool(b)) => expected == if *b { "true" } else { "false" },
-                            Some(Value::Number(n)) => expected.parse::<f64>().ok() == n.as_f64(),
-                            _ => false,
-                        };
-                        if matches {
-                            next.push(item);
-                        }
-                    }
-                }
-            }
-        }
-        current = next;
-    }
-    current
-}
-
 /// A printer column's cell as kube's table convertor makes it: `null` when the path finds
 /// nothing or the value does not fit the column's type.
 fn cell(column: &PrinterColumn, object: &Value) -> Value {
     // kube's table convertor takes the first value a path finds (`results[0][0]`), also for
     // a path that finds several (`.spec.items[*]`).
-    let found = evaluate(object, &column.path);
-    let Some(first) = found.first() else {
+    // An evaluation error (an index out of range, say) is an empty cell, as kube's.
+    let Ok(found) = jsonpath::find(object, &column.path) else {
+        return Value::Null;
+    };
+    let Some(first) = found.first().map(|v| v.as_ref()) else {
         return Value::Null;
     };
     match (column.type_.as_str(), first) {
@@ -617,14 +527,7 @@ fn replicas_causes(object: &Value, path: &[String], named: &str) -> Vec<StatusCa
 
 /// `.spec.replicas` as `["spec", "replicas"]` (validation allows only such simple paths).
 fn field_path(path: &str) -> Vec<String> {
-    parse_json_path(path)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|step| match step {
-            Step::Field(name) => Some(name),
-            _ => None,
-        })
-        .collect()
+    jsonpath::field_names(path)
 }
 
 fn get_path<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
@@ -1437,7 +1340,7 @@ mod tests {
             {"type": "Ready", "status": "True"}, {"type": "Synced", "status": "False"}]},
             "metadata": {"labels": {"app.kubernetes.io/name": "x"}}, "items": [1, 2]});
         let column = |path: &str, type_: &str| PrinterColumn {
-            path: parse_json_path(path).unwrap_or_default(),
+            path: jsonpath::parse(path).unwrap_or_default(),
             type_: type_.into(),
         };
         assert_eq!(
@@ -1449,16 +1352,21 @@ mod tests {
         );
         assert_eq!(
             cell(
-                &column(".metadata.labels['app.kubernetes.io/name']", "string"),
+                &column(r".metadata.labels['app\.kubernetes\.io/name']", "string"),
                 &conditions
             ),
             json!("x")
         );
-        // The first of several values, as kube's `results[0][0]`.
+        // client-go reads `['a.b']` as `.a.b`: unescaped dots are steps.
         assert_eq!(
-            cell(&column("{.items[*]}", "integer"), &conditions),
-            json!(1)
+            cell(
+                &column(".metadata.labels['app.kubernetes.io/name']", "string"),
+                &conditions
+            ),
+            Value::Null
         );
+        // The first of several values, as kube's `results[0][0]`.
+        assert_eq!(cell(&column(".items[*]", "integer"), &conditions), json!(1));
         // A map in a string column: Go's JSON, keys sorted.
         let object = json!({"spec": {"m": {"x": "y", "a": [1]}}});
         assert_eq!(
@@ -1470,6 +1378,6 @@ mod tests {
             cell(&column(".items[0]", "boolean"), &conditions),
             Value::Null
         );
-        assert!(parse_json_path(".a[").is_none());
+        assert!(jsonpath::parse(".a[").is_err());
     }
 }

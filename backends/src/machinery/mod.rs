@@ -6,6 +6,7 @@ pub mod gojson_syntax;
 pub mod gotime;
 pub mod goyaml;
 pub mod jsonpatch;
+pub mod jsonpath;
 pub mod managed;
 pub mod negotiation;
 pub mod patch;
