@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use kubegate_backends::core::authentication::TokenReviewer;
 use kubegate_config::Config;
+use kubegate_policy::authn::bearer::RemoteAudiences;
 use kubegate_policy::authn::bearer::{
     AudienceAgnosticToken, BearerAuthenticator, TokenAuthenticator, TokenOutcome,
 };
@@ -27,7 +28,7 @@ use kubegate_policy::authn::serviceaccount::{
 };
 use kubegate_policy::authn::token_file::TokenFileAuthenticator;
 use kubegate_policy::authn::union::UnionAuthenticator;
-use kubegate_policy::authn::webhook::WebhookTokenAuthenticator;
+use kubegate_policy::authn::webhook::{WebhookEndpoint, WebhookTokenAuthenticator};
 use kubegate_policy::authn::x509::X509Authenticator;
 use kubegate_policy::{Authenticator, UserInfo};
 
@@ -265,6 +266,34 @@ pub fn build(
             webhook.failure_cache_ttl,
         )));
     }
+    if let Some(delegate) = &config.delegate {
+        // Tokens the cluster issued (its ServiceAccounts' above all) are the cluster's to
+        // judge: a TokenReview there, as an extension API server delegates authentication.
+        let endpoint = delegate_endpoint(delegate, "/apis/authentication.k8s.io/v1/tokenreviews")
+            .map_err(|e| format!("delegate: the cluster's TokenReview client: {e}"))?;
+        let endpoint = match delegate.identity_forwarding.as_str() {
+            // kubegate's own identity at the cluster, as its probes and discovery carry it.
+            "frontProxy" => endpoint.with_headers(&[
+                (
+                    "X-Remote-User",
+                    crate::aggregator::availability::AGGREGATOR_USER,
+                ),
+                (
+                    "X-Remote-Group",
+                    crate::aggregator::availability::AGGREGATOR_GROUP,
+                ),
+            ])?,
+            _ => endpoint,
+        };
+        let reviewer = WebhookTokenAuthenticator::new(endpoint).with_version("v1")?;
+        tokens.push(agnostic(Arc::new(RemoteAudiences(Arc::new(
+            CachedTokenAuthenticator::new(
+                Arc::new(reviewer),
+                DELEGATE_TOKEN_REVIEW_CACHE,
+                DELEGATE_TOKEN_REVIEW_CACHE,
+            ),
+        )))));
+    }
     let cached = CachedTokenAuthenticator::new(
         Arc::new(kubegate_policy::authn::bearer::TokenUnion::new(tokens)),
         auth.token_cache.success_ttl,
@@ -296,6 +325,44 @@ pub fn build(
         issuer,
         discovery,
     })
+}
+
+/// How long the cluster's TokenReview answers are reused: a token it stops accepting (its
+/// pod deleted) stops working here within seconds.
+const DELEGATE_TOKEN_REVIEW_CACHE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A client of one API of the cluster kubegate fronts (`path`: the review endpoint), with
+/// kubegate's delegate credential: its client certificate, or its token.
+pub(crate) fn delegate_endpoint(
+    delegate: &kubegate_config::DelegateConfig,
+    path: &str,
+) -> Result<WebhookEndpoint, String> {
+    let mut cluster = serde_json::json!({
+        "server": format!("{}{path}", delegate.server.trim_end_matches('/')),
+    });
+    if let Some(ca) = &delegate.ca_file {
+        cluster["certificate-authority"] = serde_json::json!(ca);
+    }
+    if let Some(name) = &delegate.tls_server_name {
+        cluster["tls-server-name"] = serde_json::json!(name);
+    }
+    let mut user = serde_json::json!({});
+    if let (Some(cert), Some(key)) = (&delegate.client_cert_file, &delegate.client_key_file) {
+        user["client-certificate"] = serde_json::json!(cert);
+        user["client-key"] = serde_json::json!(key);
+    }
+    if let Some(token) = &delegate.token_file {
+        user["tokenFile"] = serde_json::json!(token);
+    }
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "delegate", "cluster": cluster}],
+        "users": [{"name": "kubegate", "user": user}],
+        "contexts": [{"name": "delegate", "context": {"cluster": "delegate", "user": "kubegate"}}],
+        "current-context": "delegate",
+    });
+    WebhookEndpoint::from_kubeconfig_str(&kubeconfig.to_string(), std::path::Path::new("."))
 }
 
 /// TokenReview answers from kubegate's own bearer-token authenticators.

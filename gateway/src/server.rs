@@ -874,37 +874,9 @@ fn delegate_impersonation_authorizer(
     if delegate.identity_forwarding != "impersonate" {
         return Ok(None);
     }
-    let mut cluster = serde_json::json!({
-        "server": format!(
-            "{}/apis/authorization.k8s.io/v1/subjectaccessreviews",
-            delegate.server.trim_end_matches('/')
-        ),
-    });
-    if let Some(ca) = &delegate.ca_file {
-        cluster["certificate-authority"] = serde_json::json!(ca);
-    }
-    if let Some(name) = &delegate.tls_server_name {
-        cluster["tls-server-name"] = serde_json::json!(name);
-    }
-    let mut user = serde_json::json!({});
-    if let (Some(cert), Some(key)) = (&delegate.client_cert_file, &delegate.client_key_file) {
-        user["client-certificate"] = serde_json::json!(cert);
-        user["client-key"] = serde_json::json!(key);
-    }
-    if let Some(token) = &delegate.token_file {
-        user["tokenFile"] = serde_json::json!(token);
-    }
-    let kubeconfig = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "delegate", "cluster": cluster}],
-        "users": [{"name": "kubegate", "user": user}],
-        "contexts": [{"name": "delegate", "context": {"cluster": "delegate", "user": "kubegate"}}],
-        "current-context": "delegate",
-    });
-    let endpoint = kubegate_policy::authn::webhook::WebhookEndpoint::from_kubeconfig_str(
-        &kubeconfig.to_string(),
-        std::path::Path::new("."),
+    let endpoint = crate::authn::delegate_endpoint(
+        delegate,
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
     )
     .map_err(|e| format!("delegate: the cluster's SubjectAccessReview client: {e}"))?;
     // Short cache lifetimes: the cluster checks impersonation against its RBAC on every

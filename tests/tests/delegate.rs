@@ -59,8 +59,13 @@ fn impersonating_as_admin(cluster: &Kubegate) -> String {
     )
 }
 
-/// kubectl against `gate` with only a bearer token and a fresh discovery cache.
+/// kubectl against `gate` as alice (her token), with a fresh discovery cache.
 fn as_alice(gate: &Kubegate, args: &[&str]) -> Output {
+    as_bearer(gate, ALICE_TOKEN, args)
+}
+
+/// kubectl against `gate` with only a bearer token and a fresh discovery cache.
+fn as_bearer(gate: &Kubegate, token: &str, args: &[&str]) -> Output {
     let cache = tempfile::tempdir().expect("cache dir");
     let mut all = vec![
         "--kubeconfig=/dev/null".to_string(),
@@ -69,7 +74,7 @@ fn as_alice(gate: &Kubegate, args: &[&str]) -> Output {
             "--certificate-authority={}",
             gate.data_dir.join("pki/ca.crt").display()
         ),
-        format!("--token={ALICE_TOKEN}"),
+        format!("--token={token}"),
         format!("--cache-dir={}", cache.path().display()),
     ];
     all.extend(args.iter().map(|s| s.to_string()));
@@ -237,6 +242,8 @@ fn fronting_a_cluster_with_impersonation() {
         groups.contains("devs") && groups.contains("qa") && groups.contains("system:authenticated"),
         "{groups}"
     );
+    // The cluster's ServiceAccount tokens: judged by the cluster, with kubegate's credential.
+    cluster_service_account_token_works_through(&front, &cluster);
     // ... so the cluster's own RBAC decides: alice may do nothing there yet.
     let denied = as_alice(&front, &["get", "configmaps", "-n", "default"]);
     assert!(
@@ -355,6 +362,41 @@ fn fronting_a_cluster_with_impersonation() {
     assert!(back, "the front never recovered once the cluster was back");
 }
 
+/// A ServiceAccount token `cluster` issues authenticates at `front` (a TokenReview there), as
+/// that ServiceAccount; one the cluster does not accept is a 401.
+fn cluster_service_account_token_works_through(front: &Kubegate, cluster: &Kubegate) {
+    cluster.ok(&["create", "serviceaccount", "bot"]);
+    let token = cluster.ok(&["create", "token", "bot"]).trim().to_string();
+    let out = as_bearer(front, &token, &["auth", "whoami", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stderr(&out),
+        kubegate_tests::tail(&front.log(), 20)
+    );
+    let review: Value = serde_json::from_slice(&out.stdout).expect("SelfSubjectReview JSON");
+    assert_eq!(
+        review["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:bot"
+    );
+    let groups = review["status"]["userInfo"]["groups"].to_string();
+    assert!(
+        groups.contains("system:serviceaccounts:default"),
+        "{groups}"
+    );
+    // Deleted on the cluster, its ServiceAccount's token stops working (after the cached
+    // answer's 10 s at most).
+    cluster.ok(&["delete", "serviceaccount", "bot"]);
+    let refused = eventually(Duration::from_secs(20), || {
+        stderr(&as_bearer(front, &token, &["auth", "whoami"])).contains("Unauthorized")
+    });
+    assert!(
+        refused,
+        "{}",
+        stderr(&as_bearer(front, &token, &["auth", "whoami"]))
+    );
+}
+
 #[test]
 fn fronting_a_cluster_with_front_proxy_headers() {
     let dir = tempfile::tempdir().expect("dir");
@@ -400,6 +442,10 @@ fn fronting_a_cluster_with_front_proxy_headers() {
     let review = whoami(&front, &[]);
     assert_eq!(review["status"]["userInfo"]["username"], "alice");
     assert_eq!(review["status"]["userInfo"]["uid"], "alice-uid");
+
+    // A token the cluster issued (a ServiceAccount's) is the cluster's to judge: the front
+    // asks it with a TokenReview, as kubegate's own identity there.
+    cluster_service_account_token_works_through(&front, &cluster);
 
     // Impersonation is decided by the front and, for the cluster's requests, by the cluster
     // too (the real user goes with the Impersonate-* headers): the admin may on both.

@@ -960,6 +960,51 @@ impl Strategy for CustomResourceStrategy {
     fn table_cells(&self, object: &Value) -> Vec<Value> {
         self.cells.iter().map(|c| cell(c, object)).collect()
     }
+
+    /// apiextensions' `generateWarningsFromObj`: the finalizers a write adds, judged by
+    /// `validateKubeFinalizerName`.
+    fn warnings(&self, object: &Value, old: Option<&Value>) -> Vec<String> {
+        let finalizers = |v: &Value| -> std::collections::BTreeSet<String> {
+            v.pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        };
+        let mut added = finalizers(object);
+        if let Some(old) = old {
+            for kept in finalizers(old) {
+                added.remove(&kept);
+            }
+        }
+        added
+            .iter()
+            .flat_map(|name| finalizer_name_warnings(name))
+            .collect()
+    }
+}
+
+/// apiextensions' `validateKubeFinalizerName`: a finalizer that is not a qualified name, or
+/// that has no domain path and is not one of kube's own.
+fn finalizer_name_warnings(name: &str) -> Vec<String> {
+    const FIELD: &str = "metadata.finalizers";
+    let quoted = Value::String(name.to_string()).to_string();
+    let mut warnings: Vec<String> = crate::machinery::validation::is_qualified_name(name)
+        .into_iter()
+        .map(|problem| format!("{FIELD}: {quoted}: {problem}"))
+        .collect();
+    let standard = ["orphan", "foregroundDeletion", "kubernetes"];
+    if !name.contains('/') && !standard.contains(&name) {
+        let advice = if name.contains('.') {
+            "prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers"
+        } else {
+            "prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers"
+        };
+        warnings.push(format!("{FIELD}: {quoted}: {advice}"));
+    }
+    warnings
 }
 
 #[cfg(test)]
@@ -1305,6 +1350,27 @@ mod tests {
         assert_eq!(value("spec.replicas", &object).as_deref(), Some("3"));
         assert_eq!(value("spec.cronSpec", &json!({})).as_deref(), Some(""));
         assert_eq!(value("spec.image", &object), None);
+    }
+
+    #[test]
+    fn added_finalizers_without_a_domain_path_are_warned_about() {
+        let defs = resource_defs(&crontab_crd());
+        let object =
+            |finalizers: Value| json!({"metadata": {"name": "a", "finalizers": finalizers}});
+        assert_eq!(
+            defs[0]
+                .strategy
+                .warnings(&object(json!(["foo", "a.b", "example.com/x", "orphan"])), None),
+            vec![
+                "metadata.finalizers: \"a.b\": prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers",
+                "metadata.finalizers: \"foo\": prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers",
+            ]
+        );
+        // On update, only those the write adds.
+        assert!(defs[0]
+            .strategy
+            .warnings(&object(json!(["foo"])), Some(&object(json!(["foo"]))))
+            .is_empty());
     }
 
     #[test]

@@ -375,6 +375,23 @@ impl TokenAuthenticator for AudienceAgnosticToken {
     }
 }
 
+/// A remote reviewer that judges tokens against its own API audiences (the cluster kubegate
+/// fronts, whose API the token was issued for): asked with none, whatever audiences the
+/// request has. Wrapped in [`AudienceAgnosticToken`], what it accepts is valid for kubegate's
+/// API audiences, which stand for the same API.
+pub struct RemoteAudiences(pub Arc<dyn TokenAuthenticator>);
+
+#[async_trait::async_trait]
+impl TokenAuthenticator for RemoteAudiences {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    async fn authenticate_token(&self, token: &str, _audiences: &[String]) -> TokenOutcome {
+        self.0.authenticate_token(token, &[]).await
+    }
+}
+
 /// The members of `a` that are also in `b`, in `a`'s order (kube's `Audiences.Intersect`).
 fn intersect(a: &[String], b: &[String]) -> Vec<String> {
     a.iter().filter(|x| b.contains(x)).cloned().collect()

@@ -220,6 +220,9 @@ pub struct WebhookEndpoint {
     server: reqwest::Url,
     client: reqwest::Client,
     credentials: Credentials,
+    /// Sent with every request: the identity kubegate asserts as a front proxy to the
+    /// cluster it fronts (`X-Remote-User`, `X-Remote-Group`).
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 impl std::fmt::Debug for WebhookEndpoint {
@@ -464,7 +467,20 @@ impl WebhookEndpoint {
             server,
             client,
             credentials,
+            headers: Vec::new(),
         })
+    }
+
+    /// Adds headers sent with every request (names and values must be valid HTTP).
+    pub fn with_headers(mut self, headers: &[(&str, &str)]) -> Result<Self, String> {
+        for (name, value) in headers {
+            let name = http::HeaderName::try_from(*name)
+                .map_err(|e| format!("webhook header {name:?}: {e}"))?;
+            let value = http::HeaderValue::try_from(*value)
+                .map_err(|e| format!("webhook header {name}: {e}"))?;
+            self.headers.push((name, value));
+        }
+        Ok(self)
     }
 
     /// The URL reviews are POSTed to.
@@ -510,6 +526,9 @@ impl WebhookEndpoint {
             })?;
         if let Some(value) = authorization {
             request = request.header(http::header::AUTHORIZATION, value);
+        }
+        for (name, value) in &self.headers {
+            request = request.header(name.clone(), value.clone());
         }
         let mut response = request.send().await.map_err(|e| AttemptError {
             // kube retries dropped connections, not refused ones or its own timeouts.
