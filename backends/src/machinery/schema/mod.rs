@@ -132,7 +132,42 @@ pub(crate) fn go_value(value: &Value) -> String {
             None => go_float(n.as_f64().unwrap_or(f64::NAN)),
         },
         Value::Bool(b) => b.to_string(),
-        other => other.to_string(),
+        // field.ErrorBody's fallback for what is neither a string nor a number: `%#v`.
+        other => go_sharp_v(other),
+    }
+}
+
+/// Go's `%#v` of a value decoded from JSON into `interface{}`: `map[string]interface
+/// {}{"a":1, "b":"x"}` (keys sorted), `[]interface {}{"a", 1}`, `interface {}(nil)` inside
+/// them.
+pub(crate) fn go_sharp_v(value: &Value) -> String {
+    match value {
+        Value::Null => "interface {}(nil)".into(),
+        Value::String(s) => format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => go_float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::Bool(b) => b.to_string(),
+        Value::Array(items) => format!(
+            "[]interface {{}}{{{}}}",
+            items.iter().map(go_sharp_v).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let shown: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}:{}",
+                        go_sharp_v(&Value::String(k.clone())),
+                        go_sharp_v(v)
+                    )
+                })
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", shown.join(", "))
+        }
     }
 }
 

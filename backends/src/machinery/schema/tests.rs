@@ -162,7 +162,7 @@ fn schema_validate_reports_like_kube_openapi() {
         ]),
         (json!({"cronSpec": "* * * * *", "ports": [{"name": "a"}, {"name": "a"}, {"port": 3}]}), vec![
             "spec.ports[2].name: Required value",
-            "spec.ports[1]: Duplicate value: {\"name\":\"a\"}",
+            "spec.ports[1]: Duplicate value: map[string]interface {}{\"name\":\"a\"}",
         ]),
         (json!({"cronSpec": "* * * * *", "ports": [{"name": "a", "port": 3000000000_u64}]}), vec![
             "<nil>: Invalid value: \"\": Checked value must be of type integer with format int32 in spec.ports[0].port",
@@ -301,7 +301,7 @@ fn schema_defaults_are_validated_like_kube() {
         ),
         (
             json!({"type": "object", "properties": {"a": {"type": "object", "default": {"b": 1}, "properties": {"c": {"type": "integer"}}}}}),
-            vec!["spec.validation.openAPIV3Schema.properties[a].default: Invalid value: {\"b\":1}: must not have unknown fields"],
+            vec!["spec.validation.openAPIV3Schema.properties[a].default: Invalid value: map[string]interface {}{\"b\":1}: must not have unknown fields"],
         ),
         (
             json!({"type": "object", "properties": {"a": {"type": "integer", "maximum": 3, "default": 5}}}),
@@ -429,7 +429,7 @@ fn embedded_resources_are_validated_like_kube() {
         ]),
         // Metadata that does not decode is reported whole, with Go's decoding error.
         (json!({"typed": {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"a": 1}}}}), vec![
-            "spec.typed.metadata: Invalid value: {\"labels\":{\"a\":1}}: json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string",
+            "spec.typed.metadata: Invalid value: map[string]interface {}{\"labels\":map[string]interface {}{\"a\":1}}: json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string",
         ]),
     ];
     for (spec, want) in cases {
@@ -496,7 +496,7 @@ fn embedded_resources_decode_like_kubes_coercer() {
         ),
         (
             json!({"template": {"metadata": {"name": ["a"]}}}),
-            "spec.template.metadata: Invalid value: {\"name\":[\"a\"]}: json: cannot unmarshal array into Go struct field ObjectMeta.name of type string",
+            "spec.template.metadata: Invalid value: map[string]interface {}{\"name\":[]interface {}{\"a\"}}: json: cannot unmarshal array into Go struct field ObjectMeta.name of type string",
         ),
         // A declared, non-nullable `kind: null` is dropped before the coercion looks.
         (json!({"template": {"kind": null}}), "spec.template.kind: Invalid value: \"null\": must be a string"),
