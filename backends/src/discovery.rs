@@ -169,6 +169,23 @@ impl Discovery {
         self.legacy.contains_key(normalize_path(path))
     }
 
+    /// Whether `/apis` lists `group`/`version`, a remote group-version's included (its
+    /// `/apis/<group>` document names the version).
+    pub fn lists(&self, group: &str, version: &str) -> bool {
+        let Some(doc) = self.legacy.get(&format!("/apis/{group}")) else {
+            return false;
+        };
+        serde_json::from_slice::<Value>(&doc.body)
+            .ok()
+            .and_then(|group_doc| group_doc.get("versions").cloned())
+            .and_then(|versions| versions.as_array().cloned())
+            .is_some_and(|versions| {
+                versions
+                    .iter()
+                    .any(|v| v.get("version").and_then(Value::as_str) == Some(version))
+            })
+    }
+
     /// Every path [`Self::respond`] answers, sorted.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.legacy.keys().map(String::as_str)

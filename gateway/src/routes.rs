@@ -31,6 +31,8 @@ pub struct Routes {
     pub disabled_group_versions: std::collections::BTreeSet<(String, String)>,
     /// Flow control, for kube's `/debug/api_priority_and_fairness/*` dumps.
     pub flow: Arc<crate::flowcontrol::FlowGate>,
+    /// The aggregator, whose delegate discovery requests catch up with after a CRD write.
+    pub aggregator: Arc<crate::aggregator::Aggregator>,
 }
 
 impl Routes {
@@ -48,6 +50,12 @@ impl Routes {
                 return ApiError::path_not_found().into();
             }
             return self.registry.handle(request).await;
+        }
+        let path = request.info.path.as_str();
+        if path == "/api" || path == "/apis" || path.starts_with("/apis/") {
+            self.aggregator
+                .catch_up_with_delegate(&self.registry, &self.docs)
+                .await;
         }
         self.serve_non_resource(&request)
     }

@@ -768,6 +768,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         issuer_discovery: authentication.discovery.clone(),
         disabled_group_versions: disabled,
         flow: flow.clone(),
+        aggregator: aggregator.clone(),
     });
     let gateway = Arc::new(Gateway {
         authenticator: authentication.authenticator.clone(),

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kubegate_backends::core::apiregistration::{
-    delegate_apiservice, is_delegated, local_apiservice_needs_update, AUTOMANAGED_CONTINUOUSLY,
-    AUTOMANAGED_LABEL, GROUP,
+    delegate_apiservice, is_delegated, local_apiservice_needs_update, set_available_condition,
+    AUTOMANAGED_CONTINUOUSLY, AUTOMANAGED_LABEL, GROUP,
 };
 use kubegate_backends::registry::{manager, Registry};
 use kubegate_config::{parse_server, DelegateConfig, DelegateServer};
@@ -276,6 +276,28 @@ pub async fn register(
                     .create_internal(&def, desired, manager::KUBEGATE)
                     .await
                     .map_err(|e| format!("creating APIService {name}: {}", e.message))?;
+                // The delegate has just listed it in its discovery: available from the start,
+                // so its routes and documents do not wait for a first probe (which follows
+                // and judges it as any other).
+                let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+                let available = registry
+                    .update_status_internal(&def, "", &name, manager::KUBE_APISERVER, |old| {
+                        let mut object = old.clone();
+                        if object.pointer("/status/conditions").is_none() {
+                            set_available_condition(
+                                &mut object,
+                                true,
+                                "Passed",
+                                "all checks passed",
+                                &now,
+                            );
+                        }
+                        Ok(object)
+                    })
+                    .await;
+                if let Err(e) = available {
+                    tracing::debug!(apiservice = %name, error = %e.message, "marking a delegate APIService available");
+                }
                 tracing::info!(apiservice = %name, "registered a group-version of the delegate");
             }
             Some(current) if is_delegate_managed(current) => {
@@ -309,6 +331,11 @@ pub async fn register(
     Ok(())
 }
 
+/// How often the delegate's group-versions are asked for while a write may still change
+/// them, and for how long after the write.
+const DELEGATE_WATCH_INTERVAL: Duration = Duration::from_millis(100);
+const DELEGATE_WATCH_WINDOW: Duration = Duration::from_secs(6);
+
 /// Discovers and registers the delegate's group-versions every `syncInterval` until `stop`.
 /// A failed discovery keeps what is registered: a delegate that is briefly down must not lose
 /// its routes (its APIServices turn unavailable through the availability probes instead).
@@ -323,6 +350,10 @@ pub async fn run(
     let mut writes = aggregator.delegate_writes.subscribe();
     // Prompt re-fetches still due after a write that changes the delegate's discovery.
     let mut prompt: std::collections::VecDeque<Duration> = Default::default();
+    // Until when, after such a write, the delegate is asked again every
+    // `DELEGATE_WATCH_INTERVAL`: a client that waits for a CRD to be Established uses it
+    // moments later, and kube establishes it within moments (5 s with several servers).
+    let mut watching_until = tokio::time::Instant::now();
     loop {
         match delegate.discover().await {
             Ok(served) => {
@@ -334,19 +365,17 @@ pub async fn run(
                 tracing::warn!(error = %e, "discovering the delegate's group-versions failed; keeping the registered ones")
             }
         }
-        let wait = prompt.pop_front().unwrap_or(delegate.sync_interval);
+        let wait = if tokio::time::Instant::now() < watching_until {
+            DELEGATE_WATCH_INTERVAL
+        } else {
+            prompt.pop_front().unwrap_or(delegate.sync_interval)
+        };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             changed = writes.changed() => {
                 if changed.is_ok() {
                     prompt = super::DELEGATE_REFETCH_DELAYS.into_iter().collect();
-                    // The first re-fetch waits a moment for the write to take effect.
-                    if let Some(first) = prompt.pop_front() {
-                        tokio::select! {
-                            _ = tokio::time::sleep(first) => {}
-                            _ = stop.changed() => return,
-                        }
-                    }
+                    watching_until = tokio::time::Instant::now() + DELEGATE_WATCH_WINDOW;
                 }
             }
             _ = stop.changed() => return,

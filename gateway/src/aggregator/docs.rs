@@ -217,7 +217,7 @@ impl DocSync {
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         let mut fetched: HashMap<String, Fetched> = HashMap::new();
-        let mut published: Option<(usize, Vec<(String, Fetched)>)> = None;
+        let mut published: Option<PublishInputs> = None;
         let mut registry_changed = self.source.as_ref().map(|(r, _)| r.subscribe());
         let mut local_version = 0usize;
         // The local OpenAPI documents are rebuilt by their own task, so a slow rebuild (seconds
@@ -246,6 +246,9 @@ impl DocSync {
         // After a write that changes the delegate's discovery: when its documents are fetched
         // again, whatever their refresh interval says.
         let mut delegate_refetch: std::collections::VecDeque<Instant> = Default::default();
+        // OpenAPI documents fetched off the loop, by APIService.
+        let (openapi_tx, mut openapi_rx) =
+            tokio::sync::mpsc::unbounded_channel::<Vec<(String, Fetched)>>();
         loop {
             let now = Instant::now();
             let mut delegate_due = false;
@@ -280,21 +283,59 @@ impl DocSync {
                 async move {
                     let name = backend.service.name.clone();
                     match previous {
-                        Some(previous) if !due => (name, previous, None),
+                        Some(previous) if !due => (name, previous, None, backend),
                         previous => {
-                            let result = refresh(&aggregator, &backend, previous, &memo).await;
-                            (name, result, Some((now, unavailable)))
+                            let result =
+                                refresh(&aggregator, &backend, previous, &memo, Part::Discovery)
+                                    .await;
+                            (name, result, Some((now, unavailable)), backend)
                         }
                     }
                 }
             });
-            for (name, result, refresh) in futures::future::join_all(fetches).await {
+            let mut openapi_due = Vec::new();
+            for (name, result, refresh, backend) in futures::future::join_all(fetches).await {
                 if let Some(refresh) = refresh {
                     refreshed.insert(name.clone(), refresh);
+                    openapi_due.push(backend);
                 }
                 next.insert(name, result);
             }
             refreshed.retain(|name, _| next.contains_key(name));
+            // Discovery first: clients wait on it (kubectl after a CRD is Established); the
+            // OpenAPI documents of the same backends follow.
+            let inputs = publish_inputs(local_version, &next);
+            if published.as_ref() != Some(&inputs) {
+                self.publish(&aggregator, &next);
+                published = Some(inputs);
+            }
+            // Off this loop, so a large OpenAPI document never holds up the next discovery
+            // change; what it fetched is merged in when it arrives.
+            if !openapi_due.is_empty() {
+                let pending: Vec<(Arc<Backend>, Option<Fetched>)> = openapi_due
+                    .into_iter()
+                    .map(|backend| {
+                        let previous = next.get(&backend.service.name).cloned();
+                        (backend, previous)
+                    })
+                    .collect();
+                let aggregator = aggregator.clone();
+                let memo = memo.clone();
+                let openapi_tx = openapi_tx.clone();
+                tokio::spawn(async move {
+                    let fetches = pending.into_iter().map(|(backend, previous)| {
+                        let aggregator = aggregator.clone();
+                        let memo = memo.clone();
+                        async move {
+                            let result =
+                                refresh(&aggregator, &backend, previous, &memo, Part::OpenApi)
+                                    .await;
+                            (backend.service.name.clone(), result)
+                        }
+                    });
+                    let _ = openapi_tx.send(futures::future::join_all(fetches).await);
+                });
+            }
             fetched = next;
             let next_due = refreshed
                 .values()
@@ -303,12 +344,7 @@ impl DocSync {
                 .min()
                 .unwrap_or_else(|| Instant::now() + aggregator.discovery_refresh_interval);
             // Rebuild only when an input changed: the documents' hashes then stay stable.
-            let mut inputs: Vec<(String, Fetched)> = fetched
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            inputs.sort_by(|a, b| a.0.cmp(&b.0));
-            let inputs = (local_version, inputs);
+            let inputs = publish_inputs(local_version, &fetched);
             if published.as_ref() != Some(&inputs) {
                 self.publish(&aggregator, &fetched);
                 published = Some(inputs);
@@ -337,6 +373,18 @@ impl DocSync {
                     local_version += 1;
                 }
                 _ = tokio::time::sleep_until(next_due.into()) => {}
+                Some(results) = openapi_rx.recv() => {
+                    for (name, result) in results {
+                        // Only the OpenAPI of the same spec; discovery stays as fetched since.
+                        if let Some(current) = fetched
+                            .get_mut(&name)
+                            .filter(|c| c.fingerprint == result.fingerprint)
+                        {
+                            current.openapi_v3 = result.openapi_v3;
+                            current.openapi_v2 = result.openapi_v2;
+                        }
+                    }
+                }
                 changed = delegate_writes.changed() => {
                     if changed.is_ok() {
                         let at = Instant::now();
@@ -410,6 +458,18 @@ impl DocSync {
     }
 }
 
+/// What the published documents were built from, to rebuild them only when it changed.
+type PublishInputs = (usize, Vec<(String, Fetched)>);
+
+fn publish_inputs(local_version: usize, fetched: &HashMap<String, Fetched>) -> PublishInputs {
+    let mut inputs: Vec<(String, Fetched)> = fetched
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    inputs.sort_by(|a, b| a.0.cmp(&b.0));
+    (local_version, inputs)
+}
+
 /// The registry's resources less the switched-off group-versions.
 fn served_here(
     registry: &kubegate_backends::registry::Registry,
@@ -423,12 +483,22 @@ fn served_here(
         .collect()
 }
 
+/// Which documents a fetch is for: discovery is fetched and published first, so a new
+/// group-version is discoverable without waiting for OpenAPI documents (the whole Swagger
+/// document of a delegate cluster is large).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Discovery,
+    OpenApi,
+}
+
 /// Fetches one APIService's documents, keeping the last good copy (marked stale) on failure.
 async fn refresh(
     aggregator: &Aggregator,
     backend: &Backend,
     previous: Option<Fetched>,
     memo: &FetchMemo,
+    part: Part,
 ) -> Fetched {
     let previous = previous
         .filter(|p| p.fingerprint == backend.fingerprint)
@@ -444,24 +514,36 @@ async fn refresh(
     if backend.unavailable().is_some() {
         return stale(previous);
     }
-    match fetch(aggregator, backend, memo).await {
-        Ok((resources, openapi_v3, openapi_v2)) => Fetched {
-            fingerprint: previous.fingerprint,
-            resources: Some(resources),
+    match (fetch(aggregator, backend, memo, part).await, part) {
+        (Ok((resources, _, _)), Part::Discovery) => Fetched {
+            resources: Some(resources.unwrap_or_default()),
             stale: false,
-            // A backend without OpenAPI keeps serving discovery; a failed OpenAPI fetch keeps
-            // the previous OpenAPI.
-            openapi_v3: openapi_v3.unwrap_or(previous.openapi_v3),
-            openapi_v2: openapi_v2.or(previous.openapi_v2),
+            ..previous
         },
-        Err(e) => {
+        // A backend without OpenAPI keeps serving discovery; a failed OpenAPI fetch keeps
+        // the previous OpenAPI.
+        (Ok((_, openapi_v3, openapi_v2)), Part::OpenApi) => Fetched {
+            openapi_v3: openapi_v3.unwrap_or(previous.openapi_v3.clone()),
+            openapi_v2: openapi_v2.or(previous.openapi_v2.clone()),
+            ..previous
+        },
+        (Err(e), Part::Discovery) => {
             tracing::info!(apiservice = %backend.service.name, error = %e, "discovery fetch failed; serving the last good copy as Stale");
             stale(previous)
+        }
+        (Err(e), Part::OpenApi) => {
+            tracing::info!(apiservice = %backend.service.name, error = %e, "OpenAPI fetch failed; serving the last good copy");
+            previous
         }
     }
 }
 
-type FetchResult = (Vec<Value>, Option<Vec<(String, Bytes)>>, Option<Arc<Value>>);
+/// Discovery's resources (for [`Part::Discovery`]), or the OpenAPI v3 and v2 documents.
+type FetchResult = (
+    Option<Vec<Value>>,
+    Option<Vec<(String, Bytes)>>,
+    Option<Arc<Value>>,
+);
 
 /// Fetches a backend's documents from the address its requests go to; a host whose current
 /// address cannot be connected to is asked at its next ones, in order, as requests would be.
@@ -469,6 +551,7 @@ async fn fetch(
     aggregator: &Aggregator,
     backend: &Backend,
     memo: &FetchMemo,
+    part: Part,
 ) -> Result<FetchResult, String> {
     let location = backend.location.as_ref().map_err(|e| e.message.clone())?;
     let attempts = match location.dialing {
@@ -478,7 +561,7 @@ async fn fetch(
     let mut last_error = String::from("no endpoints");
     for _ in 0..attempts {
         let address = backend.next_address().ok_or("no endpoints")?;
-        match fetch_at(aggregator, backend, memo, location, address).await {
+        match fetch_at(aggregator, backend, memo, location, address, part).await {
             Err(error) if error.could_not_connect => {
                 backend.connect_failed(address);
                 last_error = error.message;
@@ -496,6 +579,7 @@ async fn fetch_at(
     memo: &FetchMemo,
     location: &Location,
     address: std::net::SocketAddr,
+    part: Part,
 ) -> Result<FetchResult, FetchError> {
     let client = client_for(backend, location, address)?;
     let base = format!(
@@ -553,6 +637,9 @@ async fn fetch_at(
         })
     };
     let service = &backend.service;
+    if part == Part::OpenApi {
+        return Ok(fetch_openapi(&get, &service.group, &service.version).await);
+    }
     // Aggregated discovery first; a backend that answers legacy discovery gets its
     // group-version's resource list converted.
     // The core group's aggregated document is `/api`, every other group's `/apis`.
@@ -592,7 +679,17 @@ async fn fetch_at(
             serde_json::from_slice(&body).map_err(|e| format!("resource list: {e}"))?;
         aggregated_from_legacy(&list)
     };
-    let openapi_v3 = fetch_openapi_v3(&get, &service.group, &service.version).await;
+    Ok((Some(resources), None, None))
+}
+
+/// A backend's OpenAPI documents for one group-version: its v3 document, or its v2 document
+/// converted when it serves no v3.
+async fn fetch_openapi<F, Fut>(get: &F, group: &str, version: &str) -> FetchResult
+where
+    F: Fn(String, &'static str) -> Fut,
+    Fut: std::future::Future<Output = FetchOutput>,
+{
+    let openapi_v3 = fetch_openapi_v3(get, group, version).await;
     let openapi_v2 = match get("/openapi/v2".into(), "application/json").await {
         Ok((_, body)) => serde_json::from_slice::<Value>(&body).ok().map(Arc::new),
         Err(_) => None,
@@ -607,17 +704,12 @@ async fn fetch_at(
                 .await
                 .ok()
                 .and_then(Result::ok)
-                .map(|converted| {
-                    vec![(
-                        v3_key(&service.group, &service.version),
-                        Bytes::from(converted),
-                    )]
-                }),
+                .map(|converted| vec![(v3_key(group, version), Bytes::from(converted))]),
             None => None,
         },
         OpenApiV3::Failed => None,
     };
-    Ok((resources, openapi_v3, openapi_v2))
+    (None, openapi_v3, openapi_v2)
 }
 
 /// What a backend's `/openapi/v3` gave.

@@ -48,6 +48,11 @@ pub struct Aggregator {
     /// in the next seconds (a new CRD is served once the delegate has established it), not
     /// only on the sync interval.
     pub delegate_writes: tokio::sync::watch::Sender<u64>,
+    /// When the last such write went to the delegate.
+    last_delegate_write: std::sync::Mutex<Option<std::time::Instant>>,
+    /// One discovery request at a time catches up with the delegate
+    /// ([`Aggregator::catch_up_with_delegate`]).
+    catch_up: tokio::sync::Mutex<()>,
 }
 
 impl Aggregator {
@@ -68,9 +73,67 @@ impl Aggregator {
 
     /// Notes a write that changes what the delegate serves ([`Aggregator::delegate_writes`]).
     pub fn delegate_discovery_changed(&self) {
+        if let Ok(mut last) = self.last_delegate_write.lock() {
+            *last = Some(std::time::Instant::now());
+        }
         self.delegate_writes.send_modify(|n| *n = n.wrapping_add(1));
     }
+
+    /// A discovery request soon after a write that changes what the delegate serves: the
+    /// delegate's group-versions are asked for now, and those not yet in kubegate's merged
+    /// discovery are registered and waited for (at most [`CATCH_UP_TIMEOUT`]), so a client
+    /// that saw its CRD Established on the cluster finds its group at once, as it would on
+    /// kube-apiserver (whose discovery follows its CRDs within moments).
+    pub async fn catch_up_with_delegate(
+        &self,
+        registry: &Registry,
+        docs: &arc_swap::ArcSwap<docs::Docs>,
+    ) {
+        let Some(delegate) = &self.delegate else {
+            return;
+        };
+        let recent = self
+            .last_delegate_write
+            .lock()
+            .ok()
+            .and_then(|last| *last)
+            .is_some_and(|at| at.elapsed() < CATCH_UP_WINDOW);
+        if !recent {
+            return;
+        }
+        let _one_at_a_time = self.catch_up.lock().await;
+        let served = match tokio::time::timeout(CATCH_UP_TIMEOUT, delegate.discover()).await {
+            Ok(Ok(served)) => served,
+            _ => return,
+        };
+        let missing = |docs: &docs::Docs| {
+            served.iter().any(|(group, version, _)| {
+                !group.is_empty()
+                    && group != kubegate_backends::core::apiregistration::GROUP
+                    && !docs.discovery.lists(group, version)
+            })
+        };
+        if !missing(&docs.load()) {
+            return;
+        }
+        if let Err(e) = delegate::register(registry, Some(&served)).await {
+            tracing::debug!(error = %e, "registering the delegate's group-versions for a discovery request");
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + CATCH_UP_TIMEOUT;
+        while missing(&docs.load()) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
+
+/// How long after a write that changes the delegate's discovery a discovery request first
+/// catches up with the delegate (kube establishes a CRD within moments, 5 s with several
+/// servers).
+const CATCH_UP_WINDOW: Duration = Duration::from_secs(10);
+
+/// The longest a discovery request waits for the delegate's new group-versions.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// After a write that changes the delegate's discovery, how long to wait before each of the
 /// prompt re-fetches (its CRD controller establishes a new CRD within moments).
@@ -100,6 +163,8 @@ impl Aggregator {
             discovery_refresh_interval: config.discovery_refresh_interval,
             table_changed: tokio::sync::Notify::new(),
             delegate_writes: tokio::sync::watch::channel(0).0,
+            last_delegate_write: std::sync::Mutex::new(None),
+            catch_up: tokio::sync::Mutex::new(()),
         }
     }
 }
