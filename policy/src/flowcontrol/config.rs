@@ -42,9 +42,22 @@ pub enum Distinguisher {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PolicyRules {
+    #[serde(deserialize_with = "null_as_empty")]
     pub subjects: Vec<Subject>,
+    #[serde(deserialize_with = "null_as_empty")]
     pub resource_rules: Vec<ResourceRule>,
+    #[serde(deserialize_with = "null_as_empty")]
     pub non_resource_rules: Vec<NonResourceRule>,
+}
+
+/// A list Go writes as `null` when it is nil (`namespaces` has no `omitempty`: a
+/// cluster-scope-only rule is stored with `"namespaces": null`): empty, as Go reads it.
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// A `Subject`, resolved from its `kind` and the member of that kind when the FlowSchema is
@@ -111,10 +124,14 @@ impl From<SubjectObject> for Subject {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ResourceRule {
+    #[serde(deserialize_with = "null_as_empty")]
     pub verbs: Vec<String>,
+    #[serde(deserialize_with = "null_as_empty")]
     pub api_groups: Vec<String>,
+    #[serde(deserialize_with = "null_as_empty")]
     pub resources: Vec<String>,
     pub cluster_scope: bool,
+    #[serde(deserialize_with = "null_as_empty")]
     pub namespaces: Vec<String>,
 }
 
@@ -122,8 +139,9 @@ pub struct ResourceRule {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct NonResourceRule {
+    #[serde(deserialize_with = "null_as_empty")]
     pub verbs: Vec<String>,
-    #[serde(rename = "nonResourceURLs")]
+    #[serde(rename = "nonResourceURLs", deserialize_with = "null_as_empty")]
     pub non_resource_urls: Vec<String>,
 }
 

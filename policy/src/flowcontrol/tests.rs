@@ -551,6 +551,11 @@ fn resource_rule_details_match_as_kube() {
             "{rule} vs {method} {path}"
         );
     };
+    // A cluster-scope-only rule as Go stores it: `namespaces` is written `null` (no
+    // `omitempty`), and matches cluster-scoped requests only.
+    let nodes = json!({"verbs": ["list"], "apiGroups": [""], "resources": ["nodes"], "clusterScope": true, "namespaces": null});
+    check(nodes.clone(), "GET", "/api/v1/nodes", true);
+    check(nodes, "GET", "/api/v1/namespaces/a/nodes", false);
     let pods_status = json!({"verbs": ["update"], "apiGroups": [""], "resources": ["pods/status"], "namespaces": ["*"]});
     check(
         pods_status.clone(),
