@@ -178,6 +178,15 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether metadata is validated by kube's core `ValidateObjectMeta`, which also refuses
+    /// finalizer names that are neither standard (`kubernetes`, `orphan`,
+    /// `foregroundDeletion`) nor domain-qualified: every built-in kind but core/v1 Events
+    /// (legacy validation), APIServices and CRDs (apimachinery's generic validation) and
+    /// custom resources (warned about instead).
+    fn kube_finalizer_names(&self) -> bool {
+        true
+    }
+
     /// Type-specific validation on create; names and metadata are validated by the registry.
     fn validate(&self, _object: &Value) -> Vec<StatusCause> {
         Vec::new()
@@ -253,6 +262,12 @@ pub trait Strategy: Send + Sync {
     /// (kube's `AllowUnconditionalUpdate`); when not, it is refused with a 422.
     fn allow_unconditional_update(&self) -> bool {
         true
+    }
+
+    /// Whether a change of labels alone bumps `metadata.generation` too (an EndpointSlice's,
+    /// whose labels say which Service it serves).
+    fn generation_follows_labels(&self) -> bool {
+        false
     }
 
     /// Whether `metadata.generation` is bumped when anything outside metadata and status changes.

@@ -101,6 +101,10 @@ pub fn def() -> ResourceDef {
 pub struct ApiServiceStrategy;
 
 impl Strategy for ApiServiceStrategy {
+    fn kube_finalizer_names(&self) -> bool {
+        false
+    }
+
     /// kube-aggregator's `apiServerStrategy.AllowUnconditionalUpdate`: an update must name the
     /// resourceVersion it read.
     fn allow_unconditional_update(&self) -> bool {

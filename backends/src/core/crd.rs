@@ -71,6 +71,10 @@ pub fn def() -> ResourceDef {
 pub struct CrdStrategy;
 
 impl Strategy for CrdStrategy {
+    fn kube_finalizer_names(&self) -> bool {
+        false
+    }
+
     fn check_decode(&self, object: &Value) -> Result<(), ApiError> {
         check_types(object)?;
         // `caBundle` is a Go `[]byte`: a value that is not base64 fails decoding (400).

@@ -640,6 +640,10 @@ fn integral_floats_as_integers(value: &mut Value) {
 }
 
 impl Strategy for CustomResourceStrategy {
+    fn kube_finalizer_names(&self) -> bool {
+        false
+    }
+
     fn is_custom_resource(&self) -> bool {
         true
     }

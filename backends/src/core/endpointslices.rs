@@ -150,6 +150,11 @@ impl Strategy for EndpointSliceStrategy {
         causes
     }
 
+    /// kube's `PrepareForUpdate` bumps the generation when the labels change as well.
+    fn generation_follows_labels(&self) -> bool {
+        true
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }

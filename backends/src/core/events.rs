@@ -327,6 +327,10 @@ fn fill_core_fields(object: &mut Value) {
 pub struct EventStrategy;
 
 impl Strategy for EventStrategy {
+    fn kube_finalizer_names(&self) -> bool {
+        false
+    }
+
     /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
     fn allow_create_on_update(&self) -> bool {
         true

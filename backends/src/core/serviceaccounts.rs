@@ -44,6 +44,29 @@ pub fn def() -> ResourceDef {
 pub struct ServiceAccountStrategy;
 
 impl Strategy for ServiceAccountStrategy {
+    /// kube's storage sets `ReturnDeletedObject`: a DELETE answers with the object.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
+    /// kube's `warnIfHasEnforceMountableSecretsAnnotation`: on create, and on an update that
+    /// adds the annotation.
+    fn warnings(&self, object: &Value, old: Option<&Value>) -> Vec<String> {
+        const ANNOTATION: &str = "kubernetes.io/enforce-mountable-secrets";
+        let has = |v: &Value| {
+            v.pointer("/metadata/annotations")
+                .and_then(|a| a.get(ANNOTATION))
+                .is_some()
+        };
+        if has(object) && !old.is_some_and(has) {
+            vec![format!(
+                "metadata.annotations[{ANNOTATION}]: deprecated in v1.32+; prefer separate namespaces to isolate access to mounted secrets"
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         clean_secret_references(object);
     }
@@ -74,6 +97,22 @@ fn clean_secret_references(object: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mountable_secrets_annotation_is_warned_about_when_it_arrives() {
+        let with = json!({"metadata": {"name": "a", "annotations": {"kubernetes.io/enforce-mountable-secrets": "true"}}});
+        let without = json!({"metadata": {"name": "a"}});
+        let warned = ServiceAccountStrategy.warnings(&with, None);
+        assert_eq!(warned, vec!["metadata.annotations[kubernetes.io/enforce-mountable-secrets]: deprecated in v1.32+; prefer separate namespaces to isolate access to mounted secrets"]);
+        assert_eq!(
+            ServiceAccountStrategy.warnings(&with, Some(&without)),
+            warned
+        );
+        assert!(ServiceAccountStrategy
+            .warnings(&with, Some(&with))
+            .is_empty());
+        assert!(ServiceAccountStrategy.warnings(&without, None).is_empty());
+    }
 
     #[test]
     fn secret_references_keep_only_names() {

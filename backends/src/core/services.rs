@@ -195,6 +195,11 @@ pub struct ServiceStrategy {
 }
 
 impl Strategy for ServiceStrategy {
+    /// kube's storage sets `ReturnDeletedObject`: a DELETE answers with the object.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     /// kube's `AllowCreateOnUpdate`: a PUT of a missing object creates it.
     fn allow_create_on_update(&self) -> bool {
         true

@@ -134,6 +134,24 @@ fn validate_service(object: &Value) -> Vec<StatusCause> {
     let headless = headless_ips(object);
     let ports = items(spec.get("ports"));
     let mut causes = Vec::new();
+    // The topology annotations, old and new, must agree when both are set.
+    const HINTS: &str = "service.kubernetes.io/topology-aware-hints";
+    const MODE: &str = "service.kubernetes.io/topology-mode";
+    let annotation = |key: &str| {
+        object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+    };
+    if let (Some(hints), Some(mode)) = (annotation(HINTS), annotation(MODE)) {
+        if hints != mode {
+            causes.push(field_invalid(
+                &format!("metadata.annotations[{MODE}]"),
+                mode,
+                &format!("must match annotations[{HINTS}] when both are specified"),
+            ));
+        }
+    }
     if ports.is_empty() && !headless && svc_type != "ExternalName" {
         causes.push(field_required("spec.ports", ""));
     }
@@ -631,6 +649,20 @@ mod tests {
                 messages(&validate_create(&s))
             );
         }
+    }
+
+    #[test]
+    fn topology_annotations_must_agree_when_both_are_set() {
+        let mut s = created(json!({"ports": [{"port": 80}]}));
+        s["metadata"]["annotations"] = json!({
+            "service.kubernetes.io/topology-aware-hints": "auto",
+            "service.kubernetes.io/topology-mode": "Auto"});
+        assert_eq!(
+            messages(&validate_create(&s)),
+            ["metadata.annotations[service.kubernetes.io/topology-mode]: Invalid value: \"Auto\": must match annotations[service.kubernetes.io/topology-aware-hints] when both are specified"]
+        );
+        s["metadata"]["annotations"]["service.kubernetes.io/topology-mode"] = json!("auto");
+        assert!(validate_create(&s).is_empty());
     }
 
     #[test]

@@ -588,6 +588,33 @@ fn validate_finalizers(finalizers: Option<&Value>, causes: &mut Vec<StatusCause>
     }
 }
 
+/// kube's core `validateKubeFinalizerName` for each of `metadata.finalizers` (indexed paths):
+/// a qualified name, and a standard one unless it has a domain path.
+pub fn validate_kube_finalizer_names(meta: &Value) -> Vec<StatusCause> {
+    const STANDARD: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
+    let mut causes = Vec::new();
+    let Some(list) = meta.get("finalizers").and_then(Value::as_array) else {
+        return causes;
+    };
+    for (i, name) in list.iter().enumerate() {
+        let Some(name) = name.as_str() else {
+            continue;
+        };
+        let field = format!("metadata.finalizers[{i}]");
+        for msg in is_qualified_name(name) {
+            causes.push(invalid_str(&field, name, &msg));
+        }
+        if !name.contains('/') && !STANDARD.contains(&name) {
+            causes.push(invalid_str(
+                &field,
+                name,
+                "name is neither a standard finalizer name nor is it fully qualified",
+            ));
+        }
+    }
+    causes
+}
+
 /// Expands a `generateName` like kube's `names.SimpleNameGenerator`: the prefix, cut to 58
 /// bytes, followed by 5 random characters from `bcdfghjklmnpqrstvwxz2456789`.
 pub fn generate_name(prefix: &str) -> String {

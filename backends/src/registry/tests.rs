@@ -795,6 +795,106 @@ async fn bad_delete_options_delete_nothing() {
 }
 
 #[tokio::test]
+async fn finalizer_names_are_judged_as_kubes_core_validation_judges_them() {
+    let f = fixture().await;
+    let mut obj = cm("fin1", json!({}));
+    obj["metadata"]["finalizers"] = json!(["x", "kubernetes", "orphan", "example.com/ok"]);
+    let (code, status) = call(&f, "POST", CMS, Some(obj)).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ConfigMap \"fin1\" is invalid: metadata.finalizers[0]: Invalid value: \"x\": name is neither a standard finalizer name nor is it fully qualified"
+    );
+    // On update too.
+    call(&f, "POST", CMS, Some(cm("fin2", json!({})))).await;
+    let (code, status) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{CMS}/fin2"),
+        Some(json!({"metadata": {"finalizers": ["mine"]}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    // Core/v1 Events are judged by kube's legacy event validation, which has no such rule.
+    let event = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "e1", "finalizers": ["x"]},
+        "involvedObject": {"kind": "ConfigMap", "name": "fin2", "namespace": "default"},
+        "reason": "R", "message": "m"});
+    let (code, status) = call(&f, "POST", "/api/v1/namespaces/default/events", Some(event)).await;
+    assert_eq!(code, 201, "{status}");
+}
+
+#[tokio::test]
+async fn an_endpoint_slices_generation_follows_its_labels() {
+    let f = fixture().await;
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "es"}, "addressType": "IPv4", "endpoints": []});
+    let (code, created) = call(&f, "POST", slices, Some(slice)).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    let (code, patched) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{slices}/es"),
+        Some(json!({"metadata": {"labels": {"x": "y"}}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"]["generation"], 2);
+    // An annotation alone does not.
+    let (_, patched) = call_typed(
+        &f,
+        "PATCH",
+        &format!("{slices}/es"),
+        Some(json!({"metadata": {"annotations": {"a": "b"}}})),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(patched["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn deleting_a_service_or_service_account_answers_with_the_object() {
+    let f = fixture().await;
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+        "spec": {"ports": [{"port": 80}]}});
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        Some(service),
+    )
+    .await;
+    let (code, body) = call(&f, "DELETE", "/api/v1/namespaces/default/services/s", None).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["kind"], "Service", "{body}");
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}});
+    call(
+        &f,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts",
+        Some(sa),
+    )
+    .await;
+    let (code, body) = call(
+        &f,
+        "DELETE",
+        "/api/v1/namespaces/default/serviceaccounts/sa",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["kind"], "ServiceAccount", "{body}");
+    // Others answer with a Status.
+    call(&f, "POST", CMS, Some(cm("gone", json!({})))).await;
+    let (_, body) = call(&f, "DELETE", &format!("{CMS}/gone"), None).await;
+    assert_eq!(body["kind"], "Status", "{body}");
+}
+
+#[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
     let f = fixture().await;
     let mut obj = cm("held", json!({}));

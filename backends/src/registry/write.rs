@@ -607,6 +607,9 @@ impl Registry {
             meta.get("managedFields"),
             &mut causes,
         );
+        if def.strategy.kube_finalizer_names() {
+            causes.extend(validation::validate_kube_finalizer_names(meta));
+        }
         causes
     }
 
@@ -1430,8 +1433,13 @@ impl Registry {
                 record_write(&sent, &mut object, |view| tracker.updated(&current, view));
             }
             go_round_trip(def, &mut object, Pass::Store);
+            let labels_changed = || {
+                meta_field(&object, "labels").filter(|l| !l.is_null())
+                    != meta_field(&current, "labels").filter(|l| !l.is_null())
+            };
             if def.strategy.tracks_generation()
-                && spec_changed(&object, &current, def.has_subresource("status"))
+                && (spec_changed(&object, &current, def.has_subresource("status"))
+                    || (def.strategy.generation_follows_labels() && labels_changed()))
             {
                 let generation = meta_field(&current, "generation")
                     .and_then(Value::as_i64)
