@@ -127,6 +127,20 @@ fn cluster_ips_and_node_ports_are_never_given_twice() {
     ok(&["clusterip", "real-3", "--tcp=80", "--clusterip=10.96.24.26"]);
     ok(&["clusterip", "real-4", "--tcp=80", "--clusterip=10.96.24.27"]);
 
+    // A health check node port outside the range is the allocator's 500, as kube's.
+    let (code, body) = gate.curl(
+        "POST",
+        "/api/v1/namespaces/svc/services",
+        &["Content-Type: application/json"],
+        Some(br#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"hc"},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","healthCheckNodePort":20000,"ports":[{"port":80}]}}"#),
+    );
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status["message"],
+        "Internal error occurred: failed to allocate requested HealthCheck NodePort 20000: provided port is not in the valid range. The range of valid ports is 30000-32767"
+    );
+
     // A deleted Service's values are free again.
     gate.ok(&["-n", "svc", "delete", "service", "x1", "c1"]);
     ok(&["nodeport", "x2", "--tcp=80", "--node-port=30080"]);

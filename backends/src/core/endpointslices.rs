@@ -124,6 +124,34 @@ fn drop_disabled_fields(object: &mut Value, old: Option<&Value>) {
 pub struct EndpointSliceStrategy;
 
 impl Strategy for EndpointSliceStrategy {
+    /// kube's `WarningsOnCreate` (a deprecated address type, addresses in non-standard forms)
+    /// and `WarningsOnUpdate` (the addresses).
+    fn warnings(&self, object: &Value, old: Option<&Value>) -> Vec<String> {
+        let address_type = str_at(object, "/addressType");
+        let mut warnings = Vec::new();
+        if old.is_none() && address_type == "FQDN" {
+            warnings.push("spec.addressType: FQDN endpoints are deprecated".to_string());
+        }
+        // The EndpointSlice controller's own slices are not checked (it writes clean ones).
+        let managed_by = object
+            .pointer("/metadata/labels/endpointslice.kubernetes.io~1managed-by")
+            .and_then(Value::as_str);
+        if address_type == "FQDN" || managed_by == Some("endpointslice-controller.k8s.io") {
+            return warnings;
+        }
+        for (i, endpoint) in items(object.get("endpoints")).iter().enumerate() {
+            for (j, address) in items(endpoint.get("addresses")).iter().enumerate() {
+                if let Some(address) = address.as_str() {
+                    warnings.extend(super::netutil::ip_warnings(
+                        &format!("endpoints[{i}].addresses[{j}]"),
+                        address,
+                    ));
+                }
+            }
+        }
+        warnings
+    }
+
     fn prepare_for_create(&self, object: &mut Value) {
         decode_defaults(object);
         drop_disabled_fields(object, None);
@@ -410,6 +438,27 @@ mod tests {
         json!({"metadata": {"name": "web-abc", "creationTimestamp": "2020-01-01T00:00:00Z"}, "addressType": "IPv4",
             "endpoints": [{"addresses": ["10.1.0.1"]}, {"addresses": ["10.1.0.2"]}],
             "ports": [{"name": "http", "port": 80}]})
+    }
+
+    #[test]
+    fn deprecated_address_types_and_non_standard_addresses_are_warned_about() {
+        let slice = |address_type: &str, address: &str| {
+            json!({"metadata": {"name": "s"}, "addressType": address_type,
+                   "endpoints": [{"addresses": [address]}]})
+        };
+        assert_eq!(
+            EndpointSliceStrategy.warnings(&slice("IPv4", "010.1.1.1"), None),
+            vec![
+                r#"endpoints[0].addresses[0]: non-standard IP address "010.1.1.1" will be considered invalid in a future Kubernetes release: use "10.1.1.1""#
+            ]
+        );
+        assert_eq!(
+            EndpointSliceStrategy.warnings(&slice("FQDN", "a.example.com"), None),
+            vec!["spec.addressType: FQDN endpoints are deprecated"]
+        );
+        assert!(EndpointSliceStrategy
+            .warnings(&slice("IPv4", "10.1.1.1"), None)
+            .is_empty());
     }
 
     #[test]

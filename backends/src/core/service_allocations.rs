@@ -371,6 +371,9 @@ pub fn check(
 ) -> Result<(), crate::status::ApiError> {
     use crate::status::ApiError;
     let owner = owner_of(service);
+    if let Some(message) = super::services_ip_rules::health_check_port_out_of_range(service, old) {
+        return Err(ApiError::internal(message));
+    }
     match allocations.take_exhausted(&owner) {
         Some(Allocated::ClusterIp(_)) => {
             return Err(ApiError::internal(

@@ -190,6 +190,17 @@ pub(crate) fn allocation_errors(object: &Value, old: Option<&Value>) -> Vec<Stat
             ));
         }
     }
+    // An out-of-range health check node port is the allocator's 500
+    // (`service_allocations::check`), not a validation error.
+    causes
+}
+
+/// A health check node port the write asks for outside the node port range (kube's allocator
+/// refuses it with an internal error): its message.
+pub(crate) fn health_check_port_out_of_range(
+    object: &Value,
+    old: Option<&Value>,
+) -> Option<String> {
     let hc = object
         .pointer("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
@@ -197,14 +208,15 @@ pub(crate) fn allocation_errors(object: &Value, old: Option<&Value>) -> Vec<Stat
     let old_hc = old
         .and_then(|o| o.pointer("/spec/healthCheckNodePort"))
         .and_then(Value::as_i64);
-    if out_of_range(hc) && old_hc != Some(hc) && needs_health_check(object) {
-        causes.push(invalid_raw(
-            "spec.healthCheckNodePort",
-            &hc.to_string(),
-            &range_message,
-        ));
-    }
-    causes
+    (hc != 0
+        && !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&hc)
+        && old_hc != Some(hc)
+        && needs_health_check(object))
+    .then(|| {
+        format!(
+            "failed to allocate requested HealthCheck NodePort {hc}: provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
+        )
+    })
 }
 
 #[cfg(test)]
