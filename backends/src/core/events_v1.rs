@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::machinery::schema::cel::netip::go_quote;
 use serde_json::{json, Map, Value};
 
 use super::causes::immutable;
@@ -249,11 +250,25 @@ impl Strategy for EventsV1Strategy {
                 }
             };
             let (new, old) = (pick(&new_event), pick(&old_event));
-            causes.extend(immutable(
+            let cause = immutable(
                 core,
-                empty_as_none(new).as_ref(),
+                empty_as_none(new.clone()).as_ref(),
                 empty_as_none(old).as_ref(),
-            ));
+            );
+            // kube prints a struct's value as Go's `%#v` does (a nil pointer as `null`).
+            causes.extend(cause.map(|mut cause| {
+                let shown = match (core, new.as_ref().filter(|v| !v.is_null())) {
+                    ("involvedObject" | "related", Some(reference)) => {
+                        Some(go_object_reference(reference))
+                    }
+                    ("source", source) => Some(go_event_source(source)),
+                    _ => None,
+                };
+                if let Some(shown) = shown {
+                    cause.message = format!("Invalid value: {shown}: field is immutable");
+                }
+                cause
+            }));
         }
         causes
     }
@@ -261,6 +276,38 @@ impl Strategy for EventsV1Strategy {
     fn table_cells(&self, object: &Value) -> Vec<Value> {
         event_row(object)
     }
+}
+
+/// A `core.ObjectReference` as Go's `%#v` prints it.
+fn go_object_reference(reference: &Value) -> String {
+    let field = |key: &str| go_quote(reference.get(key).and_then(Value::as_str).unwrap_or(""));
+    format!(
+        "core.ObjectReference{{Kind:{}, Namespace:{}, Name:{}, UID:{}, APIVersion:{}, ResourceVersion:{}, FieldPath:{}}}",
+        field("kind"),
+        field("namespace"),
+        field("name"),
+        field("uid"),
+        field("apiVersion"),
+        field("resourceVersion"),
+        field("fieldPath"),
+    )
+}
+
+/// A `core.EventSource` as Go's `%#v` prints it.
+fn go_event_source(source: Option<&Value>) -> String {
+    let field = |key: &str| {
+        go_quote(
+            source
+                .and_then(|s| s.get(key))
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        )
+    };
+    format!(
+        "core.EventSource{{Component:{}, Host:{}}}",
+        field("component"),
+        field("host")
+    )
 }
 
 /// Go compares zero values: an omitted string or map equals an empty one.
@@ -384,6 +431,15 @@ mod tests {
         let mut relabel = old.clone();
         relabel["metadata"]["labels"] = json!({"a": "b"});
         assert!(EventsV1Strategy.validate_update(&relabel, &old).is_empty());
+        // A struct's value as Go's %#v prints it.
+        let mut moved = old.clone();
+        moved["regarding"]["name"] = json!("y");
+        let causes = EventsV1Strategy.validate_update(&moved, &old);
+        assert_eq!(causes[0].field, "involvedObject");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: core.ObjectReference{Kind:\"Deployment\", Namespace:\"default\", Name:\"y\", UID:\"\", APIVersion:\"\", ResourceVersion:\"\", FieldPath:\"\"}: field is immutable"
+        );
     }
 
     #[test]
