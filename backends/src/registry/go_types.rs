@@ -140,10 +140,16 @@ fn check<'a>(
         return None;
     }
     if flag(node, "x-kubernetes-int-or-string") {
+        // IntOrString decodes itself with the standard library's decoder into an int32,
+        // whose error kube's decoder does not put in context (it is another type than its
+        // own): no struct field, the int32 named, a number shown as written.
         return match value {
             Value::String(_) => None,
             Value::Number(n) if fits_int32(n) => None,
-            _ => mismatch("intstr.IntOrString".into()),
+            Value::Number(n) => Some(format!(
+                "json: cannot unmarshal number {n} into Go value of type int32"
+            )),
+            other => Some(unmarshal_error_found(json_kind(other), "", "", "int32")),
         };
     }
     match node.get("type").and_then(Value::as_str) {
@@ -450,7 +456,9 @@ mod tests {
             ("core.v1.Service", json!({"spec": {"ports": [{"port": "80"}]}}),
              "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"),
             ("core.v1.Service", json!({"spec": {"ports": [{"port": 80, "targetPort": true}]}}),
-             "json: cannot unmarshal bool into Go struct field ServicePort.spec.ports.targetPort of type intstr.IntOrString"),
+             "json: cannot unmarshal bool into Go value of type int32"),
+            ("core.v1.Service", json!({"spec": {"ports": [{"port": 80, "targetPort": 80.5}]}}),
+             "json: cannot unmarshal number 80.5 into Go value of type int32"),
             ("core.v1.Secret", json!({"stringData": {"a": 1}}),
              "json: cannot unmarshal number into Go struct field Secret.stringData of type string"),
             ("core.v1.ConfigMap", json!({"metadata": "x"}),
