@@ -218,7 +218,16 @@ pub(crate) fn decode_continue(token: &str) -> ApiResult<ContinueToken> {
             "invalid continue token: continue key is not valid{why}"
         ))
     };
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+    // Go's `base64.RawURLEncoding` is not strict: bits after the last whole byte are
+    // ignored, so text that is not a token may decode to bytes (that are not JSON).
+    const LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_encode_padding(false)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone)
+            .with_decode_allow_trailing_bits(true),
+    );
+    let raw = LENIENT
         .decode(token)
         .or_else(|e| {
             base64::engine::general_purpose::URL_SAFE
@@ -234,7 +243,11 @@ pub(crate) fn decode_continue(token: &str) -> ApiResult<ContinueToken> {
             };
             bad(format!(": illegal base64 data at input byte {at}"))
         })?;
-    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|e| bad(format!(": {e}")))?;
+    let token: ContinueToken = serde_json::from_slice(&raw).map_err(|e| {
+        let reason =
+            crate::machinery::gojson_syntax::syntax_error(&raw).unwrap_or_else(|| e.to_string());
+        bad(format!(": {reason}"))
+    })?;
     if token.v != "meta.k8s.io/v1" {
         return Err(bad(format!(
             ": server does not recognize this encoded version {}",
@@ -292,6 +305,12 @@ mod tests {
         assert_eq!(
             decode_continue("not-base64!").unwrap_err().message,
             "invalid continue token: continue key is not valid: illegal base64 data at input byte 10"
+        );
+        // Go's decoder takes text whose last bits do not make a byte; what it gives is not
+        // JSON, in Go's words.
+        assert_eq!(
+            decode_continue("garbage").unwrap_err().message,
+            "invalid continue token: continue key is not valid: invalid character '\\u0081' looking for beginning of value"
         );
         // kube's encoding: no padding; padded tokens are still taken.
         assert!(!t.contains('='));
