@@ -1258,6 +1258,18 @@ impl ProxyHttp for ProxyPhases {
         e: &pingora::Error,
         ctx: &mut RequestCtx,
     ) -> pingora::proxy::FailToProxy {
+        // A response already begun (a watch, a streamed body, an upgraded tunnel) whose
+        // backend failed is aborted, as Go's reverse proxy aborts it (`ErrAbortHandler`): the
+        // connection closed or the HTTP/2 stream reset, so the client sees a failed response,
+        // never an error Status appended to a response that then ends as if complete.
+        if let Some(sent) = session.as_downstream().response_written() {
+            let code = sent.status.as_u16();
+            session.as_downstream_mut().shutdown().await;
+            return pingora::proxy::FailToProxy {
+                error_code: code,
+                can_reuse_downstream: false,
+            };
+        }
         let downstream_gone = matches!(e.esource(), pingora::ErrorSource::Downstream)
             && matches!(
                 e.etype(),

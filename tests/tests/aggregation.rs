@@ -1215,6 +1215,45 @@ fn a_client_that_goes_away_while_the_backend_works_is_let_go() {
     }
 }
 
+/// A backend that dies while its answer streams (a watch) fails the response, as Go's proxy
+/// aborts it: the HTTP/1.1 connection is closed mid-body, the HTTP/2 stream reset; no error
+/// Status is written into a response that then ends as if it were complete.
+#[test]
+fn a_backend_that_dies_mid_answer_fails_the_response() {
+    let (gate, mut wardle) = start();
+    register(&gate, &wardle);
+    gate.ok_stdin(&["create", "-f", "-"], &flunder("streamed"));
+    let path = "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders?watch=1";
+    for protocol in ["--http1.1", "--http2"] {
+        let pki = gate.data_dir.join("pki");
+        let watch = std::process::Command::new("curl")
+            .args(["-sS", "-N", protocol, "--max-time", "20", "--cacert"])
+            .arg(pki.join("ca.crt"))
+            .arg("--cert")
+            .arg(pki.join("admin.crt"))
+            .arg("--key")
+            .arg(pki.join("admin.key"))
+            .arg(format!("{}{path}", gate.url()))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl");
+        // The first event has arrived when the backend is stopped.
+        std::thread::sleep(Duration::from_secs(2));
+        wardle.stop();
+        let out = watch.wait_with_output().expect("curl ends");
+        let body = String::from_utf8_lossy(&out.stdout);
+        assert!(body.contains("\"ADDED\""), "{protocol}: {body}");
+        assert!(!body.contains("\"Status\""), "{protocol}: {body}");
+        assert!(
+            !out.status.success(),
+            "{protocol}: the response ended as if complete: {body}"
+        );
+        wardle.restart();
+        wait_until_served(&gate);
+    }
+}
+
 /// A request to a backend keeps kube's deadline: `?timeout=` (or the server's) ends a slow
 /// answer with kube's 504, over HTTP/1.1 and HTTP/2, and a `?timeout=` that does not parse is
 /// kube's 400.
