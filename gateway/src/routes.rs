@@ -54,7 +54,11 @@ impl Routes {
         let path = request.info.path.as_str();
         if path == "/api" || path == "/apis" || path.starts_with("/apis/") {
             self.aggregator
-                .catch_up_with_delegate(&self.registry, &self.docs)
+                .catch_up_with_delegate(&self.registry, &self.docs, false)
+                .await;
+        } else if path.starts_with("/openapi/") {
+            self.aggregator
+                .catch_up_with_delegate(&self.registry, &self.docs, true)
                 .await;
         }
         self.serve_non_resource(&request)

@@ -681,14 +681,15 @@ fn a_crd_written_through_the_front_is_served_through_it_at_once() {
     let front = Kubegate::start_with(&["--config", &config.to_string_lossy()]);
     wait_delegated(&front, &["v1.apiextensions.k8s.io"]);
     // As a user scripts it: apply the CRD, wait for Established, and use it at once (the
-    // front's discovery catches up with the cluster before it answers).
+    // front's discovery catches up with the cluster before it answers): a new group, then
+    // more kinds in it.
+    let group = "late.example.com";
     for n in 0..3 {
-        let group = format!("late{n}.example.com");
         let crd = format!(
             r#"{{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-              "metadata": {{"name": "gizmos.{group}"}},
+              "metadata": {{"name": "gizmos{n}.{group}"}},
               "spec": {{"group": "{group}", "scope": "Namespaced",
-                "names": {{"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"}},
+                "names": {{"plural": "gizmos{n}", "singular": "gizmo{n}", "kind": "Gizmo{n}"}},
                 "versions": [{{"name": "v1", "served": true, "storage": true,
                   "schema": {{"openAPIV3Schema": {{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}}]}}}}"#
         );
@@ -698,22 +699,29 @@ fn a_crd_written_through_the_front_is_served_through_it_at_once() {
             "--for",
             "condition=established",
             "--timeout=30s",
-            &format!("crd/gizmos.{group}"),
+            &format!("crd/gizmos{n}.{group}"),
         ]);
         front.ok_stdin(
             &["apply", "-f", "-"],
             &format!(
-                r#"{{"apiVersion": "{group}/v1", "kind": "Gizmo", "metadata": {{"name": "g", "namespace": "default"}}}}"#
+                r#"{{"apiVersion": "{group}/v1", "kind": "Gizmo{n}", "metadata": {{"name": "g", "namespace": "default"}}}}"#
             ),
         );
         let on_cluster = cluster.ok(&[
             "get",
-            &format!("gizmos.{group}"),
+            &format!("gizmos{n}.{group}"),
             "-n",
             "default",
             "-o",
             "name",
         ]);
-        assert_eq!(on_cluster.trim(), format!("gizmo.{group}/g"));
+        assert_eq!(on_cluster.trim(), format!("gizmo{n}.{group}/g"));
     }
+    // A deleted CRD leaves the front's discovery at once.
+    front.ok(&["delete", "crd", &format!("gizmos2.{group}")]);
+    let gone = front.fails(&["get", &format!("gizmos2.{group}")]);
+    assert!(
+        gone.contains("the server doesn't have a resource type"),
+        "{gone}"
+    );
 }

@@ -248,10 +248,18 @@ impl DocSync {
         let mut delegate_refetch: std::collections::VecDeque<Instant> = Default::default();
         // OpenAPI documents fetched off the loop, by APIService.
         let (openapi_tx, mut openapi_rx) =
-            tokio::sync::mpsc::unbounded_channel::<Vec<(String, Fetched)>>();
+            tokio::sync::mpsc::unbounded_channel::<(u64, Vec<(String, Fetched)>)>();
+        // Requests to fetch the delegate's documents now ([`super::Aggregator::refresh_delegate_docs`]):
+        // the latest one asked for, and whether a cycle still owes it.
+        let mut refresh_requests = aggregator.docs_requested.subscribe();
+        let mut requested = 0u64;
+        let mut refresh_owed = false;
+        // The request generation whose OpenAPI has been merged, to publish after this cycle.
+        let mut openapi_merged: Option<u64> = None;
         loop {
             let now = Instant::now();
-            let mut delegate_due = false;
+            let mut delegate_due = std::mem::take(&mut refresh_owed);
+            let serving = requested;
             while delegate_refetch.front().is_some_and(|at| *at <= now) {
                 delegate_refetch.pop_front();
                 delegate_due = true;
@@ -309,6 +317,14 @@ impl DocSync {
                 self.publish(&aggregator, &next);
                 published = Some(inputs);
             }
+            aggregator
+                .docs_published
+                .send_if_modified(|at| std::mem::replace(at, (*at).max(serving)) < serving);
+            if openapi_due.is_empty() {
+                aggregator
+                    .openapi_published
+                    .send_if_modified(|at| std::mem::replace(at, (*at).max(serving)) < serving);
+            }
             // Off this loop, so a large OpenAPI document never holds up the next discovery
             // change; what it fetched is merged in when it arrives.
             if !openapi_due.is_empty() {
@@ -333,7 +349,7 @@ impl DocSync {
                             (backend.service.name.clone(), result)
                         }
                     });
-                    let _ = openapi_tx.send(futures::future::join_all(fetches).await);
+                    let _ = openapi_tx.send((serving, futures::future::join_all(fetches).await));
                 });
             }
             fetched = next;
@@ -348,6 +364,11 @@ impl DocSync {
             if published.as_ref() != Some(&inputs) {
                 self.publish(&aggregator, &fetched);
                 published = Some(inputs);
+            }
+            if let Some(merged) = openapi_merged.take() {
+                aggregator
+                    .openapi_published
+                    .send_if_modified(|at| std::mem::replace(at, (*at).max(merged)) < merged);
             }
             let local_changed = async {
                 match registry_changed.as_mut() {
@@ -373,7 +394,8 @@ impl DocSync {
                     local_version += 1;
                 }
                 _ = tokio::time::sleep_until(next_due.into()) => {}
-                Some(results) = openapi_rx.recv() => {
+                Some((generation, results)) = openapi_rx.recv() => {
+                    openapi_merged = Some(generation);
                     for (name, result) in results {
                         // Only the OpenAPI of the same spec; discovery stays as fetched since.
                         if let Some(current) = fetched
@@ -383,6 +405,12 @@ impl DocSync {
                             current.openapi_v3 = result.openapi_v3;
                             current.openapi_v2 = result.openapi_v2;
                         }
+                    }
+                }
+                changed = refresh_requests.changed() => {
+                    if changed.is_ok() {
+                        requested = *refresh_requests.borrow_and_update();
+                        refresh_owed = true;
                     }
                 }
                 changed = delegate_writes.changed() => {

@@ -53,6 +53,11 @@ pub struct Aggregator {
     /// One discovery request at a time catches up with the delegate
     /// ([`Aggregator::catch_up_with_delegate`]).
     catch_up: tokio::sync::Mutex<()>,
+    /// Requests (numbered) for the document loop to fetch the delegate's documents now, and
+    /// the latest request whose discovery, and whose OpenAPI, it has published since.
+    pub docs_requested: tokio::sync::watch::Sender<u64>,
+    pub docs_published: tokio::sync::watch::Sender<u64>,
+    pub openapi_published: tokio::sync::watch::Sender<u64>,
 }
 
 impl Aggregator {
@@ -79,15 +84,18 @@ impl Aggregator {
         self.delegate_writes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// A discovery request soon after a write that changes what the delegate serves: the
-    /// delegate's group-versions are asked for now, and those not yet in kubegate's merged
-    /// discovery are registered and waited for (at most [`CATCH_UP_TIMEOUT`]), so a client
-    /// that saw its CRD Established on the cluster finds its group at once, as it would on
-    /// kube-apiserver (whose discovery follows its CRDs within moments).
+    /// A discovery or OpenAPI request soon after a write that changes what the delegate
+    /// serves (a CRD, an APIService) catches up with the delegate before it is answered, so a
+    /// client that saw its CRD Established on the cluster finds it at once, as it would on
+    /// kube-apiserver (whose discovery follows its CRDs within moments): the delegate's
+    /// group-versions are asked for now, those added or gone are registered or removed and
+    /// waited for, and the delegate's documents are fetched again and published (its OpenAPI
+    /// too, for an OpenAPI request), each wait at most [`CATCH_UP_TIMEOUT`].
     pub async fn catch_up_with_delegate(
         &self,
         registry: &Registry,
         docs: &arc_swap::ArcSwap<docs::Docs>,
+        openapi: bool,
     ) {
         let Some(delegate) = &self.delegate else {
             return;
@@ -101,29 +109,61 @@ impl Aggregator {
         if !recent {
             return;
         }
-        let _one_at_a_time = self.catch_up.lock().await;
-        let served = match tokio::time::timeout(CATCH_UP_TIMEOUT, delegate.discover()).await {
-            Ok(Ok(served)) => served,
-            _ => return,
-        };
-        let missing = |docs: &docs::Docs| {
-            served.iter().any(|(group, version, _)| {
-                !group.is_empty()
-                    && group != kubegate_backends::core::apiregistration::GROUP
-                    && !docs.discovery.lists(group, version)
-            })
-        };
-        if !missing(&docs.load()) {
-            return;
-        }
-        if let Err(e) = delegate::register(registry, Some(&served)).await {
-            tracing::debug!(error = %e, "registering the delegate's group-versions for a discovery request");
-            return;
-        }
         let deadline = tokio::time::Instant::now() + CATCH_UP_TIMEOUT;
-        while missing(&docs.load()) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        {
+            let _one_at_a_time = self.catch_up.lock().await;
+            let served = match tokio::time::timeout_at(deadline, delegate.discover()).await {
+                Ok(Ok(served)) => served,
+                _ => return,
+            };
+            let listed = |group: &str| {
+                !group.is_empty() && group != kubegate_backends::core::apiregistration::GROUP
+            };
+            let delegated: Vec<(String, String)> = self
+                .table
+                .load()
+                .backends()
+                .filter(|b| matches!(b.service.target, apiservice::Target::Delegate))
+                .map(|b| (b.service.group.clone(), b.service.version.clone()))
+                .collect();
+            let gone: Vec<&(String, String)> = delegated
+                .iter()
+                .filter(|(g, v)| !served.iter().any(|(sg, sv, _)| sg == g && sv == v))
+                .collect();
+            let missing = |docs: &docs::Docs| {
+                served.iter().any(|(group, version, _)| {
+                    listed(group) && !docs.discovery.lists(group, version)
+                })
+            };
+            let lingering = |docs: &docs::Docs| {
+                gone.iter()
+                    .any(|(group, version)| listed(group) && docs.discovery.lists(group, version))
+            };
+            if missing(&docs.load()) || !gone.is_empty() {
+                if let Err(e) = delegate::register(registry, Some(&served)).await {
+                    tracing::debug!(error = %e, "registering the delegate's group-versions for a discovery request");
+                    return;
+                }
+                while (missing(&docs.load()) || lingering(&docs.load()))
+                    && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
         }
+        // Resources added to or gone from group-versions kubegate already routes, and names
+        // changed: the documents themselves, fetched again.
+        let mut request = 0;
+        self.docs_requested.send_modify(|n| {
+            *n += 1;
+            request = *n;
+        });
+        let mut published = if openapi {
+            self.openapi_published.subscribe()
+        } else {
+            self.docs_published.subscribe()
+        };
+        let _ = tokio::time::timeout_at(deadline, published.wait_for(|at| *at >= request)).await;
     }
 }
 
@@ -165,6 +205,9 @@ impl Aggregator {
             delegate_writes: tokio::sync::watch::channel(0).0,
             last_delegate_write: std::sync::Mutex::new(None),
             catch_up: tokio::sync::Mutex::new(()),
+            docs_requested: tokio::sync::watch::channel(0).0,
+            docs_published: tokio::sync::watch::channel(0).0,
+            openapi_published: tokio::sync::watch::channel(0).0,
         }
     }
 }
