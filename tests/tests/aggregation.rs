@@ -1215,6 +1215,35 @@ fn a_client_that_goes_away_while_the_backend_works_is_let_go() {
     }
 }
 
+/// A backend whose probe fails is probed again with kube's backoff (5 ms doubling), not only
+/// every `availabilityCheckInterval`: one that comes up moments later is Available moments
+/// later.
+#[test]
+fn a_failing_backend_is_probed_again_soon() {
+    let config = tempfile::NamedTempFile::new().expect("config file");
+    std::fs::write(
+        config.path(),
+        "aggregator:\n  availabilityCheckInterval: 60s\n  probeTimeout: 2s\n",
+    )
+    .expect("write config");
+    let gate = Kubegate::start_with(&["--config", &config.path().to_string_lossy()]);
+    let front_proxy_ca = gate.data_dir.join("pki").join("front-proxy-ca.crt");
+    let mut wardle = Wardle::start(WardleOptions::new(front_proxy_ca));
+    wardle.stop();
+    kubegate_tests::wardle::register(&gate, &wardle);
+    assert!(
+        eventually(Duration::from_secs(10), || available(&gate) == "False"),
+        "{}",
+        available(&gate)
+    );
+    wardle.restart();
+    assert!(
+        eventually(Duration::from_secs(20), || available(&gate) == "True"),
+        "still {} long after the backend came back (the next regular probe is a minute away)",
+        available(&gate)
+    );
+}
+
 /// A backend that dies while its answer streams (a watch) fails the response, as Go's proxy
 /// aborts it: the HTTP/1.1 connection is closed mid-body, the HTTP/2 stream reset; no error
 /// Status is written into a response that then ends as if it were complete.

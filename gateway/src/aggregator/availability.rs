@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kubegate_backends::core::apiregistration::set_available_condition;
 use kubegate_backends::registry::{manager, Registry};
@@ -29,6 +29,11 @@ use crate::metrics::Metrics;
 pub const AGGREGATOR_USER: &str = "system:kube-aggregator";
 pub const AGGREGATOR_GROUP: &str = "system:masters";
 
+/// kube's availability controller requeues a failing APIService with exponential backoff from
+/// 5 ms up to 30 s (`NewTypedItemExponentialFailureRateLimiter`).
+const RETRY_INITIAL: Duration = Duration::from_millis(5);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
 /// Probes every remote backend until `stop`: a backend when it is new or its spec, location
 /// or identity changed (not on status-only changes, its own writes included, nor on other
 /// APIServices' changes), and every one of them each `availabilityCheckInterval`.
@@ -38,8 +43,13 @@ pub async fn run(
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    // The fingerprint each backend was last probed with, and when.
-    let mut probed: HashMap<String, (u64, Instant)> = HashMap::new();
+    // The fingerprint each backend was last probed with, when, and after how long it is
+    // probed again: the check interval, or, while its probes fail, kube's retry backoff
+    // (5 ms doubling up to 30 s) so that a backend that comes back is seen within moments.
+    let mut probed: HashMap<String, (u64, Instant, Duration)> = HashMap::new();
+    let mut failures: HashMap<String, u32> = HashMap::new();
+    // The condition last written for each APIService.
+    let mut written: HashMap<String, Condition> = HashMap::new();
     // The APIServices the unavailability gauge has a series for.
     let mut gauged: HashSet<String> = HashSet::new();
     loop {
@@ -49,10 +59,11 @@ pub async fn run(
         let checks = table.services.iter().filter_map(|service| {
             let backend = table.remote(&service.group, &service.version).cloned();
             if let Some(backend) = &backend {
-                let due = probed.get(&service.name).is_none_or(|(fingerprint, at)| {
-                    *fingerprint != backend.fingerprint
-                        || now.duration_since(*at) >= aggregator.check_interval
-                });
+                let due = probed
+                    .get(&service.name)
+                    .is_none_or(|(fingerprint, at, after)| {
+                        *fingerprint != backend.fingerprint || now.duration_since(*at) >= *after
+                    });
                 if !due {
                     return None;
                 }
@@ -73,13 +84,32 @@ pub async fn run(
         });
         let results = futures::future::join_all(checks).await;
         for (service, condition, probe) in results {
-            if let Some(probe) = probe {
-                probed.insert(service.name.clone(), probe);
+            if let Some((fingerprint, at)) = probe {
+                let after = if condition.status {
+                    failures.remove(&service.name);
+                    aggregator.check_interval
+                } else {
+                    let failed = failures.entry(service.name.clone()).or_insert(0);
+                    let backoff = RETRY_INITIAL.saturating_mul(1 << (*failed).min(20));
+                    *failed += 1;
+                    backoff.min(RETRY_MAX).min(aggregator.check_interval)
+                };
+                probed.insert(service.name.clone(), (fingerprint, at, after));
             }
             gauged.insert(service.name.clone());
-            record(&registry, &metrics, &service, &condition).await;
+            // What this loop last wrote counts over the table's copy, which lags its writes
+            // (quick retries would otherwise write, and count, one transition several times).
+            let previous = written
+                .get(&service.name)
+                .cloned()
+                .or_else(|| service.available.clone());
+            if record(&registry, &metrics, &service, previous.as_ref(), &condition).await {
+                written.insert(service.name.clone(), condition);
+            }
         }
         probed.retain(|name, _| table.services.iter().any(|s| &s.name == name));
+        failures.retain(|name, _| probed.contains_key(name));
+        written.retain(|name, _| table.services.iter().any(|s| &s.name == name));
         // A deleted APIService's series goes, as kube's ForgetAPIService drops it: an alert on
         // the gauge must not fire for something that no longer exists.
         gauged.retain(|name| {
@@ -92,7 +122,7 @@ pub async fn run(
         // Sleep until the next backend is due, or a change.
         let next_due = probed
             .values()
-            .map(|(_, at)| *at + aggregator.check_interval)
+            .map(|(_, at, after)| *at + *after)
             .min()
             .unwrap_or_else(|| Instant::now() + aggregator.check_interval);
         tokio::select! {
@@ -104,18 +134,20 @@ pub async fn run(
 }
 
 /// Writes the condition if it changed and keeps the metrics in step.
+/// Returns whether `condition` is now the stored one (written, or already there).
 async fn record(
     registry: &Registry,
     metrics: &Metrics,
     service: &ApiService,
+    previous: Option<&Condition>,
     condition: &Condition,
-) {
+) -> bool {
     metrics
         .unavailable_apiservice
         .with_label_values(&[&service.name])
         .set(i64::from(!condition.status));
-    if service.available.as_ref() == Some(condition) {
-        return;
+    if previous == Some(condition) {
+        return true;
     }
     if !condition.status {
         tracing::warn!(
@@ -128,7 +160,7 @@ async fn record(
         tracing::info!(apiservice = %service.name, reason = %condition.reason, "APIService available");
     }
     let Some(def) = registry.find("apiregistration.k8s.io", "apiservices") else {
-        return;
+        return false;
     };
     let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
     let result = registry
@@ -157,15 +189,17 @@ async fn record(
         // SetUnavailableCounter after its status update), not on every change of an
         // unavailable one's message, nor on a write that failed (it is tried again).
         Ok(_) => {
-            if !condition.status && service.available.as_ref().is_some_and(|was| was.status) {
+            if !condition.status && previous.is_some_and(|was| was.status) {
                 metrics
                     .unavailable_apiservice_total
                     .with_label_values(&[&service.name, &condition.reason])
                     .inc();
             }
+            true
         }
         Err(e) => {
             tracing::debug!(apiservice = %service.name, error = %e.message, "writing availability");
+            false
         }
     }
 }
