@@ -190,6 +190,16 @@ impl Gateway {
         plan: &ProxyPlan,
     ) -> Result<()> {
         let deadline = ctx.deadline;
+        // kube's proxy gives a backend's discovery document (`/apis/<group>/<version>`: a
+        // non-resource path of three segments) 5 s, so a slow backend fails fast instead of
+        // holding up clients' discovery (`aggregatedDiscoveryTimeout`).
+        let discovery_deadline = ctx
+            .info
+            .as_ref()
+            .filter(|info| {
+                !info.is_resource_request && info.path.trim_matches('/').split('/').count() == 3
+            })
+            .map(|_| std::time::Instant::now() + AGGREGATED_DISCOVERY_TIMEOUT);
         let Some((mut address, mut peer)) = plan.backend.next_forward_peer(self.request_timeout)
         else {
             let why = match &plan.backend.location {
@@ -246,6 +256,14 @@ impl Gateway {
                 _ = sleep_until_deadline(deadline) => {
                     abandon(connector, upstream, peer).await;
                     return self.write_timeout(session, ctx).await;
+                }
+                _ = sleep_until_deadline(discovery_deadline) => {
+                    abandon(connector, upstream, peer).await;
+                    let error = pingora::Error::explain(
+                        pingora::ErrorType::ReadTimedout,
+                        "context deadline exceeded",
+                    );
+                    return self.write_proxy_error(session, ctx, &error).await;
                 }
                 gone = session.read_body_or_idle(true) => {
                     abandon(connector, upstream, peer).await;
@@ -408,6 +426,10 @@ fn retry_safe(method: &http::Method) -> bool {
         http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::TRACE
     )
 }
+
+/// How long a backend has to answer for its discovery document (kube's
+/// `aggregatedDiscoveryTimeout`).
+const AGGREGATED_DISCOVERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Resolves at the request's deadline (never, for a request without one).
 async fn sleep_until_deadline(deadline: Option<std::time::Instant>) {

@@ -88,7 +88,7 @@ impl Drop for InFlight {
 pub struct RequestCtx {
     pub(crate) started: Instant,
     pub(crate) audit_id: String,
-    info: Option<Arc<RequestInfo>>,
+    pub(crate) info: Option<Arc<RequestInfo>>,
     pub(crate) method: http::Method,
     pub(crate) status: u16,
     dry_run: bool,

@@ -20,7 +20,7 @@
 //!   request, closes the connection unanswered (logged with code 0): a kept-alive connection
 //!   the server drops just as it is reused; one named [`CHUNKED_ANSWER`] whose GET is
 //!   answered chunked with hop-by-hop response headers; one named [`SLOW_ANSWER`] whose GET
-//!   takes [`SLOW_SECONDS`]; one named [`UNASKED_SWITCH`] whose GET is answered `101` unasked;
+//!   takes [`SLOW_SECONDS`] (as does the group-version's resource list asked with `?slow=1`); one named [`UNASKED_SWITCH`] whose GET is answered `101` unasked;
 //!   one named [`REDIRECT_ANSWER`] whose GET, PUT and exec upgrade are redirected elsewhere;
 //!   [`INFORMATIONAL_ANSWER`] and [`ENDLESS_INFORMATIONAL`], whose GETs get `103` informational
 //!   answers first (two, then the object; eight, then nothing).
@@ -1110,6 +1110,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method != "GET":
                 return self.reply(405, status(405, "MethodNotAllowed", "the server does not allow "
                                               "this method on the requested resource", {}))
+            # `?slow=1`: a backend slow to give its discovery document.
+            if self.query.get("slow") == "1":
+                time.sleep(SLOW_SECONDS)
             return self.reply_cached(RESOURCE_LIST)
         namespace = None
         if segs[0] == "namespaces" and len(segs) >= 3:

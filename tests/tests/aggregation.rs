@@ -1215,6 +1215,24 @@ fn a_client_that_goes_away_while_the_backend_works_is_let_go() {
     }
 }
 
+/// A backend's discovery document (`/apis/<group>/<version>`) has kube's 5 s: a slow backend
+/// is a quick 503, not a discovery held up until the request's deadline.
+#[test]
+fn a_backend_slow_to_give_its_discovery_document_fails_in_five_seconds() {
+    let (gate, wardle) = start();
+    register(&gate, &wardle);
+    // (The answer itself shows the 5 s applied: the backend would answer 200 after
+    // SLOW_SECONDS, and the request's own deadline is a minute.)
+    let (code, body) = gate.curl("GET", "/apis/wardle.example.com/v1alpha1?slow=1", &[], None);
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(code, 503, "{status}");
+    assert_eq!(
+        status["message"],
+        "error trying to reach service: context deadline exceeded"
+    );
+    drop(wardle);
+}
+
 /// A backend whose probe fails is probed again with kube's backoff (5 ms doubling), not only
 /// every `availabilityCheckInterval`: one that comes up moments later is Available moments
 /// later.
