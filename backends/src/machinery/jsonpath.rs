@@ -39,10 +39,22 @@ pub struct SliceParams {
 
 /// Parses the inside of one action (`.status.conditions[?(@.type=="Ready")].status`).
 pub fn parse(action: &str) -> Result<Vec<Node>, String> {
+    parse_nested(action, 0)
+}
+
+/// How deep unions and filters may nest (each level parses its part again): a path from a
+/// CRD must not take the stack.
+const MAX_NESTING: usize = 32;
+
+fn parse_nested(action: &str, depth: usize) -> Result<Vec<Node>, String> {
+    if depth > MAX_NESTING {
+        return Err("the path nests too deeply".into());
+    }
     let mut parser = Parser {
         chars: action.chars().collect(),
         pos: 0,
         nodes: Vec::new(),
+        depth,
     };
     parser.parse_all()?;
     Ok(parser.nodes)
@@ -65,6 +77,7 @@ struct Parser {
     chars: Vec<char>,
     pos: usize,
     nodes: Vec<Node>,
+    depth: usize,
 }
 
 fn is_terminator(c: char) -> bool {
@@ -237,7 +250,7 @@ impl Parser {
         if parts.len() > 1 {
             let union = parts
                 .iter()
-                .map(|part| parse(&format!("[{}]", part.trim_matches(' '))))
+                .map(|part| parse_nested(&format!("[{}]", part.trim_matches(' ')), self.depth + 1))
                 .collect::<Result<Vec<_>, _>>()?;
             self.nodes.push(Node::Union(union));
             return Ok(());
@@ -249,7 +262,8 @@ impl Parser {
             .and_then(|t| t.strip_suffix('\''))
             .filter(|k| !k.contains('\''))
         {
-            self.nodes.extend(parse(&format!(".{key}"))?);
+            self.nodes
+                .extend(parse_nested(&format!(".{key}"), self.depth + 1)?);
             return Ok(());
         }
         self.nodes.push(Node::Slice(parse_slice(&text)?));
@@ -292,14 +306,14 @@ impl Parser {
             });
         let node = match split {
             None => Node::Filter {
-                left: parse(&text)?,
+                left: parse_nested(&text, self.depth + 1)?,
                 operator: "exists".into(),
                 right: Vec::new(),
             },
             Some((left, operator, right)) => Node::Filter {
-                left: parse(left)?,
+                left: parse_nested(left, self.depth + 1)?,
                 operator: operator.to_string(),
-                right: parse(right)?,
+                right: parse_nested(right, self.depth + 1)?,
             },
         };
         self.nodes.push(node);
@@ -652,6 +666,12 @@ mod tests {
         assert!(find(&o, &parse(".a.conds[5]").expect("parses")).is_err());
         // An integer and a float do not compare.
         assert!(find(&o, &parse(".a.conds[?(@.n>1.5)]").expect("parses")).is_err());
+    }
+
+    #[test]
+    fn long_unterminated_paths_fail_cleanly() {
+        let deep = format!(".a{}", "[?(@.b".repeat(100_000));
+        assert!(parse(&deep).is_err());
     }
 
     #[test]
