@@ -418,7 +418,7 @@ fn emit_value(
         Value::Object(map) => {
             emit(Event::mapping_start(None, None, true, MappingStyle::Block))?;
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_by(|a, b| key_order(a, b));
+            sort_keys(&mut keys);
             for key in keys {
                 emit_string(emit, key)?;
                 emit_value(emit, &map[key.as_str()])?;
@@ -467,6 +467,33 @@ fn number_text(n: &Number) -> String {
         }
     }
     format_g(f, false)
+}
+
+/// Sorts map keys by [`key_order`] with a merge sort of its own: go-yaml's order is not a
+/// total order for every set of keys (`1` < `01` < `0a` < `1`), which the standard
+/// library's sorts may panic on; Go's sort never does.
+fn sort_keys(keys: &mut Vec<&String>) {
+    if keys.len() <= 1 {
+        return;
+    }
+    let mut right = keys.split_off(keys.len() / 2);
+    sort_keys(keys);
+    sort_keys(&mut right);
+    let left = std::mem::take(keys);
+    keys.reserve(left.len() + right.len());
+    let (mut l, mut r) = (left.into_iter().peekable(), right.into_iter().peekable());
+    loop {
+        let take_right = match (l.peek(), r.peek()) {
+            (Some(a), Some(b)) => key_order(b, a) == std::cmp::Ordering::Less,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        let next = if take_right { r.next() } else { l.next() };
+        match next {
+            Some(key) => keys.push(key),
+            None => break,
+        }
+    }
 }
 
 /// go-yaml v2's key order (its `keyList.Less` on strings): letters before other runes, runs
@@ -563,7 +590,10 @@ pub fn from_slice(body: &[u8]) -> Result<Decoded, String> {
     let mut input = body;
     let mut parser = Parser::new();
     parser.set_input_string(&mut input);
-    let mut reader = Reader::default();
+    let mut reader = Reader {
+        copy_budget: (body.len().saturating_mul(8)).max(64 << 20),
+        ..Reader::default()
+    };
     reader.run(&mut parser)?;
     Ok(Decoded {
         value: reader.result.unwrap_or(Value::Null),
@@ -575,10 +605,16 @@ pub fn from_slice(body: &[u8]) -> Result<Decoded, String> {
 struct Node {
     value: Value,
     key: Key,
-    /// Nodes decoded for it, counted as go-yaml counts them against excessive aliasing.
+    /// Nodes in it, counted as go-yaml counts them against excessive aliasing when an alias
+    /// decodes it again.
     decodes: u64,
+    /// About how much memory it takes (text plus a little per node).
+    bytes: usize,
     line: u64,
 }
+
+/// What each node costs besides its text, in [`Node::bytes`].
+const NODE_BYTES: usize = 16;
 
 #[derive(Clone)]
 enum Key {
@@ -590,6 +626,8 @@ enum Key {
     },
     Merge,
     Invalid(String),
+    /// A mapping or a sequence: no map key (its message is made only if one is used).
+    Collection,
 }
 
 #[derive(Clone)]
@@ -597,6 +635,7 @@ struct Anchored {
     value: Value,
     key: Key,
     decodes: u64,
+    bytes: usize,
 }
 
 enum Frame {
@@ -604,6 +643,7 @@ enum Frame {
         items: Vec<Value>,
         anchor: Option<String>,
         decodes: u64,
+        bytes: usize,
         line: u64,
     },
     Mapping {
@@ -612,6 +652,7 @@ enum Frame {
         key: Option<Key>,
         anchor: Option<String>,
         decodes: u64,
+        bytes: usize,
         line: u64,
     },
 }
@@ -624,6 +665,9 @@ struct Reader {
     duplicates: Vec<String>,
     decode_count: u64,
     alias_count: u64,
+    /// Memory held in copies (anchored values, alias expansions), and how much may be.
+    copied: usize,
+    copy_budget: usize,
 }
 
 impl Reader {
@@ -642,13 +686,22 @@ impl Reader {
                         Some(None) => {
                             return Err(format!("yaml: anchor '{anchor}' value contains itself"))
                         }
-                        Some(Some(anchored)) => anchored.clone(),
+                        Some(Some(anchored)) => (anchored.decodes, anchored.bytes),
                     };
-                    self.alias_count += anchored.decodes;
+                    // Decoded again, as go-yaml decodes an alias: its nodes count once more;
+                    // the copy is counted before it is made.
+                    let (decodes, bytes) = anchored;
+                    self.alias_count += decodes;
+                    self.count(decodes + 1)?;
+                    self.copy(bytes)?;
+                    let Some(Some(anchored)) = self.anchors.get(&anchor).cloned() else {
+                        return Err(format!("yaml: unknown anchor '{anchor}' referenced"));
+                    };
                     self.finish(Node {
                         value: anchored.value,
                         key: anchored.key,
                         decodes: anchored.decodes + 1,
+                        bytes: anchored.bytes,
                         line,
                     })?;
                 }
@@ -660,13 +713,17 @@ impl Reader {
                     ..
                 } => {
                     let (json, key) = scalar(tag.as_deref(), &value, plain_implicit)?;
+                    self.count(1)?;
+                    let bytes = value.len() + NODE_BYTES;
                     if let Some(anchor) = &anchor {
+                        self.copy(bytes)?;
                         self.anchors.insert(
                             anchor.clone(),
                             Some(Anchored {
                                 value: json.clone(),
                                 key: key.clone(),
                                 decodes: 1,
+                                bytes,
                             }),
                         );
                     }
@@ -674,6 +731,7 @@ impl Reader {
                         value: json,
                         key,
                         decodes: 1,
+                        bytes,
                         line,
                     })?;
                 }
@@ -683,6 +741,7 @@ impl Reader {
                         items: Vec::new(),
                         anchor,
                         decodes: 1,
+                        bytes: NODE_BYTES,
                         line,
                     });
                 }
@@ -694,41 +753,46 @@ impl Reader {
                         key: None,
                         anchor,
                         decodes: 1,
+                        bytes: NODE_BYTES,
                         line,
                     });
                 }
                 EventData::SequenceEnd | EventData::MappingEnd => {
-                    let (value, anchor, decodes, line) = match self.stack.pop() {
+                    let (value, anchor, decodes, bytes, line) = match self.stack.pop() {
                         Some(Frame::Sequence {
                             items,
                             anchor,
                             decodes,
+                            bytes,
                             line,
-                        }) => (Value::Array(items), anchor, decodes, line),
+                        }) => (Value::Array(items), anchor, decodes, bytes, line),
                         Some(Frame::Mapping {
                             map,
                             anchor,
                             decodes,
+                            bytes,
                             line,
                             ..
-                        }) => (Value::Object(map), anchor, decodes, line),
+                        }) => (Value::Object(map), anchor, decodes, bytes, line),
                         None => return Err("unbalanced YAML events".into()),
                     };
-                    let invalid = Key::Invalid(format!("yaml: invalid map key: {value}"));
                     if let Some(anchor) = anchor {
+                        self.copy(bytes)?;
                         self.anchors.insert(
                             anchor,
                             Some(Anchored {
                                 value: value.clone(),
-                                key: invalid.clone(),
+                                key: Key::Collection,
                                 decodes,
+                                bytes,
                             }),
                         );
                     }
                     self.finish(Node {
                         value,
-                        key: invalid,
+                        key: Key::Collection,
                         decodes,
+                        bytes,
                         line,
                     })?;
                 }
@@ -742,15 +806,17 @@ impl Reader {
         if self.stack.len() >= MAX_DEPTH {
             return Err(format!("yaml: exceeded max depth of {MAX_DEPTH}"));
         }
+        self.count(1)?;
         if let Some(anchor) = anchor {
             self.anchors.insert(anchor.to_string(), None);
         }
         Ok(())
     }
 
-    /// A node is complete: it goes into the collection being read, or is the document.
-    fn finish(&mut self, node: Node) -> Result<(), String> {
-        self.decode_count += node.decodes;
+    /// Counts nodes decoded as go-yaml counts them (each node once, an alias's anew each
+    /// time), refusing a document that is mostly alias expansion.
+    fn count(&mut self, decodes: u64) -> Result<(), String> {
+        self.decode_count += decodes;
         if self.alias_count > 100
             && self.decode_count > 1000
             && self.alias_count as f64 / self.decode_count as f64
@@ -758,6 +824,21 @@ impl Reader {
         {
             return Err("yaml: document contains excessive aliasing".into());
         }
+        Ok(())
+    }
+
+    /// Counts memory a copy takes (an anchored value kept, an alias expanded): copies may
+    /// take a few times the document, no more (go-yaml shares anchored nodes instead).
+    fn copy(&mut self, bytes: usize) -> Result<(), String> {
+        self.copied = self.copied.saturating_add(bytes);
+        if self.copied > self.copy_budget {
+            return Err("yaml: document contains excessive aliasing".into());
+        }
+        Ok(())
+    }
+
+    /// A node is complete: it goes into the collection being read, or is the document.
+    fn finish(&mut self, node: Node) -> Result<(), String> {
         match self.stack.last_mut() {
             None => {
                 if self.result.is_none() {
@@ -765,8 +846,14 @@ impl Reader {
                 }
                 Ok(())
             }
-            Some(Frame::Sequence { items, decodes, .. }) => {
+            Some(Frame::Sequence {
+                items,
+                decodes,
+                bytes,
+                ..
+            }) => {
                 *decodes += node.decodes;
+                *bytes = bytes.saturating_add(node.bytes);
                 items.push(node.value);
                 Ok(())
             }
@@ -775,13 +862,19 @@ impl Reader {
                 seen,
                 key,
                 decodes,
+                bytes,
                 ..
             }) => {
                 *decodes += node.decodes;
+                *bytes = bytes.saturating_add(node.bytes);
                 match key.take() {
                     None => {
-                        if let Key::Invalid(message) = &node.key {
-                            return Err(message.clone());
+                        match &node.key {
+                            Key::Invalid(message) => return Err(message.clone()),
+                            Key::Collection => {
+                                return Err(format!("yaml: invalid map key: {}", node.value))
+                            }
+                            _ => {}
                         }
                         *key = Some(node.key);
                         Ok(())
@@ -792,6 +885,7 @@ impl Reader {
                         Ok(())
                     }
                     Some(Key::Invalid(message)) => Err(message),
+                    Some(Key::Collection) => Err("yaml: invalid map key".into()),
                 }
             }
         }
@@ -850,6 +944,7 @@ fn merge(
                 value,
                 key: Key::Invalid(String::new()),
                 decodes: 0,
+                bytes: 0,
                 line: node.line,
             };
             set(map, seen, identity, json, node, duplicates);
@@ -1033,9 +1128,24 @@ mod tests {
 
     #[test]
     fn keys_sort_as_go_yaml_sorts_them() {
-        let mut keys = vec!["b", "a10", "a9", "A", "1", "10", "2", "_x"];
-        keys.sort_by(|a, b| key_order(a, b));
+        let owned: Vec<String> = ["b", "a10", "a9", "A", "1", "10", "2", "_x"]
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        let mut keys: Vec<&String> = owned.iter().collect();
+        sort_keys(&mut keys);
         assert_eq!(keys, ["_x", "1", "2", "10", "A", "a9", "a10", "b"]);
+        // go-yaml's order is not total for these; writing them must not fail.
+        let mut value = serde_json::Map::new();
+        for k in ["1", "01", "0a"]
+            .into_iter()
+            .map(String::from)
+            .chain((0..40).map(|i| format!("k{i}")))
+        {
+            value.insert(k, json!("v"));
+        }
+        let text = yaml(Value::Object(value));
+        assert!(text.contains("\"01\": v\n"), "{text}");
     }
 
     #[test]
@@ -1130,6 +1240,33 @@ mod tests {
         }
         assert_eq!(
             from_slice(bomb.as_bytes()).err().as_deref(),
+            Some("yaml: document contains excessive aliasing")
+        );
+        // The same bomb with every alias wrapped in lists, to dilute go-yaml's ratio if
+        // collections were counted once per enclosing collection.
+        let wrap = |inner: &str| format!("{}{inner}{}", "[".repeat(20), "]".repeat(20));
+        let mut wrapped = format!("a0: &a0 {}\n", wrap("[x, x]"));
+        for i in 1..30 {
+            wrapped.push_str(&format!(
+                "a{i}: &a{i} {}\n",
+                wrap(&format!("[*a{}, *a{}]", i - 1, i - 1))
+            ));
+        }
+        assert_eq!(
+            from_slice(wrapped.as_bytes()).err().as_deref(),
+            Some("yaml: document contains excessive aliasing")
+        );
+        // Anchors on every level of a deep document over a large value: their copies are
+        // bounded, not one per level.
+        let big = "x".repeat(3 << 20);
+        let mut nested = String::new();
+        for i in 0..2_000 {
+            nested.push_str(&format!("&a{i} ["));
+        }
+        nested.push_str(&big);
+        nested.push_str(&"]".repeat(2_000));
+        assert_eq!(
+            from_slice(nested.as_bytes()).err().as_deref(),
             Some("yaml: document contains excessive aliasing")
         );
         let deep = "[".repeat(200_000);

@@ -92,19 +92,19 @@ fn is_alphanumeric(c: char) -> bool {
 }
 
 impl Parser {
-    fn rest(&self) -> String {
-        self.chars[self.pos..].iter().collect()
+    fn at(&self, prefix: &str) -> bool {
+        let rest = &self.chars[self.pos..];
+        prefix.chars().count() <= rest.len() && prefix.chars().zip(rest).all(|(a, b)| a == *b)
     }
 
     fn parse_all(&mut self) -> Result<(), String> {
         while self.pos < self.chars.len() {
-            let rest = self.rest();
-            if rest.starts_with("[?(") {
+            if self.at("[?(") {
                 self.pos += 3;
                 self.parse_filter()?;
                 continue;
             }
-            if rest.starts_with("..") {
+            if self.at("..") {
                 if self.nodes.last() == Some(&Node::Recursive) {
                     return Err("invalid multiple recursive descent".into());
                 }
@@ -346,7 +346,10 @@ fn parse_slice(text: &str) -> Result<SliceParams, String> {
     let start = number(first)?;
     let (end, end_derived) = match second {
         Some(s) => (number(s)?, false),
-        None => (Some(start.unwrap_or(0) + 1), true),
+        None => (
+            Some(start.unwrap_or(0).checked_add(1).ok_or_else(invalid)?),
+            true,
+        ),
     };
     let step = match third {
         Some(s) => number(s)?,
