@@ -91,6 +91,8 @@ pub struct RequestCtx {
     pub(crate) info: Option<Arc<RequestInfo>>,
     pub(crate) method: http::Method,
     pub(crate) status: u16,
+    /// A write through to the delegate that changes what it serves (a CRD, an APIService).
+    pub(crate) changes_delegate: bool,
     dry_run: bool,
     /// Set when the request goes on to a remote backend.
     pub(crate) proxy: Option<ProxyPlan>,
@@ -466,13 +468,11 @@ impl Gateway {
             if let Some(message) = backend.unavailable() {
                 return ApiError::service_unavailable(message).into();
             }
-            // A CRD or APIService written to the delegate changes what it serves: fetch its
-            // discovery again now, not on the next sync (kube serves a CRD once established).
-            if matches!(backend.service.target, Target::Delegate)
-                && Aggregator::changes_delegate_discovery(&info)
-            {
-                self.aggregator.delegate_discovery_changed();
-            }
+            // A CRD or APIService written to the delegate changes what it serves: its
+            // discovery is fetched again once the write succeeds (`response_filter`), not on
+            // the next sync (kube serves a CRD once established).
+            ctx.changes_delegate = matches!(backend.service.target, Target::Delegate)
+                && Aggregator::changes_delegate_discovery(&info);
             let in_flight = (!info.long_running).then(|| {
                 InFlight::enter(
                     Some(self.lifecycle.clone()),
@@ -656,6 +656,7 @@ impl Gateway {
             info: None,
             method: http::Method::GET,
             status: 0,
+            changes_delegate: false,
             dry_run: false,
             proxy: None,
             flow: None,
@@ -1190,6 +1191,11 @@ impl ProxyHttp for ProxyPhases {
         };
         let status = upstream_response.status.as_u16();
         ctx.status = status;
+        // Only a write the cluster took changes what it serves (a refused one must not open
+        // the catch-up window: every discovery request would then refetch its documents).
+        if ctx.changes_delegate && (200..300).contains(&status) {
+            self.aggregator.delegate_discovery_changed();
+        }
         self.routes
             .metrics
             .proxy_request_duration

@@ -34,6 +34,9 @@ pub const AGGREGATOR_GROUP: &str = "system:masters";
 const RETRY_INITIAL: Duration = Duration::from_millis(5);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
+/// How long the loop's own last write counts over the routing table's copy of a status.
+const WRITTEN_TRUSTED: Duration = Duration::from_secs(10);
+
 /// Probes every remote backend until `stop`: a backend when it is new or its spec, location
 /// or identity changed (not on status-only changes, its own writes included, nor on other
 /// APIServices' changes), and every one of them each `availabilityCheckInterval`.
@@ -48,8 +51,9 @@ pub async fn run(
     // (5 ms doubling up to 30 s) so that a backend that comes back is seen within moments.
     let mut probed: HashMap<String, (u64, Instant, Duration)> = HashMap::new();
     let mut failures: HashMap<String, u32> = HashMap::new();
-    // The condition last written for each APIService.
-    let mut written: HashMap<String, Condition> = HashMap::new();
+    // The condition last written for each APIService (by name and uid: one deleted and
+    // created again is another), and when.
+    let mut written: HashMap<(String, String), (Condition, Instant)> = HashMap::new();
     // The APIServices the unavailability gauge has a series for.
     let mut gauged: HashSet<String> = HashSet::new();
     loop {
@@ -99,17 +103,26 @@ pub async fn run(
             gauged.insert(service.name.clone());
             // What this loop last wrote counts over the table's copy, which lags its writes
             // (quick retries would otherwise write, and count, one transition several times).
+            // A recent write counts over the table's copy, which lags it; an older one does
+            // not (a status someone else wrote since is corrected, as kube's controller does).
+            let key = (service.name.clone(), service.uid.clone());
             let previous = written
-                .get(&service.name)
-                .cloned()
+                .get(&key)
+                .filter(|(_, at)| at.elapsed() < WRITTEN_TRUSTED)
+                .map(|(condition, _)| condition.clone())
                 .or_else(|| service.available.clone());
             if record(&registry, &metrics, &service, previous.as_ref(), &condition).await {
-                written.insert(service.name.clone(), condition);
+                written.insert(key, (condition, Instant::now()));
             }
         }
         probed.retain(|name, _| table.services.iter().any(|s| &s.name == name));
         failures.retain(|name, _| probed.contains_key(name));
-        written.retain(|name, _| table.services.iter().any(|s| &s.name == name));
+        written.retain(|(name, uid), _| {
+            table
+                .services
+                .iter()
+                .any(|s| &s.name == name && &s.uid == uid)
+        });
         // A deleted APIService's series goes, as kube's ForgetAPIService drops it: an alert on
         // the gauge must not fire for something that no longer exists.
         gauged.retain(|name| {

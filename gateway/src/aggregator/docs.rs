@@ -256,6 +256,10 @@ impl DocSync {
         let mut refresh_owed = false;
         // The request generation whose OpenAPI has been merged, to publish after this cycle.
         let mut openapi_merged: Option<u64> = None;
+        // One OpenAPI fetch at a time; the backends (and the request generation) due next.
+        let mut openapi_in_flight = false;
+        let mut openapi_backlog: HashMap<String, Arc<Backend>> = HashMap::new();
+        let mut openapi_backlog_gen = 0u64;
         loop {
             let now = Instant::now();
             let mut delegate_due = std::mem::take(&mut refresh_owed);
@@ -320,37 +324,46 @@ impl DocSync {
             aggregator
                 .docs_published
                 .send_if_modified(|at| std::mem::replace(at, (*at).max(serving)) < serving);
-            if openapi_due.is_empty() {
-                aggregator
-                    .openapi_published
-                    .send_if_modified(|at| std::mem::replace(at, (*at).max(serving)) < serving);
+            // OpenAPI off this loop, so a large document never holds up the next discovery
+            // change, and one fetch at a time: backends due meanwhile wait for the next.
+            for backend in openapi_due {
+                openapi_backlog.insert(backend.service.name.clone(), backend);
             }
-            // Off this loop, so a large OpenAPI document never holds up the next discovery
-            // change; what it fetched is merged in when it arrives.
-            if !openapi_due.is_empty() {
-                let pending: Vec<(Arc<Backend>, Option<Fetched>)> = openapi_due
-                    .into_iter()
-                    .map(|backend| {
-                        let previous = next.get(&backend.service.name).cloned();
-                        (backend, previous)
-                    })
-                    .collect();
-                let aggregator = aggregator.clone();
-                let memo = memo.clone();
-                let openapi_tx = openapi_tx.clone();
-                tokio::spawn(async move {
-                    let fetches = pending.into_iter().map(|(backend, previous)| {
-                        let aggregator = aggregator.clone();
-                        let memo = memo.clone();
-                        async move {
-                            let result =
-                                refresh(&aggregator, &backend, previous, &memo, Part::OpenApi)
-                                    .await;
-                            (backend.service.name.clone(), result)
-                        }
+            openapi_backlog_gen = openapi_backlog_gen.max(serving);
+            if !openapi_in_flight {
+                if openapi_backlog.is_empty() {
+                    let at_gen = openapi_backlog_gen;
+                    aggregator
+                        .openapi_published
+                        .send_if_modified(|at| std::mem::replace(at, (*at).max(at_gen)) < at_gen);
+                } else {
+                    let pending: Vec<(Arc<Backend>, Option<Fetched>)> = openapi_backlog
+                        .drain()
+                        .map(|(_, backend)| {
+                            let previous = next.get(&backend.service.name).cloned();
+                            (backend, previous)
+                        })
+                        .collect();
+                    let generation = openapi_backlog_gen;
+                    let aggregator = aggregator.clone();
+                    let memo = memo.clone();
+                    let openapi_tx = openapi_tx.clone();
+                    openapi_in_flight = true;
+                    tokio::spawn(async move {
+                        let fetches = pending.into_iter().map(|(backend, previous)| {
+                            let aggregator = aggregator.clone();
+                            let memo = memo.clone();
+                            async move {
+                                let result =
+                                    refresh(&aggregator, &backend, previous, &memo, Part::OpenApi)
+                                        .await;
+                                (backend.service.name.clone(), result)
+                            }
+                        });
+                        let _ =
+                            openapi_tx.send((generation, futures::future::join_all(fetches).await));
                     });
-                    let _ = openapi_tx.send((serving, futures::future::join_all(fetches).await));
-                });
+                }
             }
             fetched = next;
             let next_due = refreshed
@@ -395,6 +408,7 @@ impl DocSync {
                 }
                 _ = tokio::time::sleep_until(next_due.into()) => {}
                 Some((generation, results)) = openapi_rx.recv() => {
+                    openapi_in_flight = false;
                     openapi_merged = Some(generation);
                     for (name, result) in results {
                         // Only the OpenAPI of the same spec; discovery stays as fetched since.
