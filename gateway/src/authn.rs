@@ -10,10 +10,10 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use kubegate_backends::core::authentication::TokenReviewer;
 use kubegate_config::Config;
-use kubegate_policy::authn::bearer::RemoteAudiences;
 use kubegate_policy::authn::bearer::{
     AudienceAgnosticToken, BearerAuthenticator, TokenAuthenticator, TokenOutcome,
 };
+use kubegate_policy::authn::bearer::{ConcurrencyLimited, RemoteAudiences};
 use kubegate_policy::authn::bootstrap::BootstrapTokenAuthenticator;
 use kubegate_policy::authn::ca_bundle::CaBundle;
 use kubegate_policy::authn::cache::CachedTokenAuthenticator;
@@ -286,9 +286,12 @@ pub fn build(
             _ => endpoint,
         };
         let reviewer = WebhookTokenAuthenticator::new(endpoint).with_version("v1")?;
+        // Unknown tokens cost the cluster a review each (as with kube's token webhook); at
+        // most `DELEGATE_TOKEN_REVIEWS_AT_ONCE` at a time, whatever the rate they come at.
+        let limited = ConcurrencyLimited::new(Arc::new(reviewer), DELEGATE_TOKEN_REVIEWS_AT_ONCE);
         tokens.push(agnostic(Arc::new(RemoteAudiences(Arc::new(
             CachedTokenAuthenticator::new(
-                Arc::new(reviewer),
+                Arc::new(limited),
                 DELEGATE_TOKEN_REVIEW_CACHE,
                 DELEGATE_TOKEN_REVIEW_CACHE,
             ),
@@ -330,6 +333,9 @@ pub fn build(
 /// How long the cluster's TokenReview answers are reused: a token it stops accepting (its
 /// pod deleted) stops working here within seconds.
 const DELEGATE_TOKEN_REVIEW_CACHE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How many TokenReviews kubegate has in flight at the cluster at once.
+const DELEGATE_TOKEN_REVIEWS_AT_ONCE: usize = 16;
 
 /// A client of one API of the cluster kubegate fronts (`path`: the review endpoint), with
 /// kubegate's delegate credential: its client certificate, or its token.

@@ -392,6 +392,37 @@ impl TokenAuthenticator for RemoteAudiences {
     }
 }
 
+/// A remote reviewer asked by at most `limit` requests at a time (the others wait their
+/// turn): a flood of requests with unknown tokens reaches the reviewer (the cluster kubegate
+/// fronts) a bounded number at a time, whatever their rate.
+pub struct ConcurrencyLimited {
+    inner: Arc<dyn TokenAuthenticator>,
+    permits: tokio::sync::Semaphore,
+}
+
+impl ConcurrencyLimited {
+    pub fn new(inner: Arc<dyn TokenAuthenticator>, limit: usize) -> Self {
+        ConcurrencyLimited {
+            inner,
+            permits: tokio::sync::Semaphore::new(limit.max(1)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl TokenAuthenticator for ConcurrencyLimited {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
+        let Ok(_permit) = self.permits.acquire().await else {
+            return TokenOutcome::Invalid("the token reviewer is shutting down".into());
+        };
+        self.inner.authenticate_token(token, audiences).await
+    }
+}
+
 /// The members of `a` that are also in `b`, in `a`'s order (kube's `Audiences.Intersect`).
 fn intersect(a: &[String], b: &[String]) -> Vec<String> {
     a.iter().filter(|x| b.contains(x)).cloned().collect()
@@ -823,6 +854,49 @@ mod tests {
                 token_memo: None,
             })
             .await
+    }
+
+    /// Counts how many calls run at once.
+    struct Slow {
+        running: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl TokenAuthenticator for Slow {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+
+        async fn authenticate_token(&self, _token: &str, _audiences: &[String]) -> TokenOutcome {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            TokenOutcome::NotMine
+        }
+    }
+
+    #[tokio::test]
+    async fn a_limited_reviewer_is_asked_a_bounded_number_at_a_time() {
+        let slow = Arc::new(Slow {
+            running: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+        });
+        let limited = Arc::new(ConcurrencyLimited::new(slow.clone(), 4));
+        let calls: Vec<_> = (0..40)
+            .map(|i| {
+                let limited = limited.clone();
+                tokio::spawn(
+                    async move { limited.authenticate_token(&format!("token-{i}"), &[]).await },
+                )
+            })
+            .collect();
+        for call in calls {
+            assert!(matches!(call.await.unwrap(), TokenOutcome::NotMine));
+        }
+        let most = slow.most.load(Ordering::SeqCst);
+        assert!((1..=4).contains(&most), "{most} at once");
     }
 
     #[tokio::test]
