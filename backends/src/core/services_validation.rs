@@ -42,9 +42,13 @@ fn spec(object: &Value) -> &Value {
 
 /// Validation of a new service, including what kube's allocator would refuse.
 pub(crate) fn validate_create(object: &Value) -> Vec<StatusCause> {
-    let mut causes = validate_service(object);
-    causes.extend(allocation_errors(object, None));
-    causes
+    // kube's allocator (the store's BeginCreate) runs before validation and refuses alone:
+    // an address out of the range is the one cause, whatever else the Service has wrong.
+    let allocation = allocation_errors(object, None);
+    if !allocation.is_empty() {
+        return allocation;
+    }
+    validate_service(object)
 }
 
 /// Validation of an update: allocated values may not move, then the new object as a whole.
@@ -649,6 +653,17 @@ mod tests {
                 messages(&validate_create(&s))
             );
         }
+    }
+
+    #[test]
+    fn the_allocators_refusal_comes_alone() {
+        let s = created(json!({"clusterIP": "10.0.0.1", "ports": [{"port": 0}]}));
+        let causes = messages(&validate_create(&s));
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].contains("is not in the valid range"),
+            "{causes:?}"
+        );
     }
 
     #[test]
