@@ -422,8 +422,8 @@ fn nested_field<'a>(object: &'a Value, path: &[String]) -> Result<Option<&'a Val
                 return Err(format!(
                     "{} accessor error: {} is of the type {}, expected map[string]interface{{}}",
                     go_json_path(&path[..=i]),
-                    go_value(other),
-                    go_type(other)
+                    go_percent_v(other),
+                    schema::go_unstructured_type(other)
                 ))
             }
         };
@@ -440,8 +440,8 @@ fn nested_int64(object: &Value, path: &[String]) -> Result<Option<i64>, String> 
         Some(other) => Err(format!(
             "{} accessor error: {} is of the type {}, expected int64",
             go_json_path(path),
-            go_value(other),
-            go_type(other)
+            go_percent_v(other),
+            schema::go_unstructured_type(other)
         )),
     }
 }
@@ -454,8 +454,8 @@ fn nested_string(object: &Value, path: &[String]) -> Result<Option<String>, Stri
         Some(other) => Err(format!(
             "{} accessor error: {} is of the type {}, expected string",
             go_json_path(path),
-            go_value(other),
-            go_type(other)
+            go_percent_v(other),
+            schema::go_unstructured_type(other)
         )),
     }
 }
@@ -465,22 +465,9 @@ fn go_json_path(fields: &[String]) -> String {
     format!(".{}", fields.join("."))
 }
 
-/// Go's `%T` of a value decoded from JSON into `interface{}`.
-fn go_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_i64() => "int64",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
-}
-
 /// Go's `%v` of a value decoded from JSON into `interface{}` (map keys sorted, as fmt
 /// prints them).
-fn go_value(value: &Value) -> String {
+fn go_percent_v(value: &Value) -> String {
     match value {
         Value::Null => "<nil>".into(),
         Value::Bool(b) => b.to_string(),
@@ -491,14 +478,14 @@ fn go_value(value: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Array(items) => format!(
             "[{}]",
-            items.iter().map(go_value).collect::<Vec<_>>().join(" ")
+            items.iter().map(go_percent_v).collect::<Vec<_>>().join(" ")
         ),
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
             let shown: Vec<String> = entries
                 .iter()
-                .map(|(k, v)| format!("{k}:{}", go_value(v)))
+                .map(|(k, v)| format!("{k}:{}", go_percent_v(v)))
                 .collect();
             format!("map[{}]", shown.join(" "))
         }

@@ -459,11 +459,10 @@ fn number_text(n: &Number) -> String {
     // Go's encoding/json writes an integral float below 1e21 as plain digits, which
     // go-yaml reads back as an integer when it fits.
     if f.fract() == 0.0 && f.abs() < 1e21 {
-        if let Some(Resolved::Int(i)) = go_parse_int(&format!("{f:.0}")) {
-            return i.to_string();
-        }
-        if let Some(Resolved::Uint(u)) = go_parse_int(&format!("{f:.0}")) {
-            return u.to_string();
+        match go_parse_int(&format!("{f:.0}")) {
+            Some(Resolved::Int(i)) => return i.to_string(),
+            Some(Resolved::Uint(u)) => return u.to_string(),
+            _ => {}
         }
     }
     format_g(f, false)

@@ -249,8 +249,8 @@ impl DocSync {
         // OpenAPI documents fetched off the loop, by APIService.
         let (openapi_tx, mut openapi_rx) =
             tokio::sync::mpsc::unbounded_channel::<(u64, Vec<(String, Fetched)>)>();
-        // Requests to fetch the delegate's documents now ([`super::Aggregator::refresh_delegate_docs`]):
-        // the latest one asked for, and whether a cycle still owes it.
+        // Requests to fetch the delegate's documents now (`Aggregator::docs_requested`, from
+        // `catch_up_with_delegate`): the latest one asked for, and whether a cycle owes it.
         let mut refresh_requests = aggregator.docs_requested.subscribe();
         let mut requested = 0u64;
         let mut refresh_owed = false;
@@ -557,16 +557,16 @@ async fn refresh(
         return stale(previous);
     }
     match (fetch(aggregator, backend, memo, part).await, part) {
-        (Ok((resources, _, _)), Part::Discovery) => Fetched {
-            resources: Some(resources.unwrap_or_default()),
+        (Ok(Documents::Resources(resources)), _) => Fetched {
+            resources: Some(resources),
             stale: false,
             ..previous
         },
         // A backend without OpenAPI keeps serving discovery; a failed OpenAPI fetch keeps
         // the previous OpenAPI.
-        (Ok((_, openapi_v3, openapi_v2)), Part::OpenApi) => Fetched {
-            openapi_v3: openapi_v3.unwrap_or(previous.openapi_v3.clone()),
-            openapi_v2: openapi_v2.or(previous.openapi_v2.clone()),
+        (Ok(Documents::OpenApi { v3, v2 }), _) => Fetched {
+            openapi_v3: v3.unwrap_or_else(|| previous.openapi_v3.clone()),
+            openapi_v2: v2.or_else(|| previous.openapi_v2.clone()),
             ..previous
         },
         (Err(e), Part::Discovery) => {
@@ -580,12 +580,15 @@ async fn refresh(
     }
 }
 
-/// Discovery's resources (for [`Part::Discovery`]), or the OpenAPI v3 and v2 documents.
-type FetchResult = (
-    Option<Vec<Value>>,
-    Option<Vec<(String, Bytes)>>,
-    Option<Arc<Value>>,
-);
+/// What one fetch got: discovery's resources ([`Part::Discovery`]), or the OpenAPI v3 and
+/// v2 documents ([`Part::OpenApi`], each `None` when not served or not usable).
+enum Documents {
+    Resources(Vec<Value>),
+    OpenApi {
+        v3: Option<Vec<(String, Bytes)>>,
+        v2: Option<Arc<Value>>,
+    },
+}
 
 /// Fetches a backend's documents from the address its requests go to; a host whose current
 /// address cannot be connected to is asked at its next ones, in order, as requests would be.
@@ -594,7 +597,7 @@ async fn fetch(
     backend: &Backend,
     memo: &FetchMemo,
     part: Part,
-) -> Result<FetchResult, String> {
+) -> Result<Documents, String> {
     let location = backend.location.as_ref().map_err(|e| e.message.clone())?;
     let attempts = match location.dialing {
         Dialing::InOrder => location.addresses.len().max(1),
@@ -622,7 +625,7 @@ async fn fetch_at(
     location: &Location,
     address: std::net::SocketAddr,
     part: Part,
-) -> Result<FetchResult, FetchError> {
+) -> Result<Documents, FetchError> {
     let client = client_for(backend, location, address)?;
     let base = format!(
         "https://{}:{}{}",
@@ -721,12 +724,12 @@ async fn fetch_at(
             serde_json::from_slice(&body).map_err(|e| format!("resource list: {e}"))?;
         aggregated_from_legacy(&list)
     };
-    Ok((Some(resources), None, None))
+    Ok(Documents::Resources(resources))
 }
 
 /// A backend's OpenAPI documents for one group-version: its v3 document, or its v2 document
 /// converted when it serves no v3.
-async fn fetch_openapi<F, Fut>(get: &F, group: &str, version: &str) -> FetchResult
+async fn fetch_openapi<F, Fut>(get: &F, group: &str, version: &str) -> Documents
 where
     F: Fn(String, &'static str) -> Fut,
     Fut: std::future::Future<Output = FetchOutput>,
@@ -751,7 +754,10 @@ where
         },
         OpenApiV3::Failed => None,
     };
-    (None, openapi_v3, openapi_v2)
+    Documents::OpenApi {
+        v3: openapi_v3,
+        v2: openapi_v2,
+    }
 }
 
 /// What a backend's `/openapi/v3` gave.

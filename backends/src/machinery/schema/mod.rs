@@ -20,6 +20,7 @@ mod defaulting;
 mod embedded;
 mod formats;
 mod objectmeta;
+pub(crate) use objectmeta::go_unstructured_type;
 mod pattern;
 mod pruning;
 mod ratcheting;

@@ -74,7 +74,7 @@ pub(crate) fn decode_dropping_malformed(meta: &Value) -> Result<Decoded, String>
 }
 
 /// `%T` of an unstructured value.
-fn go_unstructured_type(value: &Value) -> &'static str {
+pub(crate) fn go_unstructured_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "<nil>",
         Value::Bool(_) => "bool",
